@@ -1,0 +1,49 @@
+# Tandem's Makefile is a menu of flag sets over `go build` and `go test`.
+# Every target that needs the native stack runs scripts/setup.sh first; it is
+# idempotent and finishes in seconds when nothing changed.
+
+ROOT   := $(abspath .)
+NATIVE := $(ROOT)/.native
+PKG    := github.com/tandemsearch/tandem
+
+export CGO_ENABLED := 1
+export CGO_CFLAGS  := -I$(NATIVE)/include
+export CGO_LDFLAGS := -L$(NATIVE)/lib -Wl,-rpath,$(NATIVE)/lib -Wl,-rpath,$$ORIGIN/../.native/lib
+
+GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
+GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
+TESTFLAGS ?=
+
+.PHONY: all setup build test test-short testrace bench lint demo clean-native
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	go build $(GOFLAGS_BUILD) -o bin/tandem ./cmd/tandem
+
+# The README's test command: set-up, lint, then every test.
+test: setup lint
+	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
+
+test-short: setup
+	go test $(GOFLAGS_BUILD) -short -count=1 ./...
+
+testrace: setup
+	go test $(GOFLAGS_BUILD) -race -count=1 -timeout 60m ./...
+
+bench: setup
+	go test $(GOFLAGS_BUILD) -run '^$$' -bench . -benchmem -timeout 120m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet $(GOFLAGS_BUILD) ./...
+
+# The README's main-job command: set-up, build, index a sample, search it.
+demo: build
+	@bash scripts/demo.sh
+
+clean-native:
+	rm -rf $(NATIVE)
