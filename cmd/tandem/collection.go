@@ -3,5 +3,11 @@ package main
 // collectionCommands are the subcommands that index, search, evaluate and
 // maintain a collection directory.
 func collectionCommands() map[string]command {
-	return map[string]command{}
+	return map[string]command{
+		"index":  {"index a JSONL corpus (BEIR or JSON objects) into a collection", runIndex},
+		"search": {"search a collection", runSearch},
+		"eval":   {"evaluate a collection on BEIR queries and qrels", runEval},
+		"delete": {"delete documents by id", runDelete},
+		"stats":  {"print a collection's counts, sequences and schema", runStats},
+	}
 }

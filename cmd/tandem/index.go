@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// fieldFlags collects repeated --field name=type flags.
+type fieldFlags []tandem.Field
+
+func (f *fieldFlags) String() string { return fmt.Sprint(*f) }
+func (f *fieldFlags) Set(s string) error {
+	name, typ, ok := strings.Cut(s, "=")
+	if !ok || name == "" || typ == "" {
+		return fmt.Errorf("want name=type, got %q", s)
+	}
+	*f = append(*f, tandem.Field{Name: name, Type: tandem.FieldType(typ)})
+	return nil
+}
+
+func runIndex(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("index", stderr)
+	dir := fs.String("dir", "", "collection directory (created if absent)")
+	corpus := fs.String("corpus", "", "JSONL file to index ('-' for stdin)")
+	batch := fs.Int("batch", 1000, "documents per atomic batch")
+	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
+	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
+	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")
+	strict := fs.Bool("strict", false, "new collection: reject fields the schema does not declare")
+	var fields fieldFlags
+	fs.Var(&fields, "field", "new collection: declare or override a field type, name=type (text, keyword, keywords, number, date, bool); repeatable")
+	quiet := fs.Bool("quiet", false, "no progress output")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" || *corpus == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: tandem index --dir DIR --corpus FILE.jsonl [flags]")
+		fs.PrintDefaults()
+		return errUsage
+	}
+	schema, err := buildSchema(*schemaFile, *idField, *strict, fields)
+	if err != nil {
+		return err
+	}
+	var in io.Reader = os.Stdin
+	var size int64
+	if *corpus != "-" {
+		f, err := os.Open(*corpus)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			size = st.Size()
+		}
+		in = f
+	}
+	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	var last time.Time
+	opts := engine.JSONLOptions{
+		SkipBad: *skipBad,
+		OnSkip:  func(err error) { fmt.Fprintf(stderr, "skipped: %v\n", err) },
+		Progress: func(p engine.Progress) {
+			if *quiet || time.Since(last) < time.Second {
+				return
+			}
+			last = time.Now()
+			fmt.Fprintln(stderr, progressLine(p, size))
+		},
+	}
+	p, err := e.IndexJSONL(context.Background(), in, opts)
+	if !*quiet {
+		fmt.Fprintln(stderr, progressLine(p, size))
+	}
+	if err != nil {
+		var le *engine.LineError
+		if errors.As(err, &le) && !*skipBad {
+			return fmt.Errorf("%s: %w (documents before this line's batch are stored; use --skip-bad to skip bad lines)", *corpus, err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "indexed %d documents (%d lines, %d skipped) in %s\n", p.Docs, p.Lines, p.Skipped, p.Elapsed.Round(time.Millisecond))
+	return nil
+}
+
+func progressLine(p engine.Progress, size int64) string {
+	secs := p.Elapsed.Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(p.Docs) / secs
+	}
+	s := fmt.Sprintf("%d docs, %.0f docs/s", p.Docs, rate)
+	if size > 0 && p.Bytes > 0 {
+		frac := float64(p.Bytes) / float64(size)
+		eta := time.Duration(secs/frac*(1-frac)) * time.Second
+		s += fmt.Sprintf(", %.0f%%, ETA %s", 100*frac, eta.Round(time.Second))
+	}
+	if p.Skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", p.Skipped)
+	}
+	return s
+}
+
+func buildSchema(file, idField string, strict bool, fields fieldFlags) (*tandem.Schema, error) {
+	schema := tandem.DefaultSchema()
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		schema = &tandem.Schema{}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(schema); err != nil {
+			return nil, fmt.Errorf("schema %s: %w", file, err)
+		}
+	}
+	if idField != "" {
+		schema.IDField = idField
+	}
+	if strict {
+		schema.Strict = true
+	}
+	for _, f := range fields {
+		replaced := false
+		for i := range schema.Fields {
+			if schema.Fields[i].Name == f.Name {
+				schema.Fields[i] = f
+				replaced = true
+			}
+		}
+		if !replaced {
+			schema.Fields = append(schema.Fields, f)
+		}
+	}
+	return schema, nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tandemsearch/tandem/engine"
+)
+
+func runSearch(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("search", stderr)
+	dir := fs.String("dir", "", "collection directory")
+	mode := fs.String("mode", "bm25", "retriever: bm25")
+	filterJSON := fs.String("filter", "", `JSON filter, e.g. {"term":{"lang":"en"}}`)
+	k := fs.Int("k", 10, "number of hits")
+	offset := fs.Int("offset", 0, "hits to skip")
+	asJSON := fs.Bool("json", false, `print {"hits":[{"id","score","fields"}]}`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "usage: tandem search --dir DIR [--mode bm25] [--filter JSON] [-k N] [--json] \"query\"")
+		return errUsage
+	}
+	e, err := engine.Open(*dir, nil)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	res, err := e.Search(context.Background(), engine.Request{
+		Text:       strings.Join(fs.Args(), " "),
+		Filter:     []byte(*filterJSON),
+		K:          *k,
+		Offset:     *offset,
+		Retrievers: strings.Split(*mode, ","),
+	})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(res)
+	}
+	for i, h := range res.Hits {
+		title, _ := h.Fields["title"].(string)
+		if title == "" {
+			title, _ = h.Fields["text"].(string)
+		}
+		if len(title) > 80 {
+			title = title[:80] + "..."
+		}
+		fmt.Fprintf(stdout, "%3d  %-12s %8.4f  %s\n", i+1+*offset, h.ID, h.Score, title)
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package sparse
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/filter"
+)
+
+// Compile turns a checked filter into a Bleve query that matches exactly
+// the documents filter.Match accepts. Numbers and dates become inclusive or
+// exclusive numeric ranges, keywords become term and prefix queries, and
+// exists uses the internal field listing each document's fields.
+func Compile(e filter.Expr, schema *tandem.Schema) (query.Query, error) {
+	switch x := e.(type) {
+	case *filter.Term:
+		f, err := fieldOf(schema, x.Field)
+		if err != nil {
+			return nil, err
+		}
+		return equals(f, x.Value)
+	case *filter.Terms:
+		f, err := fieldOf(schema, x.Field)
+		if err != nil {
+			return nil, err
+		}
+		qs := make([]query.Query, 0, len(x.Values))
+		for _, v := range x.Values {
+			q, err := equals(f, v)
+			if err != nil {
+				return nil, err
+			}
+			qs = append(qs, q)
+		}
+		return query.NewDisjunctionQuery(qs), nil
+	case *filter.Range:
+		f, err := fieldOf(schema, x.Field)
+		if err != nil {
+			return nil, err
+		}
+		lo, loIncl := x.GTE, true
+		if x.GT != nil {
+			lo, loIncl = x.GT, false
+		}
+		hi, hiIncl := x.LTE, true
+		if x.LT != nil {
+			hi, hiIncl = x.LT, false
+		}
+		return rangeQuery(f, lo, hi, loIncl, hiIncl)
+	case *filter.Prefix:
+		q := query.NewPrefixQuery(x.Prefix)
+		q.SetField(x.Field)
+		return q, nil
+	case *filter.Exists:
+		q := query.NewTermQuery(x.Field)
+		q.SetField(existsField)
+		return q, nil
+	case *filter.And:
+		if len(x.Exprs) == 0 {
+			return query.NewMatchAllQuery(), nil
+		}
+		qs, err := compileAll(x.Exprs, schema)
+		if err != nil {
+			return nil, err
+		}
+		return query.NewConjunctionQuery(qs), nil
+	case *filter.Or:
+		if len(x.Exprs) == 0 {
+			return query.NewMatchNoneQuery(), nil
+		}
+		qs, err := compileAll(x.Exprs, schema)
+		if err != nil {
+			return nil, err
+		}
+		return query.NewDisjunctionQuery(qs), nil
+	case *filter.Not:
+		q, err := Compile(x.Expr, schema)
+		if err != nil {
+			return nil, err
+		}
+		return query.NewBooleanQuery([]query.Query{query.NewMatchAllQuery()}, nil, []query.Query{q}), nil
+	}
+	return nil, fmt.Errorf("sparse: unknown filter expression %T", e)
+}
+
+func compileAll(es []filter.Expr, schema *tandem.Schema) ([]query.Query, error) {
+	qs := make([]query.Query, len(es))
+	for i, e := range es {
+		q, err := Compile(e, schema)
+		if err != nil {
+			return nil, err
+		}
+		qs[i] = q
+	}
+	return qs, nil
+}
+
+func fieldOf(schema *tandem.Schema, name string) (tandem.Field, error) {
+	f, ok := schema.Field(name)
+	if !ok {
+		return f, &filter.Error{Path: name, Msg: "unknown field"}
+	}
+	return f, nil
+}
+
+func equals(f tandem.Field, v filter.Value) (query.Query, error) {
+	switch f.Type {
+	case tandem.Keyword, tandem.Keywords:
+		s, ok := v.(string)
+		if !ok {
+			break
+		}
+		q := query.NewTermQuery(s)
+		q.SetField(f.Name)
+		return q, nil
+	case tandem.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			break
+		}
+		q := query.NewBoolFieldQuery(b)
+		q.SetField(f.Name)
+		return q, nil
+	case tandem.Number, tandem.Date:
+		return rangeQuery(f, v, v, true, true)
+	}
+	return nil, &filter.Error{Path: f.Name, Msg: fmt.Sprintf("value %v does not suit a %s field (was the filter checked?)", v, f.Type)}
+}
+
+// Dates are indexed as int64 nanoseconds; bounds outside that range are
+// clamped so that a filter on year 1 or 9999 still means "open".
+var (
+	minDate = time.Unix(0, math.MinInt64+1).UTC()
+	maxDate = time.Unix(0, math.MaxInt64-1).UTC()
+)
+
+func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query.Query, error) {
+	switch f.Type {
+	case tandem.Number:
+		var min, max *float64
+		if lo != nil {
+			n, ok := lo.(float64)
+			if !ok {
+				return nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
+			}
+			min = &n
+		}
+		if hi != nil {
+			n, ok := hi.(float64)
+			if !ok {
+				return nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
+			}
+			max = &n
+		}
+		if min == nil && max == nil {
+			inf := math.Inf(-1)
+			min = &inf
+		}
+		q := query.NewNumericRangeInclusiveQuery(min, max, &loIncl, &hiIncl)
+		q.SetField(f.Name)
+		return q, nil
+	case tandem.Date:
+		var start, end time.Time
+		parse := func(v filter.Value) (time.Time, error) {
+			s, ok := v.(string)
+			if !ok {
+				return time.Time{}, &filter.Error{Path: f.Name, Msg: "range bound is not a date"}
+			}
+			t, err := tandem.ParseDate(s)
+			if err != nil {
+				return time.Time{}, &filter.Error{Path: f.Name, Msg: err.Error()}
+			}
+			if t.Before(minDate) {
+				t = minDate
+			}
+			if t.After(maxDate) {
+				t = maxDate
+			}
+			return t, nil
+		}
+		var err error
+		if lo != nil {
+			if start, err = parse(lo); err != nil {
+				return nil, err
+			}
+		} else {
+			start, loIncl = minDate, true
+		}
+		if hi != nil {
+			if end, err = parse(hi); err != nil {
+				return nil, err
+			}
+		} else {
+			end, hiIncl = maxDate, true
+		}
+		q := query.NewDateRangeInclusiveQuery(start, end, &loIncl, &hiIncl)
+		q.SetField(f.Name)
+		return q, nil
+	}
+	return nil, &filter.Error{Path: f.Name, Msg: fmt.Sprintf("range needs a number or date field, not %s", f.Type)}
+}

@@ -1,0 +1,417 @@
+package sparse
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	_ "github.com/blevesearch/bleve/v2/analysis/lang/en" // registers the "en" analyzer
+	"github.com/blevesearch/bleve/v2/document"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// Internal Bleve fields. Schema field names cannot start with '_', so these
+// never collide with a user's field.
+const (
+	// CompositeField holds every text field of a document joined by a
+	// space, analysed with the first text field's analyzer. Searching it
+	// scores better on BEIR than a disjunction over separate fields (see
+	// doc.go), so it is the default search field.
+	CompositeField = "_text"
+	// existsField holds the names of the fields a document has a value for.
+	existsField = "_exists"
+)
+
+// appliedKey is the Bleve internal key holding the last change-log
+// sequence applied. It is written in the same Bleve batch as the changes.
+var appliedKey = []byte("tandem.applied_seq")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("sparse: closed")
+
+// Index is the Bleve BM25 index of a collection. It is safe for concurrent
+// use; Apply calls are serialised by the caller (the engine's writer).
+type Index struct {
+	idx     bleve.Index
+	mapping mapping.IndexMapping
+
+	mu struct {
+		sync.RWMutex
+		closed  bool
+		applied uint64
+	}
+}
+
+// Open opens the Bleve index in dir, creating it if absent. The index is
+// derived state: if it cannot be opened (for example a crash during its
+// creation), it is removed and created empty, and its applied sequence is
+// 0 so that the caller replays the whole change log.
+func Open(dir string) (*Index, error) {
+	m := newMapping()
+	idx, err := bleve.Open(dir)
+	if err != nil {
+		if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				return nil, fmt.Errorf("sparse: open %s: %w (and cannot remove it: %v)", dir, err, rerr)
+			}
+		}
+		idx, err = bleve.New(dir, m)
+		if err != nil {
+			return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
+		}
+	}
+	x := &Index{idx: idx, mapping: m}
+	v, err := idx.GetInternal(appliedKey)
+	if err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("sparse: read applied sequence: %w", err)
+	}
+	if len(v) == 8 {
+		x.mu.applied = binary.BigEndian.Uint64(v)
+	}
+	return x, nil
+}
+
+func newMapping() *mapping.IndexMappingImpl {
+	m := bleve.NewIndexMapping()
+	m.ScoringModel = index.BM25Scoring
+	m.DefaultAnalyzer = tandem.DefaultAnalyzer
+	m.DefaultMapping.Dynamic = false
+	m.StoreDynamic = false
+	m.IndexDynamic = false
+	m.DocValuesDynamic = false
+	return m
+}
+
+// Name identifies the index among the engine's derived indexes.
+func (x *Index) Name() string { return "bm25" }
+
+// AppliedSeq is the last change-log sequence the index contains.
+func (x *Index) AppliedSeq() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.mu.applied
+}
+
+// Close closes the index. It is idempotent.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return nil
+	}
+	x.mu.closed = true
+	return x.idx.Close()
+}
+
+// DocCount is the number of documents in the index.
+func (x *Index) DocCount() (uint64, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return 0, ErrClosed
+	}
+	return x.idx.DocCount()
+}
+
+// DocID is the Bleve document id of an internal document number.
+func DocID(num uint64) string { return strconv.FormatUint(num, 10) }
+
+// Apply applies changes, in order, in one Bleve batch that also records
+// the last sequence applied, so the index and its sequence move together.
+// Changes at or below the applied sequence are skipped.
+func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []storage.Change) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	b := x.idx.NewBatch()
+	last := x.mu.applied
+	for _, c := range changes {
+		if c.Seq <= last {
+			continue
+		}
+		last = c.Seq
+		id := DocID(c.DocNum)
+		if c.Op == storage.OpDelete || c.Doc == nil {
+			b.Delete(id)
+			continue
+		}
+		d, err := x.buildDoc(schema, id, c.Doc)
+		if err != nil {
+			return fmt.Errorf("sparse: document %q: %w", c.ID, err)
+		}
+		if err := b.IndexAdvanced(d); err != nil {
+			return fmt.Errorf("sparse: document %q: %w", c.ID, err)
+		}
+	}
+	if last == x.mu.applied {
+		return nil
+	}
+	b.SetInternal(appliedKey, binary.BigEndian.AppendUint64(nil, last))
+	if err := x.idx.Batch(b); err != nil {
+		return fmt.Errorf("sparse: apply changes up to %d: %w", last, err)
+	}
+	x.mu.applied = last
+	return nil
+}
+
+func (x *Index) analyzer(name string) (analysis.Analyzer, error) {
+	a := x.mapping.AnalyzerNamed(name)
+	if a == nil {
+		return nil, fmt.Errorf("unknown analyzer %q", name)
+	}
+	return a, nil
+}
+
+func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*document.Document, error) {
+	d := document.NewDocument(id)
+	kw := x.mapping.AnalyzerNamed(keyword.Name)
+	var texts []string
+	compositeAnalyzer := ""
+	var present []string
+	for _, f := range schema.Fields {
+		v, ok := doc.Fields[f.Name]
+		if !ok || v == nil {
+			continue
+		}
+		present = append(present, f.Name)
+		switch f.Type {
+		case tandem.Text:
+			s, _ := v.(string)
+			if s == "" {
+				continue
+			}
+			a, err := x.analyzer(f.Analyzer)
+			if err != nil {
+				return nil, &tandem.FieldError{Field: f.Name, Err: err}
+			}
+			if compositeAnalyzer == "" {
+				compositeAnalyzer = f.Analyzer
+			}
+			d.AddField(document.NewTextFieldCustom(f.Name, nil, []byte(s), index.IndexField, a))
+			texts = append(texts, s)
+		case tandem.Keyword:
+			s, _ := v.(string)
+			d.AddField(document.NewTextFieldCustom(f.Name, nil, []byte(s), index.IndexField, kw))
+		case tandem.Keywords:
+			for i, s := range tandem.Strings(v) {
+				d.AddField(document.NewTextFieldCustom(f.Name, []uint64{uint64(i)}, []byte(s), index.IndexField, kw))
+			}
+		case tandem.Number:
+			n, _ := v.(float64)
+			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, n, index.IndexField))
+		case tandem.Bool:
+			bv, _ := v.(bool)
+			d.AddField(document.NewBooleanFieldWithIndexingOptions(f.Name, nil, bv, index.IndexField))
+		case tandem.Date:
+			s, _ := v.(string)
+			t, err := tandem.ParseDate(s)
+			if err != nil {
+				return nil, &tandem.FieldError{Field: f.Name, Err: err}
+			}
+			df, err := document.NewDateTimeFieldWithIndexingOptions(f.Name, nil, t, time.RFC3339, index.IndexField)
+			if err != nil {
+				return nil, &tandem.FieldError{Field: f.Name, Err: err}
+			}
+			d.AddField(df)
+		}
+	}
+	if len(texts) > 0 {
+		a, err := x.analyzer(compositeAnalyzer)
+		if err != nil {
+			return nil, err
+		}
+		d.AddField(document.NewTextFieldCustom(CompositeField, nil, []byte(strings.Join(texts, " ")), index.IndexField, a))
+	}
+	for i, name := range present {
+		d.AddField(document.NewTextFieldCustom(existsField, []uint64{uint64(i)}, []byte(name), index.IndexField, kw))
+	}
+	return d, nil
+}
+
+// Query is a BM25 search.
+type Query struct {
+	// Text is analysed and matched (any term) against the searched fields.
+	// Empty Text with a Filter ranks every matching document with score 0.
+	Text string
+	// Fields are the text fields searched, each with its boost (0 means
+	// the schema's boost). Empty means CompositeField, the default.
+	Fields map[string]float64
+	// Filter, if not nil, must have passed filter.Check. It restricts the
+	// ranking without changing any score.
+	Filter filter.Expr
+	// K is the number of hits to return.
+	K int
+}
+
+// Hit is one ranked document.
+type Hit struct {
+	DocNum uint64
+	Score  float64
+}
+
+// Search returns the top K documents for q, best first, ties broken by
+// ascending document number.
+func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]Hit, error) {
+	if q.K <= 0 {
+		return nil, nil
+	}
+	var tq query.Query
+	if strings.TrimSpace(q.Text) != "" {
+		var err error
+		if tq, err = textQuery(schema, q.Text, q.Fields); err != nil {
+			return nil, err
+		}
+	} else if q.Filter == nil {
+		return nil, errors.New("sparse: empty query: give text or a filter")
+	} else {
+		tq = query.NewMatchAllQuery()
+	}
+	if q.Filter != nil {
+		fq, err := Compile(q.Filter, schema)
+		if err != nil {
+			return nil, err
+		}
+		// A boolean query with only Must and Filter runs Must's searcher and
+		// drops the documents the (unscored) filter searcher does not
+		// produce, so every surviving score is the unfiltered score.
+		bq := query.NewBooleanQuery(nil, nil, nil)
+		bq.Must = tq
+		bq.AddFilter(fq)
+		tq = bq
+	}
+	return x.search(ctx, tq, q.K, "")
+}
+
+func (x *Index) search(ctx context.Context, q query.Query, k int, score string) ([]Hit, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return nil, ErrClosed
+	}
+	req := bleve.NewSearchRequestOptions(q, k, 0, false)
+	req.Score = score
+	res, err := x.idx.SearchInContext(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("sparse: search: %w", err)
+	}
+	hits := make([]Hit, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		n, err := strconv.ParseUint(h.ID, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sparse: bad document id %q in index: %w", h.ID, err)
+		}
+		hits = append(hits, Hit{DocNum: n, Score: h.Score})
+	}
+	sortHits(hits)
+	return hits, nil
+}
+
+func sortHits(h []Hit) {
+	// Bleve orders equal scores by its internal segment order; order them
+	// by docnum instead so rankings are deterministic across layouts.
+	slices.SortStableFunc(h, func(a, b Hit) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.DocNum, b.DocNum)
+	})
+}
+
+func textQuery(schema *tandem.Schema, text string, fields map[string]float64) (query.Query, error) {
+	if len(fields) == 0 {
+		tf := schema.TextFields()
+		if len(tf) == 0 {
+			return nil, errors.New("sparse: the schema has no text field")
+		}
+		mq := query.NewMatchQuery(text)
+		mq.SetField(CompositeField)
+		mq.Analyzer = tf[0].Analyzer
+		return mq, nil
+	}
+	var qs []query.Query
+	for name, boost := range fields {
+		f, ok := schema.Field(name)
+		if !ok {
+			return nil, &tandem.FieldError{Field: name, Err: tandem.ErrUnknownField}
+		}
+		if f.Type != tandem.Text {
+			return nil, &tandem.FieldError{Field: name, Err: fmt.Errorf("%w: not a text field", tandem.ErrWrongType)}
+		}
+		if boost == 0 {
+			boost = f.Boost
+		}
+		if boost < 0 || math.IsNaN(boost) {
+			return nil, &tandem.FieldError{Field: name, Err: fmt.Errorf("invalid boost %v", boost)}
+		}
+		mq := query.NewMatchQuery(text)
+		mq.SetField(name)
+		mq.Analyzer = f.Analyzer
+		mq.SetBoost(boost)
+		qs = append(qs, mq)
+	}
+	if len(qs) == 1 {
+		return qs[0], nil
+	}
+	return query.NewDisjunctionQuery(qs), nil
+}
+
+// FilterBitmap returns the internal numbers of the documents matching e
+// (which must have passed filter.Check). The dense and late-interaction
+// retrievers use it to restrict their candidates.
+//
+// Document numbers are uint64 and never reused, so the bitmap is a
+// roaring64 bitmap; a 32-bit roaring bitmap would cap a collection's
+// lifetime at 2^32 insertions.
+func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filter.Expr) (*roaring64.Bitmap, error) {
+	fq, err := Compile(e, schema)
+	if err != nil {
+		return nil, err
+	}
+	n, err := x.DocCount()
+	if err != nil {
+		return nil, err
+	}
+	bm := roaring64.New()
+	if n == 0 {
+		return bm, nil
+	}
+	hits, err := x.search(ctx, fq, int(n), "none")
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hits {
+		bm.Add(h.DocNum)
+	}
+	return bm, nil
+}

@@ -1,0 +1,732 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tandemsearch/tandem"
+)
+
+// Sentinel errors.
+var (
+	ErrClosed        = errors.New("storage: closed")
+	ErrNotFound      = errors.New("storage: not found")
+	ErrBatchTooLarge = errors.New("storage: batch too large for one transaction")
+	ErrCorruption    = errors.New("storage: corruption")
+)
+
+// Key layout. Every key starts with a one-byte table tag; numbers are
+// big-endian so that byte order is numeric order.
+const (
+	tagMeta     = 'm' // m<name>               -> meta value
+	tagID       = 'i' // i<external id>        -> docnum
+	tagDoc      = 'd' // d<docnum>             -> JSON document
+	tagBlob     = 'b' // b<docnum><name>       -> blob bytes
+	tagLog      = 'l' // l<seq>                -> change record
+	tagSnapshot = 's' // s<name>               -> snapshot record (JSON)
+)
+
+var (
+	keySchema  = []byte("mschema")
+	keyNextDoc = []byte("mnextdoc")
+	keyLastSeq = []byte("mlastseq")
+	keyLive    = []byte("mlive")
+)
+
+// Options configure Open. Zero fields mean defaults.
+type Options struct {
+	// Schema is the schema of a new collection; nil means
+	// tandem.DefaultSchema. It is ignored when the collection exists.
+	Schema *tandem.Schema
+	// InMemory keeps everything in memory (tests); dir is ignored.
+	InMemory bool
+	// NoSync turns off fsync on commit. An acknowledged write may then be
+	// lost by a machine crash (not by a process crash). For bulk loads that
+	// can be redone.
+	NoSync bool
+}
+
+// Store is the source of truth of a collection. It is safe for concurrent
+// use; writes are serialised.
+type Store struct {
+	db  *badger.DB
+	dir string
+
+	mu struct {
+		sync.Mutex
+		closed  bool
+		schema  *tandem.Schema
+		nextDoc uint64 // next docnum to assign
+		lastSeq uint64 // last change-log sequence committed
+		live    uint64 // number of live documents
+	}
+}
+
+// Open opens or creates the store in dir.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	bo := badger.DefaultOptions(filepath.Join(dir, "badger"))
+	if o.InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	} else {
+		if err := os.MkdirAll(filepath.Join(dir, "snapshots"), 0o755); err != nil {
+			return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+		}
+	}
+	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open badger in %s: %w", dir, err)
+	}
+	s := &Store{db: db, dir: dir}
+	if err := s.load(o.Schema); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads the counters and schema, creating them on first open.
+func (s *Store) load(schema *tandem.Schema) error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(keySchema)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			if schema == nil {
+				schema = tandem.DefaultSchema()
+			}
+			schema = schema.Clone()
+			schema.Fill()
+			if err := schema.Validate(); err != nil {
+				return err
+			}
+			b, err := json.Marshal(schema)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(keySchema, b); err != nil {
+				return err
+			}
+			s.mu.schema = schema
+		case err != nil:
+			return fmt.Errorf("storage: read schema: %w", err)
+		default:
+			var sc tandem.Schema
+			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &sc) }); err != nil {
+				return fmt.Errorf("%w: schema: %v", ErrCorruption, err)
+			}
+			s.mu.schema = &sc
+		}
+		for _, c := range []struct {
+			key []byte
+			dst *uint64
+		}{{keyNextDoc, &s.mu.nextDoc}, {keyLastSeq, &s.mu.lastSeq}, {keyLive, &s.mu.live}} {
+			v, err := getUint(txn, c.key)
+			if err != nil {
+				return err
+			}
+			*c.dst = v
+		}
+		return nil
+	})
+}
+
+// Close closes the store. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
+	s.mu.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("storage: close: %w", err)
+	}
+	return nil
+}
+
+// Schema returns a copy of the current schema.
+func (s *Store) Schema() *tandem.Schema {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.schema.Clone()
+}
+
+// LastSeq is the sequence number of the last committed change (0 if none).
+func (s *Store) LastSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.lastSeq
+}
+
+// Count is the number of live documents.
+func (s *Store) Count() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.live
+}
+
+// Op is the kind of a change.
+type Op uint8
+
+// Change operations.
+const (
+	OpPut    Op = 1
+	OpDelete Op = 2
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Change is one entry of the change log.
+type Change struct {
+	Seq    uint64
+	Op     Op
+	DocNum uint64
+	ID     string
+	// Doc is the document as it is now, for a put whose document is still
+	// live when the log is read; nil otherwise. A derived index applying an
+	// old put with the current document converges to the current state,
+	// because every later change to the same docnum follows in the log.
+	Doc *tandem.Doc
+}
+
+// Batch is a set of puts and deletes committed as one transaction. Later
+// operations on the same id win. A Batch is not safe for concurrent use.
+type Batch struct {
+	ops []batchOp
+}
+
+type batchOp struct {
+	op    Op
+	doc   tandem.Doc
+	blobs map[string][]byte
+}
+
+// Put adds or replaces a document and its blobs. The blobs (named
+// per-document values such as "vec/<model>") replace all the document's
+// previous blobs.
+func (b *Batch) Put(doc tandem.Doc, blobs map[string][]byte) {
+	b.ops = append(b.ops, batchOp{op: OpPut, doc: doc, blobs: blobs})
+}
+
+// Delete removes a document and its blobs; deleting an unknown id is a
+// no-op.
+func (b *Batch) Delete(id string) {
+	b.ops = append(b.ops, batchOp{op: OpDelete, doc: tandem.Doc{ID: id}})
+}
+
+// Len is the number of operations in the batch.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// WriteResult describes a committed batch.
+type WriteResult struct {
+	Put, Deleted int    // documents written and documents actually removed
+	LastSeq      uint64 // last change-log sequence of the batch
+}
+
+// BatchError names the operation of a batch that was rejected.
+type BatchError struct {
+	Index int    // position in the batch
+	ID    string // the document's external id
+	Err   error
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("storage: document %d (id %q): %v", e.Index, e.ID, e.Err)
+}
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// Write checks every document against the schema and commits the batch in
+// one Badger transaction, with the change-log entries of its operations.
+// When Write returns nil the batch is durable (fsynced, unless NoSync); on
+// error nothing of the batch is stored.
+func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return WriteResult{}, ErrClosed
+	}
+	schema := s.mu.schema
+	var newFields []tandem.Field
+	norm := make([]tandem.Doc, len(b.ops))
+	for i, op := range b.ops {
+		if op.op == OpDelete {
+			if op.doc.ID == "" {
+				return WriteResult{}, &BatchError{Index: i, Err: tandem.ErrMissingID}
+			}
+			continue
+		}
+		d, added, err := schema.Check(op.doc)
+		if err != nil {
+			return WriteResult{}, &BatchError{Index: i, ID: op.doc.ID, Err: err}
+		}
+		if len(added) > 0 {
+			schema = schema.Clone()
+			schema.Fields = append(schema.Fields, added...)
+			newFields = append(newFields, added...)
+		}
+		norm[i] = d
+	}
+
+	nextDoc, seq, live := s.mu.nextDoc, s.mu.lastSeq, s.mu.live
+	var res WriteResult
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for i, op := range b.ops {
+			num, exists, err := lookupID(txn, op.doc.ID)
+			if err != nil {
+				return err
+			}
+			if op.op == OpDelete {
+				if !exists {
+					continue
+				}
+				if err := deleteDoc(txn, op.doc.ID, num); err != nil {
+					return err
+				}
+				seq++
+				live--
+				res.Deleted++
+				if err := txn.Set(logKey(seq), encodeChange(OpDelete, num, op.doc.ID)); err != nil {
+					return err
+				}
+				continue
+			}
+			if exists {
+				if err := deleteBlobs(txn, num); err != nil {
+					return err
+				}
+			} else {
+				num = nextDoc
+				nextDoc++
+				live++
+				if err := txn.Set(idKey(op.doc.ID), u64(num)); err != nil {
+					return err
+				}
+			}
+			body, err := json.Marshal(norm[i])
+			if err != nil {
+				return fmt.Errorf("storage: encode %q: %w", op.doc.ID, err)
+			}
+			if err := txn.Set(docKey(num), body); err != nil {
+				return err
+			}
+			for name, v := range op.blobs {
+				if name == "" {
+					return &BatchError{Index: i, ID: op.doc.ID, Err: errors.New("empty blob name")}
+				}
+				if err := txn.Set(blobKey(num, name), v); err != nil {
+					return err
+				}
+			}
+			seq++
+			res.Put++
+			if err := txn.Set(logKey(seq), encodeChange(OpPut, num, op.doc.ID)); err != nil {
+				return err
+			}
+		}
+		if len(newFields) > 0 {
+			sb, err := json.Marshal(schema)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(keySchema, sb); err != nil {
+				return err
+			}
+		}
+		for _, c := range []struct {
+			k []byte
+			v uint64
+		}{{keyNextDoc, nextDoc}, {keyLastSeq, seq}, {keyLive, live}} {
+			if err := txn.Set(c.k, u64(c.v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		return WriteResult{}, fmt.Errorf("%w (%d operations): split it", ErrBatchTooLarge, len(b.ops))
+	}
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("storage: write batch: %w", err)
+	}
+	s.mu.schema = schema
+	s.mu.nextDoc, s.mu.lastSeq, s.mu.live = nextDoc, seq, live
+	res.LastSeq = seq
+	return res, nil
+}
+
+func lookupID(txn *badger.Txn, id string) (uint64, bool, error) {
+	item, err := txn.Get(idKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: id %q maps to %d bytes", ErrCorruption, id, len(v))
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, true, err
+}
+
+func deleteDoc(txn *badger.Txn, id string, num uint64) error {
+	if err := txn.Delete(idKey(id)); err != nil {
+		return err
+	}
+	if err := txn.Delete(docKey(num)); err != nil {
+		return err
+	}
+	return deleteBlobs(txn, num)
+}
+
+func deleteBlobs(txn *badger.Txn, num uint64) error {
+	prefix := blobPrefix(num)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	var keys [][]byte
+	for it.Rewind(); it.Valid(); it.Next() {
+		keys = append(keys, it.Item().KeyCopy(nil))
+	}
+	it.Close()
+	for _, k := range keys {
+		if err := txn.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get returns the live document with internal number num.
+func (s *Store) Get(num uint64) (tandem.Doc, bool, error) {
+	var doc tandem.Doc
+	var found bool
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		doc, found, err = getDoc(txn, num)
+		return err
+	})
+	return doc, found, err
+}
+
+// GetMany returns the live documents among nums; absent ones are omitted
+// from the map. It reads one consistent snapshot.
+func (s *Store) GetMany(nums []uint64) (map[uint64]tandem.Doc, error) {
+	out := make(map[uint64]tandem.Doc, len(nums))
+	err := s.view(func(txn *badger.Txn) error {
+		for _, n := range nums {
+			d, ok, err := getDoc(txn, n)
+			if err != nil {
+				return err
+			}
+			if ok {
+				out[n] = d
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Lookup returns the internal number of an external id.
+func (s *Store) Lookup(id string) (uint64, bool, error) {
+	var n uint64
+	var ok bool
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		n, ok, err = lookupID(txn, id)
+		return err
+	})
+	return n, ok, err
+}
+
+func getDoc(txn *badger.Txn, num uint64) (tandem.Doc, bool, error) {
+	item, err := txn.Get(docKey(num))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return tandem.Doc{}, false, nil
+	}
+	if err != nil {
+		return tandem.Doc{}, false, err
+	}
+	var d tandem.Doc
+	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &d) }); err != nil {
+		return tandem.Doc{}, false, fmt.Errorf("%w: doc %d: %v", ErrCorruption, num, err)
+	}
+	return d, true, nil
+}
+
+// Blob returns a copy of the named blob of document num.
+func (s *Store) Blob(num uint64, name string) ([]byte, bool, error) {
+	var out []byte
+	var found bool
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(blobKey(num, name))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		out, err = item.ValueCopy(nil)
+		return err
+	})
+	return out, found, err
+}
+
+// ScanDocs calls fn for every live document in docnum order, from one
+// consistent snapshot. The Doc is fn's to keep.
+func (s *Store) ScanDocs(ctx context.Context, fn func(num uint64, doc tandem.Doc) error) error {
+	return s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagDoc}, PrefetchValues: true, PrefetchSize: 100})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			item := it.Item()
+			num := binary.BigEndian.Uint64(item.Key()[1:])
+			var d tandem.Doc
+			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &d) }); err != nil {
+				return fmt.Errorf("%w: doc %d: %v", ErrCorruption, num, err)
+			}
+			if err := fn(num, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ScanBlobs calls fn with every blob called name, in docnum order, from
+// one consistent snapshot. The value is only valid during the call.
+func (s *Store) ScanBlobs(ctx context.Context, name string, fn func(num uint64, value []byte) error) error {
+	return s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagBlob}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			item := it.Item()
+			k := item.Key()
+			if string(k[9:]) != name {
+				continue
+			}
+			num := binary.BigEndian.Uint64(k[1:9])
+			if err := item.Value(func(v []byte) error { return fn(num, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Changes returns up to limit changes with sequence numbers greater than
+// after, in order, each put carrying its document if it is still live.
+func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]Change, error) {
+	var out []Change
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagLog}, PrefetchValues: true})
+		defer it.Close()
+		for it.Seek(logKey(after + 1)); it.Valid() && len(out) < limit; it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			item := it.Item()
+			c := Change{Seq: binary.BigEndian.Uint64(item.Key()[1:])}
+			if err := item.Value(func(v []byte) error { return decodeChange(v, &c) }); err != nil {
+				return err
+			}
+			if c.Op == OpPut {
+				d, ok, err := getDoc(txn, c.DocNum)
+				if err != nil {
+					return err
+				}
+				if ok {
+					c.Doc = &d
+				}
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) view(fn func(txn *badger.Txn) error) error {
+	s.mu.Lock()
+	closed := s.mu.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return s.db.View(fn)
+}
+
+// snapshotRecord is the committed pointer to a snapshot file.
+type snapshotRecord struct {
+	File string `json:"file"`
+	Seq  uint64 `json:"seq"`
+}
+
+// SaveSnapshot stores a named snapshot of a derived index (a FAISS index,
+// for example) that includes every change up to seq. write fills the file.
+// The file is written and fsynced under a fresh name, then its name is
+// committed in Badger; the commit is the single point at which the new
+// snapshot replaces the old one, whose file is then removed.
+func (s *Store) SaveSnapshot(ctx context.Context, name string, seq uint64, write func(w io.Writer) error) error {
+	if s.dir == "" || name == "" || strings.ContainsAny(name, `/\`) {
+		return fmt.Errorf("storage: save snapshot %q: invalid name or in-memory store", name)
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "snapshots"), name+"-*.snap")
+	if err != nil {
+		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+	}
+	fname := filepath.Base(f.Name())
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := write(f); err != nil {
+		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+	}
+	var old snapshotRecord
+	err = s.update(func(txn *badger.Txn) error {
+		if item, err := txn.Get(snapKey(name)); err == nil {
+			_ = item.Value(func(v []byte) error { return json.Unmarshal(v, &old) })
+		}
+		b, _ := json.Marshal(snapshotRecord{File: fname, Seq: seq})
+		return txn.Set(snapKey(name), b)
+	})
+	if err != nil {
+		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+	}
+	ok = true
+	if old.File != "" && old.File != fname {
+		os.Remove(filepath.Join(s.dir, "snapshots", old.File))
+	}
+	return nil
+}
+
+// OpenSnapshot opens the named snapshot; seq is the last change it
+// includes. It returns ErrNotFound if there is none. The caller closes rc.
+func (s *Store) OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err error) {
+	var rec snapshotRecord
+	err = s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(snapKey(name))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) })
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("storage: open snapshot %q: %w", name, err)
+	}
+	f, err := os.Open(filepath.Join(s.dir, "snapshots", rec.File))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: snapshot %q: %v", ErrCorruption, name, err)
+	}
+	return f, rec.Seq, nil
+}
+
+func (s *Store) update(fn func(txn *badger.Txn) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	return s.db.Update(fn)
+}
+
+func getUint(txn *badger.Txn, k []byte) (uint64, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: %s has %d bytes", ErrCorruption, k, len(v))
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, err
+}
+
+func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func idKey(id string) []byte     { return append([]byte{tagID}, id...) }
+func docKey(n uint64) []byte     { return binary.BigEndian.AppendUint64([]byte{tagDoc}, n) }
+func logKey(s uint64) []byte     { return binary.BigEndian.AppendUint64([]byte{tagLog}, s) }
+func snapKey(n string) []byte    { return append([]byte{tagSnapshot}, n...) }
+func blobPrefix(n uint64) []byte { return binary.BigEndian.AppendUint64([]byte{tagBlob}, n) }
+func blobKey(n uint64, name string) []byte {
+	return append(blobPrefix(n), name...)
+}
+
+// encodeChange is op, docnum (8 bytes big-endian), external id.
+func encodeChange(op Op, num uint64, id string) []byte {
+	b := make([]byte, 0, 9+len(id))
+	b = append(b, byte(op))
+	b = binary.BigEndian.AppendUint64(b, num)
+	return append(b, id...)
+}
+
+func decodeChange(v []byte, c *Change) error {
+	if len(v) < 9 || (Op(v[0]) != OpPut && Op(v[0]) != OpDelete) {
+		return fmt.Errorf("%w: change %d: bad record", ErrCorruption, c.Seq)
+	}
+	c.Op = Op(v[0])
+	c.DocNum = binary.BigEndian.Uint64(v[1:9])
+	c.ID = string(bytes.Clone(v[9:]))
+	return nil
+}
