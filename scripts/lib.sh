@@ -13,10 +13,15 @@ as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# inputs_hash prints one hash over the named files' contents and names.
+# inputs_hash prints one hash over the named files' contents and their
+# paths relative to the repository, however the script was invoked.
 inputs_hash() {
 	local f
-	for f in "$@"; do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -d' ' -f1
+	for f in "$@"; do
+		f=$(realpath "$f")
+		printf '%s\n' "${f#"$ROOT"/}"
+		cat "$f"
+	done | sha256sum | cut -d' ' -f1
 }
 
 # up_to_date NAME HASH OUTPUT... succeeds when step NAME last ran with HASH

@@ -1,0 +1,851 @@
+// Tandem's implementation of the FAISS C API extensions that
+// github.com/blevesearch/go-faiss v1.1.5 calls and FAISS 1.7.3 lacks.
+// Declarations and the list of known limits are in tandem_ex_c.h.
+//
+// Every entry point catches C++ exceptions and turns them into an error code
+// plus a message for faiss_get_last_error(), as the upstream C API does
+// (CATCH_AND_HANDLE from the upstream macros_impl.h).
+
+#include <faiss/c_api/tandem_ex_c.h>
+#include <faiss/c_api/index_io_c.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <omp.h>
+
+#include <faiss/Index.h>
+#include <faiss/IndexBinary.h>
+#include <faiss/IndexBinaryFlat.h>
+#include <faiss/IndexBinaryIVF.h>
+#include <faiss/IndexFlatCodes.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/IndexPreTransform.h>
+#include <faiss/IndexScalarQuantizer.h>
+#include <faiss/clone_index.h>
+#include <faiss/impl/AuxIndexStructures.h>
+#include <faiss/impl/FaissAssert.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_factory.h>
+#include <faiss/index_io.h>
+#include <faiss/utils/distances.h>
+#include <faiss/utils/hamming.h>
+#include <faiss/utils/utils.h>
+
+#include "macros_impl.h"
+
+// idx_t is the C API's int64_t id type (faiss_c.h).
+
+namespace {
+
+// BitmapSelector owns a copy of the caller's bitmap. FAISS 1.7.3's
+// IDSelectorBitmap keeps the pointer it is given, which for go-faiss is Go
+// memory that cgo forbids C to retain after the call.
+struct BitmapSelector : faiss::IDSelector {
+    std::vector<uint8_t> bits;
+    explicit BitmapSelector(size_t n, const uint8_t* bitmap)
+            : bits(bitmap, bitmap + n) {}
+    bool is_member(idx_t id) const override {
+        if (id < 0) {
+            return false;
+        }
+        size_t byte = size_t(id) >> 3;
+        return byte < bits.size() && ((bits[byte] >> (id & 7)) & 1);
+    }
+};
+
+// TranslatedSelector applies a selector over external ids to the internal
+// ids of an IndexIDMap's sub-index.
+struct TranslatedSelector : faiss::IDSelector {
+    const std::vector<idx_t>& id_map;
+    const faiss::IDSelector* sel;
+    TranslatedSelector(const std::vector<idx_t>& id_map, const faiss::IDSelector* sel)
+            : id_map(id_map), sel(sel) {}
+    bool is_member(idx_t id) const override {
+        return id >= 0 && size_t(id) < id_map.size() && sel->is_member(id_map[id]);
+    }
+};
+
+const std::vector<idx_t>* id_map_of(const faiss::Index* index, const faiss::Index** sub) {
+    if (auto m = dynamic_cast<const faiss::IndexIDMap*>(index)) {
+        *sub = m->index;
+        return &m->id_map;
+    }
+    return nullptr;
+}
+
+const faiss::IndexIVF* as_ivf(const faiss::Index* index) {
+    return dynamic_cast<const faiss::IndexIVF*>(index);
+}
+
+// search_dispatch searches index with params, adapting the parameters to what
+// each FAISS 1.7.3 index type accepts:
+//   - IndexIDMap(2): params are rejected, so the selector is translated to
+//     the sub-index's ids and the labels mapped back;
+//   - IndexPreTransform: the chain is applied here and the sub-index searched;
+//   - IndexIVF: plain parameters become IVF parameters with the index's own
+//     nprobe and max_codes;
+//   - IndexHNSW: plain parameters become HNSW parameters with its efSearch.
+void search_dispatch(
+        const faiss::Index* index,
+        idx_t n,
+        const float* x,
+        idx_t k,
+        const faiss::SearchParameters* params,
+        float* distances,
+        idx_t* labels) {
+    if (params == nullptr) {
+        index->search(n, x, k, distances, labels);
+        return;
+    }
+    const faiss::Index* sub = nullptr;
+    if (const std::vector<idx_t>* id_map = id_map_of(index, &sub)) {
+        std::unique_ptr<TranslatedSelector> tsel;
+        faiss::SearchParameters plain;
+        faiss::SearchParametersIVF ivf;
+        const faiss::SearchParameters* sub_params = params;
+        if (params->sel) {
+            tsel.reset(new TranslatedSelector(*id_map, params->sel));
+            if (auto p = dynamic_cast<const faiss::SearchParametersIVF*>(params)) {
+                ivf.nprobe = p->nprobe;
+                ivf.max_codes = p->max_codes;
+                ivf.quantizer_params = p->quantizer_params;
+                ivf.sel = tsel.get();
+                sub_params = &ivf;
+            } else {
+                plain.sel = tsel.get();
+                sub_params = &plain;
+            }
+        }
+        search_dispatch(sub, n, x, k, sub_params, distances, labels);
+        for (idx_t i = 0; i < n * k; i++) {
+            if (labels[i] >= 0) {
+                labels[i] = (*id_map)[labels[i]];
+            }
+        }
+        return;
+    }
+    if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index)) {
+        const float* xt = pt->apply_chain(n, x);
+        std::unique_ptr<const float[]> del(xt == x ? nullptr : xt);
+        search_dispatch(pt->index, n, xt, k, params, distances, labels);
+        return;
+    }
+    if (auto ivf = as_ivf(index)) {
+        if (dynamic_cast<const faiss::SearchParametersIVF*>(params) == nullptr) {
+            faiss::SearchParametersIVF p;
+            p.sel = params->sel;
+            p.nprobe = ivf->nprobe;
+            p.max_codes = ivf->max_codes;
+            index->search(n, x, k, distances, labels, &p);
+            return;
+        }
+    }
+    if (auto hnsw = dynamic_cast<const faiss::IndexHNSW*>(index)) {
+        if (dynamic_cast<const faiss::SearchParametersHNSW*>(params) == nullptr) {
+            faiss::SearchParametersHNSW p;
+            p.sel = params->sel;
+            p.efSearch = hnsw->hnsw.efSearch;
+            index->search(n, x, k, distances, labels, &p);
+            return;
+        }
+    }
+    index->search(n, x, k, distances, labels, params);
+}
+
+size_t index_bytes(const faiss::Index* index);
+
+size_t invlists_bytes(const faiss::InvertedLists* il) {
+    if (il == nullptr) {
+        return 0;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < il->nlist; i++) {
+        total += il->list_size(i) * (il->code_size + sizeof(idx_t));
+    }
+    return total;
+}
+
+size_t index_bytes(const faiss::Index* index) {
+    if (index == nullptr) {
+        return 0;
+    }
+    const faiss::Index* sub = nullptr;
+    if (const std::vector<idx_t>* id_map = id_map_of(index, &sub)) {
+        size_t total = id_map->size() * sizeof(idx_t) + index_bytes(sub);
+        if (auto m2 = dynamic_cast<const faiss::IndexIDMap2*>(index)) {
+            // unordered_map node: key, value and about two pointers.
+            total += m2->rev_map.size() * (2 * sizeof(idx_t) + 2 * sizeof(void*));
+        }
+        return total;
+    }
+    if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index)) {
+        return index_bytes(pt->index);
+    }
+    if (auto ivf = as_ivf(index)) {
+        return invlists_bytes(ivf->invlists) + index_bytes(ivf->quantizer);
+    }
+    if (auto hnsw = dynamic_cast<const faiss::IndexHNSW*>(index)) {
+        return hnsw->hnsw.neighbors.size() * sizeof(faiss::HNSW::storage_idx_t) +
+                hnsw->hnsw.offsets.size() * sizeof(size_t) +
+                hnsw->hnsw.levels.size() * sizeof(int) + index_bytes(hnsw->storage);
+    }
+    if (auto fc = dynamic_cast<const faiss::IndexFlatCodes*>(index)) {
+        return fc->codes.size();
+    }
+    return 0;
+}
+
+void check_no_selector_binary(const faiss::SearchParameters* params) {
+    FAISS_THROW_IF_NOT_MSG(
+            params == nullptr || params->sel == nullptr,
+            "selectors are not supported on binary indexes in FAISS 1.7.3");
+}
+
+void check_buffer_flags(int io_flags) {
+    FAISS_THROW_IF_NOT_MSG(
+            (io_flags &
+             (FAISS_IO_FLAG_MMAP | FAISS_IO_FLAG_ONDISK_IVF | FAISS_IO_FLAG_READ_MMAP)) == 0,
+            "an index read from a memory buffer cannot be memory-mapped");
+}
+
+int faiss_io_flags(int io_flags) {
+    // Of the flags go-faiss names, only read-only means something to FAISS
+    // 1.7.3 when reading from memory; prefetch hints do not apply.
+    return io_flags & FAISS_IO_FLAG_READ_ONLY;
+}
+
+void copy_out(const std::vector<uint8_t>& data, size_t* size, unsigned char** buf) {
+    *buf = nullptr;
+    *size = 0;
+    unsigned char* out = static_cast<unsigned char*>(malloc(std::max<size_t>(data.size(), 1)));
+    FAISS_THROW_IF_NOT_MSG(out != nullptr, "out of memory writing index");
+    memcpy(out, data.data(), data.size());
+    *buf = out;
+    *size = data.size();
+}
+
+} // namespace
+
+extern "C" {
+
+// ---- selectors ----
+
+int faiss_IDSelectorBitmap_new(FaissIDSelectorBitmap** p_sel, size_t n, const uint8_t* bitmap) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(p_sel != nullptr, "p_sel is NULL");
+        FAISS_THROW_IF_NOT_MSG(n == 0 || bitmap != nullptr, "bitmap is NULL");
+        *p_sel = reinterpret_cast<FaissIDSelectorBitmap*>(
+                static_cast<faiss::IDSelector*>(new BitmapSelector(n, bitmap)));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IDSelectorNot_new(FaissIDSelectorNot** p_sel, const FaissIDSelector* sel) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(p_sel != nullptr && sel != nullptr, "selector is NULL");
+        *p_sel = reinterpret_cast<FaissIDSelectorNot*>(
+                static_cast<faiss::IDSelector*>(new faiss::IDSelectorNot(
+                        reinterpret_cast<const faiss::IDSelector*>(sel))));
+    }
+    CATCH_AND_HANDLE
+}
+
+// ---- search parameters ----
+
+int faiss_SearchParameters_new(FaissSearchParameters** p_sp, FaissIDSelector* sel) {
+    try {
+        auto sp = new faiss::SearchParameters();
+        sp->sel = reinterpret_cast<faiss::IDSelector*>(sel);
+        *p_sp = reinterpret_cast<FaissSearchParameters*>(sp);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_SearchParametersIVF_new_with(
+        FaissSearchParameters** p_sp,
+        FaissIDSelector* sel,
+        size_t nprobe,
+        size_t max_codes) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(nprobe > 0, "nprobe must be positive");
+        auto sp = new faiss::SearchParametersIVF();
+        sp->sel = reinterpret_cast<faiss::IDSelector*>(sel);
+        sp->nprobe = nprobe;
+        sp->max_codes = max_codes;
+        *p_sp = reinterpret_cast<FaissSearchParameters*>(
+                static_cast<faiss::SearchParameters*>(sp));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_SearchParametersRaBitQ_new_with(
+        FaissSearchParameters** p_sp,
+        FaissIDSelector*,
+        size_t,
+        size_t) {
+    try {
+        *p_sp = nullptr;
+        FAISS_THROW_MSG("RaBitQ is not available in FAISS 1.7.3");
+    }
+    CATCH_AND_HANDLE
+}
+
+size_t faiss_SearchParametersIVF_nprobe(const FaissSearchParameters* sp) {
+    auto p = dynamic_cast<const faiss::SearchParametersIVF*>(
+            reinterpret_cast<const faiss::SearchParameters*>(sp));
+    return p ? p->nprobe : 0;
+}
+
+void faiss_SearchParameters_free(FaissSearchParameters* sp) {
+    delete reinterpret_cast<faiss::SearchParameters*>(sp);
+}
+
+// ---- Index ----
+
+int faiss_Index_search_with_params(
+        const FaissIndex* index,
+        idx_t n,
+        const float* x,
+        idx_t k,
+        const FaissSearchParameters* params,
+        float* distances,
+        idx_t* labels) {
+    try {
+        search_dispatch(
+                reinterpret_cast<const faiss::Index*>(index),
+                n,
+                x,
+                k,
+                reinterpret_cast<const faiss::SearchParameters*>(params),
+                distances,
+                labels);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Index_size(const FaissIndex* index, size_t* size) {
+    try {
+        *size = index_bytes(reinterpret_cast<const faiss::Index*>(index));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Index_reconstruct_batch(
+        const FaissIndex* index,
+        idx_t n,
+        const idx_t* keys,
+        float* recons) {
+    try {
+        reinterpret_cast<const faiss::Index*>(index)->reconstruct_batch(n, keys, recons);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Index_merge_from(FaissIndex* index, FaissIndex* other, idx_t add_id) {
+    try {
+        reinterpret_cast<faiss::Index*>(index)->merge_from(
+                *reinterpret_cast<faiss::Index*>(other), add_id);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Index_dist_compute(
+        const FaissIndex* index,
+        const float* query,
+        const idx_t* ids,
+        size_t n,
+        float* distances) {
+    try {
+        auto idx = reinterpret_cast<const faiss::Index*>(index);
+        std::vector<float> v(idx->d);
+        for (size_t i = 0; i < n; i++) {
+            idx->reconstruct(ids[i], v.data());
+            switch (idx->metric_type) {
+                case faiss::METRIC_INNER_PRODUCT:
+                    distances[i] = faiss::fvec_inner_product(query, v.data(), idx->d);
+                    break;
+                case faiss::METRIC_L2:
+                    distances[i] = faiss::fvec_L2sqr(query, v.data(), idx->d);
+                    break;
+                default:
+                    FAISS_THROW_MSG("dist_compute supports the L2 and inner product metrics");
+            }
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Set_quantizers(FaissIndex* index, FaissIndex* src) {
+    try {
+        auto dst = reinterpret_cast<faiss::Index*>(index);
+        auto from = reinterpret_cast<faiss::Index*>(src);
+        FAISS_THROW_IF_NOT_MSG(dst->d == from->d, "dimension mismatch");
+        FAISS_THROW_IF_NOT_MSG(dst->ntotal == 0, "the target index must be empty");
+        if (auto divf = dynamic_cast<faiss::IndexIVF*>(dst)) {
+            auto sivf = dynamic_cast<faiss::IndexIVF*>(from);
+            FAISS_THROW_IF_NOT_MSG(sivf != nullptr, "source is not an IVF index");
+            FAISS_THROW_IF_NOT_MSG(divf->nlist == sivf->nlist, "nlist mismatch");
+            FAISS_THROW_IF_NOT_MSG(divf->code_size == sivf->code_size, "code size mismatch");
+            faiss::Index* q = faiss::clone_index(sivf->quantizer);
+            if (divf->own_fields) {
+                delete divf->quantizer;
+            }
+            divf->quantizer = q;
+            divf->own_fields = true;
+            if (auto dsq = dynamic_cast<faiss::IndexIVFScalarQuantizer*>(dst)) {
+                auto ssq = dynamic_cast<faiss::IndexIVFScalarQuantizer*>(from);
+                FAISS_THROW_IF_NOT_MSG(ssq != nullptr, "source is not an IVF scalar quantizer");
+                dsq->sq = ssq->sq;
+            }
+            divf->is_trained = sivf->is_trained;
+            return 0;
+        }
+        if (auto dsq = dynamic_cast<faiss::IndexScalarQuantizer*>(dst)) {
+            auto ssq = dynamic_cast<faiss::IndexScalarQuantizer*>(from);
+            FAISS_THROW_IF_NOT_MSG(ssq != nullptr, "source is not a scalar quantizer index");
+            dsq->sq = ssq->sq;
+            dsq->is_trained = ssq->is_trained;
+            return 0;
+        }
+        FAISS_THROW_MSG("set_quantizers supports IVF and scalar quantizer indexes");
+    }
+    CATCH_AND_HANDLE
+}
+
+// ---- IndexIVF ----
+
+int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(
+                direct_map_type >= faiss::DirectMap::NoMap &&
+                        direct_map_type <= faiss::DirectMap::Hashtable,
+                "invalid direct map type");
+        reinterpret_cast<faiss::IndexIVF*>(index)->set_direct_map_type(
+                faiss::DirectMap::Type(direct_map_type));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_has_RaBitQ(const FaissIndex*) {
+    return 1;
+}
+
+int faiss_IndexIVF_list_vector_count(
+        const FaissIndexIVF* index,
+        idx_t* list_counts,
+        size_t nlist,
+        const FaissSearchParameters* params) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
+        FAISS_THROW_IF_NOT_MSG(nlist <= ivf->nlist, "nlist exceeds the index's lists");
+        const faiss::IDSelector* sel = params
+                ? reinterpret_cast<const faiss::SearchParameters*>(params)->sel
+                : nullptr;
+        for (size_t l = 0; l < nlist; l++) {
+            size_t size = ivf->invlists->list_size(l);
+            if (sel == nullptr) {
+                list_counts[l] = idx_t(size);
+                continue;
+            }
+            faiss::InvertedLists::ScopedIds ids(ivf->invlists, l);
+            idx_t count = 0;
+            for (size_t j = 0; j < size; j++) {
+                if (sel->is_member(ids[j])) {
+                    count++;
+                }
+            }
+            list_counts[l] = count;
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_search_closest_eligible_centroids(
+        const FaissIndexIVF* index,
+        idx_t n,
+        const float* x,
+        idx_t k,
+        float* centroid_distances,
+        idx_t* centroid_ids,
+        const FaissSearchParameters* params) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
+        search_dispatch(
+                ivf->quantizer,
+                n,
+                x,
+                k,
+                reinterpret_cast<const faiss::SearchParameters*>(params),
+                centroid_distances,
+                centroid_ids);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_search_preassigned_with_params(
+        const FaissIndexIVF* index,
+        idx_t n,
+        const float* x,
+        idx_t k,
+        const idx_t* assign,
+        const float* centroid_dis,
+        float* distances,
+        idx_t* labels,
+        int store_pairs,
+        const FaissSearchParameters* params) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
+        auto base = reinterpret_cast<const faiss::SearchParameters*>(params);
+        const faiss::SearchParametersIVF* p = nullptr;
+        faiss::SearchParametersIVF converted;
+        if (base != nullptr) {
+            p = dynamic_cast<const faiss::SearchParametersIVF*>(base);
+            if (p == nullptr) {
+                converted.sel = base->sel;
+                converted.nprobe = ivf->nprobe;
+                converted.max_codes = ivf->max_codes;
+                p = &converted;
+            }
+        }
+        ivf->search_preassigned(
+                n, x, k, assign, centroid_dis, distances, labels, store_pairs != 0, p);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_get_centroids_and_cardinality(
+        const FaissIndexIVF* index,
+        float* centroids,
+        size_t* cardinalities,
+        idx_t* centroid_ids) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            if (centroids) {
+                ivf->quantizer->reconstruct(l, centroids + l * ivf->d);
+            }
+            if (cardinalities) {
+                cardinalities[l] = ivf->invlists->list_size(l);
+            }
+            if (centroid_ids) {
+                centroid_ids[l] = idx_t(l);
+            }
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+// ---- IndexBinary ----
+
+int faiss_index_binary_factory(FaissIndexBinary** p_index, int d, const char* description) {
+    try {
+        *p_index = reinterpret_cast<FaissIndexBinary*>(
+                faiss::index_binary_factory(d, description));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinary_search_with_params(
+        const FaissIndexBinary* index,
+        idx_t n,
+        const uint8_t* x,
+        idx_t k,
+        const FaissSearchParameters* params,
+        int32_t* distances,
+        idx_t* labels) {
+    try {
+        auto idx = reinterpret_cast<const faiss::IndexBinary*>(index);
+        auto p = reinterpret_cast<const faiss::SearchParameters*>(params);
+        check_no_selector_binary(p);
+        auto ivf = dynamic_cast<const faiss::IndexBinaryIVF*>(idx);
+        auto pivf = dynamic_cast<const faiss::SearchParametersIVF*>(p);
+        if (ivf == nullptr || pivf == nullptr) {
+            idx->search(n, x, k, distances, labels);
+            return 0;
+        }
+        size_t nprobe = std::min(pivf->nprobe, ivf->nlist);
+        std::vector<idx_t> assign(n * nprobe);
+        std::vector<int32_t> cdis(n * nprobe);
+        ivf->quantizer->search(n, x, nprobe, cdis.data(), assign.data());
+        ivf->search_preassigned(
+                n, x, k, assign.data(), cdis.data(), distances, labels, false, pivf);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinary_size(const FaissIndexBinary* index, size_t* size) {
+    try {
+        auto idx = reinterpret_cast<const faiss::IndexBinary*>(index);
+        if (auto flat = dynamic_cast<const faiss::IndexBinaryFlat*>(idx)) {
+            *size = flat->xb.size();
+        } else if (auto ivf = dynamic_cast<const faiss::IndexBinaryIVF*>(idx)) {
+            size_t q = 0;
+            faiss_IndexBinary_size(
+                    reinterpret_cast<const FaissIndexBinary*>(ivf->quantizer), &q);
+            *size = invlists_bytes(ivf->invlists) + q;
+        } else {
+            *size = 0;
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinary_sa_code_size(const FaissIndexBinary* index, size_t* size) {
+    try {
+        *size = reinterpret_cast<const faiss::IndexBinary*>(index)->code_size;
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Set_quantizers_binary(FaissIndexBinary* index, FaissIndexBinary* src) {
+    try {
+        auto dst = dynamic_cast<faiss::IndexBinaryIVF*>(reinterpret_cast<faiss::IndexBinary*>(index));
+        auto from = dynamic_cast<faiss::IndexBinaryIVF*>(reinterpret_cast<faiss::IndexBinary*>(src));
+        FAISS_THROW_IF_NOT_MSG(dst && from, "set_quantizers_binary needs two binary IVF indexes");
+        FAISS_THROW_IF_NOT_MSG(dst->d == from->d && dst->nlist == from->nlist, "shape mismatch");
+        FAISS_THROW_IF_NOT_MSG(dst->ntotal == 0, "the target index must be empty");
+        auto flat = dynamic_cast<faiss::IndexBinaryFlat*>(from->quantizer);
+        FAISS_THROW_IF_NOT_MSG(flat != nullptr, "only flat binary quantizers can be shared");
+        auto q = new faiss::IndexBinaryFlat(*flat);
+        if (dst->own_fields) {
+            delete dst->quantizer;
+        }
+        dst->quantizer = q;
+        dst->own_fields = true;
+        dst->is_trained = from->is_trained;
+    }
+    CATCH_AND_HANDLE
+}
+
+FaissIndexBinaryIVF* faiss_IndexBinaryIVF_cast(FaissIndexBinary* index) {
+    return reinterpret_cast<FaissIndexBinaryIVF*>(
+            dynamic_cast<faiss::IndexBinaryIVF*>(reinterpret_cast<faiss::IndexBinary*>(index)));
+}
+
+size_t faiss_IndexBinaryIVF_nlist(const FaissIndexBinaryIVF* index) {
+    return reinterpret_cast<const faiss::IndexBinaryIVF*>(index)->nlist;
+}
+
+size_t faiss_IndexBinaryIVF_nprobe(const FaissIndexBinaryIVF* index) {
+    return reinterpret_cast<const faiss::IndexBinaryIVF*>(index)->nprobe;
+}
+
+void faiss_IndexBinaryIVF_set_nprobe(FaissIndexBinaryIVF* index, size_t nprobe) {
+    reinterpret_cast<faiss::IndexBinaryIVF*>(index)->nprobe = nprobe;
+}
+
+int faiss_IndexBinaryIVF_set_direct_map(FaissIndexBinaryIVF* index, int direct_map_type) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(
+                direct_map_type >= faiss::DirectMap::NoMap &&
+                        direct_map_type <= faiss::DirectMap::Hashtable,
+                "invalid direct map type");
+        reinterpret_cast<faiss::IndexBinaryIVF*>(index)->set_direct_map_type(
+                faiss::DirectMap::Type(direct_map_type));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinaryIVF_merge_from(FaissIndexBinary* index, FaissIndexBinary* other, idx_t add_id) {
+    try {
+        reinterpret_cast<faiss::IndexBinary*>(index)->merge_from(
+                *reinterpret_cast<faiss::IndexBinary*>(other), add_id);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinaryIVF_list_vector_count(
+        const FaissIndexBinaryIVF* index,
+        idx_t* list_counts,
+        size_t nlist,
+        const FaissSearchParameters* params) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexBinaryIVF*>(index);
+        FAISS_THROW_IF_NOT_MSG(nlist <= ivf->nlist, "nlist exceeds the index's lists");
+        const faiss::IDSelector* sel = params
+                ? reinterpret_cast<const faiss::SearchParameters*>(params)->sel
+                : nullptr;
+        for (size_t l = 0; l < nlist; l++) {
+            size_t size = ivf->invlists->list_size(l);
+            if (sel == nullptr) {
+                list_counts[l] = idx_t(size);
+                continue;
+            }
+            faiss::InvertedLists::ScopedIds ids(ivf->invlists, l);
+            idx_t count = 0;
+            for (size_t j = 0; j < size; j++) {
+                count += sel->is_member(ids[j]) ? 1 : 0;
+            }
+            list_counts[l] = count;
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinaryIVF_search_closest_eligible_centroids(
+        const FaissIndexBinaryIVF* index,
+        idx_t n,
+        const uint8_t* x,
+        idx_t k,
+        int32_t* centroid_distances,
+        idx_t* centroid_ids,
+        const FaissSearchParameters* params) {
+    try {
+        // FAISS 1.7.3's binary quantizers take no selector: compute the
+        // Hamming distances to the eligible centroids here.
+        auto ivf = reinterpret_cast<const faiss::IndexBinaryIVF*>(index);
+        const faiss::IDSelector* sel = params
+                ? reinterpret_cast<const faiss::SearchParameters*>(params)->sel
+                : nullptr;
+        size_t cs = ivf->code_size;
+        std::vector<uint8_t> centroids(ivf->nlist * cs);
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            ivf->quantizer->reconstruct(l, centroids.data() + l * cs);
+        }
+        std::vector<std::pair<int32_t, idx_t>> scored;
+        for (idx_t q = 0; q < n; q++) {
+            scored.clear();
+            for (size_t l = 0; l < ivf->nlist; l++) {
+                if (sel && !sel->is_member(idx_t(l))) {
+                    continue;
+                }
+                int32_t dist = 0;
+                const uint8_t* a = x + q * cs;
+                const uint8_t* b = centroids.data() + l * cs;
+                for (size_t j = 0; j < cs; j++) {
+                    dist += __builtin_popcount(unsigned(a[j] ^ b[j]));
+                }
+                scored.emplace_back(dist, idx_t(l));
+            }
+            size_t keep = std::min<size_t>(scored.size(), size_t(k));
+            std::partial_sort(scored.begin(), scored.begin() + keep, scored.end());
+            for (idx_t j = 0; j < k; j++) {
+                bool ok = size_t(j) < keep;
+                centroid_distances[q * k + j] = ok ? scored[j].first : INT32_MAX;
+                centroid_ids[q * k + j] = ok ? scored[j].second : -1;
+            }
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinaryIVF_search_preassigned_with_params(
+        const FaissIndexBinaryIVF* index,
+        idx_t n,
+        const uint8_t* x,
+        idx_t k,
+        const idx_t* assign,
+        const int32_t* centroid_dis,
+        int32_t* distances,
+        idx_t* labels,
+        int store_pairs,
+        const FaissSearchParameters* params) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexBinaryIVF*>(index);
+        auto base = reinterpret_cast<const faiss::SearchParameters*>(params);
+        check_no_selector_binary(base);
+        auto p = dynamic_cast<const faiss::SearchParametersIVF*>(base);
+        ivf->search_preassigned(
+                n, x, k, assign, centroid_dis, distances, labels, store_pairs != 0, p);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexBinaryIVF_get_centroids_and_cardinality(
+        const FaissIndexBinaryIVF* index,
+        uint8_t* centroids,
+        size_t* cardinalities,
+        idx_t* centroid_ids) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexBinaryIVF*>(index);
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            if (centroids) {
+                ivf->quantizer->reconstruct(l, centroids + l * ivf->code_size);
+            }
+            if (cardinalities) {
+                cardinalities[l] = ivf->invlists->list_size(l);
+            }
+            if (centroid_ids) {
+                centroid_ids[l] = idx_t(l);
+            }
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+// ---- serialisation to memory ----
+
+int faiss_write_index_buf(const FaissIndex* index, size_t* size, unsigned char** buf) {
+    try {
+        faiss::VectorIOWriter writer;
+        faiss::write_index(reinterpret_cast<const faiss::Index*>(index), &writer);
+        copy_out(writer.data, size, buf);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_read_index_buf(const unsigned char* buf, size_t size, int io_flags, FaissIndex** p_out) {
+    try {
+        check_buffer_flags(io_flags);
+        faiss::VectorIOReader reader;
+        reader.data.assign(buf, buf + size);
+        *p_out = reinterpret_cast<FaissIndex*>(faiss::read_index(&reader, faiss_io_flags(io_flags)));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_write_index_binary_buf(const FaissIndexBinary* index, size_t* size, unsigned char** buf) {
+    try {
+        faiss::VectorIOWriter writer;
+        faiss::write_index_binary(reinterpret_cast<const faiss::IndexBinary*>(index), &writer);
+        copy_out(writer.data, size, buf);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_read_index_binary_buf(
+        const unsigned char* buf,
+        size_t size,
+        int io_flags,
+        FaissIndexBinary** p_out) {
+    try {
+        check_buffer_flags(io_flags);
+        faiss::VectorIOReader reader;
+        reader.data.assign(buf, buf + size);
+        *p_out = reinterpret_cast<FaissIndexBinary*>(
+                faiss::read_index_binary(&reader, faiss_io_flags(io_flags)));
+    }
+    CATCH_AND_HANDLE
+}
+
+void faiss_free_buf(unsigned char** buf) {
+    if (buf != nullptr) {
+        free(*buf);
+        *buf = nullptr;
+    }
+}
+
+// ---- utilities ----
+
+int faiss_real_to_binary(size_t n, size_t d, const float* x, uint8_t* out) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(d % 8 == 0, "dimension must be a multiple of 8");
+        for (size_t i = 0; i < n; i++) {
+            faiss::real_to_binary(d, x + i * d, out + i * (d / 8));
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+void faiss_set_omp_threads(unsigned int n) {
+    omp_set_num_threads(int(n));
+}
+
+} // extern "C"

@@ -1,0 +1,5 @@
+/* go-faiss includes this header; Tandem declares all extensions in tandem_ex_c.h. */
+#ifndef TANDEM_INDEXBINARYIVF_C_EX_H
+#define TANDEM_INDEXBINARYIVF_C_EX_H
+#include <faiss/c_api/tandem_ex_c.h>
+#endif

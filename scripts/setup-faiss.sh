@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds .native/lib/libfaiss_c.so, the C library go-faiss links (-lfaiss_c):
+#   - FAISS 1.7.3 itself from Debian bookworm (libfaiss-dev: static libfaiss.a
+#     and headers) with OpenBLAS;
+#   - the upstream C API (c_api/*.cpp) from Debian's faiss source package;
+#   - Tandem's extension functions (native/faiss_c_ex), which go-faiss v1.1.5
+#     calls and FAISS 1.7.3 lacks.
+# Headers go to .native/include/faiss/c_api. Skipped when nothing changed.
+source "$(dirname "$0")/lib.sh"
+
+EX="$ROOT/native/faiss_c_ex"
+out="$NATIVE/lib/libfaiss_c.so"
+hash=$(inputs_hash "$0" "$ROOT/scripts/lib.sh" "$EX/faiss_c_ex.cpp" $(find "$EX/include" -type f | sort))
+if up_to_date faiss_c "$hash" "$out"; then
+	exit 0
+fi
+
+need_debs libfaiss-dev libopenblas-dev liblapack-dev g++ dpkg-dev
+
+# The C API sources come from Debian's faiss source package.
+src="$NATIVE/src/faiss-1.7.3"
+if [ ! -f "$src/c_api/Index_c.cpp" ]; then
+	if ! apt-cache showsrc faiss 2>/dev/null | grep -q '^Version: 1.7.3'; then
+		log "enabling Debian source packages (deb-src) for bookworm"
+		as_root tee /etc/apt/sources.list.d/tandem-deb-src.sources >/dev/null <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+		as_root apt-get update -qq
+	fi
+	log "fetching Debian's faiss 1.7.3 source package"
+	rm -rf "$NATIVE/src" && mkdir -p "$NATIVE/src"
+	(cd "$NATIVE/src" && apt-get source -qq faiss=1.7.3-2 >/dev/null 2>&1 || apt-get source -qq faiss >/dev/null)
+	[ -f "$src/c_api/Index_c.cpp" ] || { log "faiss source package has no c_api/Index_c.cpp"; exit 1; }
+fi
+
+# Headers: upstream c_api headers, Tandem's extension headers, and
+# AuxIndexStructures_c.h made to declare the extensions (go-faiss's
+# selector.go includes only that header).
+inc="$NATIVE/include/faiss/c_api"
+rm -rf "$inc" && mkdir -p "$inc"
+(cd "$src/c_api" && find . -name '*.h' ! -path './gpu/*' -exec cp --parents {} "$inc/" \;)
+cp -r "$EX/include/faiss/c_api/." "$inc/"
+printf '\n/* Added by Tandem: the extensions go-faiss expects (see tandem_ex_c.h). */\n#include <faiss/c_api/tandem_ex_c.h>\n' >>"$inc/impl/AuxIndexStructures_c.h"
+
+log "building libfaiss_c.so (FAISS 1.7.3 C API + Tandem extensions)"
+obj="$NATIVE/build/faiss_c"
+rm -rf "$obj" && mkdir -p "$obj"
+CXXFLAGS=(-O2 -fPIC -std=c++17 -fopenmp -DNDEBUG -I"$NATIVE/include" -I"$src/c_api")
+sources=("$src"/c_api/*.cpp "$src"/c_api/impl/*.cpp "$src"/c_api/utils/*.cpp "$EX/faiss_c_ex.cpp")
+printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -I{} sh -c \
+	'g++ "$@" -c "{}" -o "'"$obj"'/$(basename {} .cpp).o"' _ "${CXXFLAGS[@]}"
+g++ -shared -fopenmp -o "$out.tmp" "$obj"/*.o -Wl,-soname,libfaiss_c.so \
+	/usr/lib/x86_64-linux-gnu/libfaiss.a -lopenblas -llapack -Wl,--no-undefined
+mv "$out.tmp" "$out"
+mark_done faiss_c "$hash"
+log "libfaiss_c -> $out"
