@@ -1,0 +1,658 @@
+package encoder
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/tandemsearch/tandem/internal/ort"
+)
+
+// Options configure Load. Zero fields mean defaults.
+type Options struct {
+	// IntraOpThreads is the number of threads one model run may use; 0 lets
+	// ONNX Runtime use one per physical core.
+	IntraOpThreads int
+	// BatchSize is the number of texts per model run; default 32.
+	BatchSize int
+	// MaxConcurrentRuns bounds model runs in flight across goroutines, so
+	// that concurrent callers do not oversubscribe the cores; default
+	// max(1, NumCPU/IntraOpThreads), and 1 when IntraOpThreads is 0.
+	MaxConcurrentRuns int
+	// MaxTextBytes rejects longer texts with ErrBadText rather than
+	// tokenizing megabytes only to keep the first MaxLength tokens;
+	// default 1 MiB.
+	MaxTextBytes int
+	// Config replaces dir/tandem.json when set.
+	Config *Config
+	// Library overrides the ONNX Runtime shared library path.
+	Library string
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	if opts.IntraOpThreads < 0 || opts.BatchSize < 0 || opts.MaxConcurrentRuns < 0 || opts.MaxTextBytes < 0 {
+		return opts, errors.New("encoder: negative option")
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 32
+	}
+	if opts.MaxConcurrentRuns == 0 {
+		opts.MaxConcurrentRuns = 1
+		if opts.IntraOpThreads > 0 {
+			opts.MaxConcurrentRuns = max(1, runtime.NumCPU()/opts.IntraOpThreads)
+		}
+	}
+	if opts.MaxTextBytes == 0 {
+		opts.MaxTextBytes = 1 << 20
+	}
+	return opts, nil
+}
+
+// Side says whether texts are queries or documents; the two may differ in
+// prefix, marker, length, augmentation, skipped tokens and model.
+type Side int
+
+const (
+	Query Side = iota
+	Document
+)
+
+func (s Side) String() string {
+	if s == Query {
+		return "query"
+	}
+	return "document"
+}
+
+// Encoder turns texts into vectors with one ONNX model (or two, for
+// asymmetric encoders). It is safe for concurrent use; Close waits for
+// calls in flight.
+type Encoder struct {
+	dir      string
+	cfg      Config
+	opts     Options
+	tok      *wordTokenizer
+	sides    [2]*sideSpec
+	dim      int // pooled dimension, 0 when pooling is none
+	tokenDim int // token dimension, 0 when the model has no token output
+	sem      chan struct{}
+	scratch  sync.Pool // *buffers
+
+	mu struct {
+		sync.RWMutex
+		closed bool
+	}
+	sessions []*ort.Session // distinct sessions, closed by Close
+}
+
+// model is one ONNX session and how to feed it.
+type model struct {
+	file    string
+	sess    *ort.Session
+	inputs  []string // model inputs in feed order
+	output  string
+	rank    int // 3 for [batch, seq, dim], 2 for [batch, dim]
+	dim     int // last output dimension, -1 when dynamic
+	hasType bool
+}
+
+// Load opens the model in dir: tandem.json, the tokenizer and the ONNX
+// file(s). It checks the configuration against the model's inputs and
+// outputs and the tokenizer's vocabulary.
+func Load(dir string, opts *Options) (*Encoder, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var cfg *Config
+	if o.Config != nil {
+		c := *o.Config
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+		cfg = &c
+	} else if cfg, err = ReadConfig(dir); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		abs, _ := filepath.Abs(dir)
+		cfg.Name = filepath.Base(abs)
+	}
+	if cfg.Tokenizer == "" {
+		cfg.Tokenizer = "tokenizer.json"
+	}
+	e := &Encoder{dir: dir, cfg: *cfg, opts: o, sem: make(chan struct{}, o.MaxConcurrentRuns)}
+	e.scratch.New = func() any { return new(buffers) }
+	if err := e.load(); err != nil {
+		e.closeSessions()
+		return nil, fmt.Errorf("encoder: load %s: %w", dir, err)
+	}
+	return e, nil
+}
+
+func (e *Encoder) load() error {
+	var err error
+	if e.tok, err = loadTokenizer(filepath.Join(e.dir, e.cfg.Tokenizer)); err != nil {
+		return err
+	}
+	models := map[string]*model{}
+	projs := map[string]*projection{}
+	for _, side := range []Side{Query, Document} {
+		sc := e.cfg.side(side)
+		spec := &sideSpec{cfg: sc, marker: -1, mask: -1, lead: e.tok.lead, trail: e.tok.trail, maxLength: sc.MaxLength}
+		field := side.String()
+		if sc.Marker != "" {
+			id, ok := e.tok.tokenID(sc.Marker)
+			if !ok {
+				return fmt.Errorf("%w: field %q: token %q is not in the tokenizer vocabulary", ErrModelMismatch, field+".marker", sc.Marker)
+			}
+			spec.marker = id
+		}
+		if sc.Augment {
+			id, ok := e.tok.tokenID(sc.MaskToken)
+			if !ok {
+				return fmt.Errorf("%w: field %q: token %q is not in the tokenizer vocabulary", ErrModelMismatch, field+".mask_token", sc.MaskToken)
+			}
+			spec.mask = id
+		}
+		if spec.budget() < 0 {
+			return fmt.Errorf("%w: field %q: %d leaves no room beside the special tokens", ErrBadConfig, field+".max_length", sc.MaxLength)
+		}
+		spec.skip = map[int64]bool{}
+		for _, t := range sc.SkipTokens {
+			id, ok := e.tok.tokenID(t)
+			if !ok {
+				return fmt.Errorf("%w: field %q: token %q is not in the tokenizer vocabulary", ErrModelMismatch, field+".skip_tokens", t)
+			}
+			spec.skip[id] = true
+		}
+		if sc.SkipPunctuation {
+			for _, r := range asciiPunctuation {
+				if id, ok := e.tok.tokenID(string(r)); ok {
+					spec.skip[id] = true
+				}
+			}
+		}
+		m, ok := models[sc.Model]
+		if !ok {
+			if m, err = e.openModel(sc.Model, sc.Output); err != nil {
+				return err
+			}
+			models[sc.Model] = m
+		} else if m.output != pickOutputName(sc.Output, m) {
+			// The same file read at another output needs its own session.
+			if m, err = e.openModel(sc.Model, sc.Output); err != nil {
+				return err
+			}
+		}
+		spec.model = m
+		if p := sc.Projection; p != nil {
+			if spec.proj, ok = projs[p.File]; !ok {
+				if spec.proj, err = loadProjection(filepath.Join(e.dir, p.File), p); err != nil {
+					return err
+				}
+				projs[p.File] = spec.proj
+			}
+			if m.dim >= 0 && m.dim != p.InputDim {
+				return fmt.Errorf("%w: field %q: input_dim %d, but output %q of %s has dimension %d",
+					ErrModelMismatch, field+".projection", p.InputDim, m.output, m.file, m.dim)
+			}
+		}
+		e.sides[side] = spec
+	}
+	return e.setDims()
+}
+
+// pickOutputName is the output a side would read from m.
+func pickOutputName(want string, m *model) string {
+	if want == "" {
+		return m.output
+	}
+	return want
+}
+
+// asciiPunctuation is Python's string.punctuation, ColBERT's skiplist.
+const asciiPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+func (e *Encoder) openModel(file, output string) (*model, error) {
+	path := filepath.Join(e.dir, file)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: model %s", ErrMissingFile, path)
+		}
+		return nil, fmt.Errorf("encoder: %w", err)
+	}
+	sopts := &ort.SessionOptions{IntraOpThreads: e.opts.IntraOpThreads, Library: e.opts.Library}
+	ins, outs, err := ort.Inspect(path, sopts)
+	if err != nil {
+		return nil, err
+	}
+	m := &model{file: path}
+	have := map[string]bool{}
+	for _, in := range ins {
+		switch in.Name {
+		case "input_ids", "attention_mask", "token_type_ids":
+		default:
+			return nil, fmt.Errorf("%w: %s has input %q; Tandem feeds only input_ids, attention_mask and token_type_ids",
+				ErrModelMismatch, path, in.Name)
+		}
+		if in.Type != "int64" {
+			return nil, fmt.Errorf("%w: %s input %q is %s; Tandem feeds int64", ErrModelMismatch, path, in.Name, in.Type)
+		}
+		have[in.Name] = true
+		m.inputs = append(m.inputs, in.Name)
+	}
+	if !have["input_ids"] {
+		return nil, fmt.Errorf("%w: %s has no input_ids input", ErrModelMismatch, path)
+	}
+	m.hasType = have["token_type_ids"]
+	names := make([]string, len(outs))
+	for i, o := range outs {
+		names[i] = o.Name
+	}
+	var info *ort.IOInfo
+	switch {
+	case output != "":
+		for i := range outs {
+			if outs[i].Name == output {
+				info = &outs[i]
+			}
+		}
+		if info == nil {
+			return nil, fmt.Errorf("%w: field \"output\": %s has no output %q (it has %q)", ErrModelMismatch, path, output, names)
+		}
+	case len(outs) == 1:
+		info = &outs[0]
+	default:
+		for i := range outs {
+			if outs[i].Name == "last_hidden_state" {
+				info = &outs[i]
+			}
+		}
+		if info == nil {
+			return nil, fmt.Errorf("%w: field \"output\" is required: %s has outputs %q", ErrModelMismatch, path, names)
+		}
+	}
+	if info.Type != "float32" {
+		return nil, fmt.Errorf("%w: %s output %q is %s; Tandem reads float32", ErrModelMismatch, path, info.Name, info.Type)
+	}
+	m.output, m.rank = info.Name, len(info.Shape)
+	switch {
+	case e.cfg.Pooling == PoolModel && m.rank != 2:
+		return nil, fmt.Errorf("%w: pooling %q needs a [batch, dim] output, but %q of %s has shape %v",
+			ErrModelMismatch, PoolModel, m.output, path, info.Shape)
+	case e.cfg.Pooling != PoolModel && m.rank != 3:
+		return nil, fmt.Errorf("%w: pooling %q needs a [batch, sequence, dim] output, but %q of %s has shape %v (use pooling \"model\" for pooled outputs)",
+			ErrModelMismatch, e.cfg.Pooling, m.output, path, info.Shape)
+	}
+	m.dim = int(info.Shape[len(info.Shape)-1])
+	if m.dim <= 0 {
+		m.dim = -1
+	}
+	if m.sess, err = ort.OpenSession(path, m.inputs, []string{m.output}, sopts); err != nil {
+		return nil, err
+	}
+	e.sessions = append(e.sessions, m.sess)
+	return m, nil
+}
+
+// setDims fixes Dim and TokenDim, probing the model when its output
+// dimension is dynamic, and checks that both sides agree.
+func (e *Encoder) setDims() error {
+	var dims [2]int
+	for side, spec := range e.sides {
+		d := spec.model.dim
+		if spec.proj != nil {
+			d = spec.proj.out
+		}
+		if d < 0 {
+			b, err := e.encode(context.Background(), Side(side), []string{""}, true)
+			if err != nil {
+				return fmt.Errorf("probe output dimension: %w", err)
+			}
+			if b.Vectors != nil {
+				d = len(b.Vectors[0])
+			} else {
+				d = b.Tokens[0].Dim
+			}
+		}
+		dims[side] = d
+	}
+	if dims[Query] != dims[Document] {
+		return fmt.Errorf("%w: queries get %d-dim vectors but documents %d-dim", ErrModelMismatch, dims[Query], dims[Document])
+	}
+	switch e.cfg.Pooling {
+	case PoolNone:
+		e.tokenDim = dims[0]
+	case PoolModel:
+		e.dim = dims[0]
+	default:
+		e.dim, e.tokenDim = dims[0], dims[0]
+	}
+	return nil
+}
+
+// Name is the model's name.
+func (e *Encoder) Name() string { return e.cfg.Name }
+
+// Dir is the model directory.
+func (e *Encoder) Dir() string { return e.dir }
+
+// Config returns a copy of the configuration with defaults filled in.
+func (e *Encoder) Config() Config {
+	c := e.cfg
+	c.Query, c.Document = c.side(Query), c.side(Document)
+	return c
+}
+
+// Dim is the length of pooled vectors, 0 when pooling is none.
+func (e *Encoder) Dim() int { return e.dim }
+
+// TokenDim is the length of token vectors, 0 when the model only produces
+// pooled vectors.
+func (e *Encoder) TokenDim() int { return e.tokenDim }
+
+// Similarity is the score the model was trained with.
+func (e *Encoder) Similarity() Similarity { return e.cfg.Similarity }
+
+// Pooling is the configured pooling.
+func (e *Encoder) Pooling() Pooling { return e.cfg.Pooling }
+
+// CheckDim reports ErrDimMismatch when an index built for indexDim-long
+// pooled vectors cannot take this model's.
+func (e *Encoder) CheckDim(indexDim int) error {
+	if e.dim != indexDim {
+		return fmt.Errorf("%w: model %s produces %d-dim vectors, the index holds %d-dim vectors; rebuild the index or load the model it was built with",
+			ErrDimMismatch, e.cfg.Name, e.dim, indexDim)
+	}
+	return nil
+}
+
+// CheckTokenDim is CheckDim for token vectors.
+func (e *Encoder) CheckTokenDim(indexDim int) error {
+	if e.tokenDim != indexDim {
+		return fmt.Errorf("%w: model %s produces %d-dim token vectors, the index holds %d-dim token vectors; rebuild the index or load the model it was built with",
+			ErrDimMismatch, e.cfg.Name, e.tokenDim, indexDim)
+	}
+	return nil
+}
+
+// Close releases the ONNX sessions. It waits for calls in flight and is
+// idempotent.
+func (e *Encoder) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.mu.closed {
+		return nil
+	}
+	e.mu.closed = true
+	return e.closeSessions()
+}
+
+func (e *Encoder) closeSessions() error {
+	var errs []error
+	for _, s := range e.sessions {
+		errs = append(errs, s.Close())
+	}
+	e.sessions = nil
+	return errors.Join(errs...)
+}
+
+// Batch is the output for a list of texts, in input order. Its slices are
+// owned by the caller.
+type Batch struct {
+	// Vectors holds one pooled vector per text, Dim() long; nil when
+	// pooling is none.
+	Vectors [][]float32
+	// Tokens holds the token output per text; nil unless asked for, and
+	// always set when pooling is none.
+	Tokens []Tokens
+}
+
+// Tokens is the token output of one text: the vectors of attended tokens
+// (special tokens and markers included, ColBERT's augmentation tokens
+// included, skipped tokens and padding removed), after projection and
+// normalisation.
+type Tokens struct {
+	Dim int
+	// Vectors holds Len() vectors of Dim values, row-major.
+	Vectors []float32
+	// IDs are the vocabulary ids of the kept tokens.
+	IDs []int32
+	// Positions are the kept tokens' positions in the model input (0 is
+	// the first special token), increasing.
+	Positions []int32
+}
+
+// Len is the number of kept tokens.
+func (t *Tokens) Len() int { return len(t.IDs) }
+
+// Vector returns the i-th token vector, aliasing Vectors.
+func (t *Tokens) Vector(i int) []float32 { return t.Vectors[i*t.Dim : (i+1)*t.Dim] }
+
+// Request is one call to Encode.
+type Request struct {
+	Side  Side
+	Texts []string
+	// Tokens asks for token output even when the model pools.
+	Tokens bool
+}
+
+// EncodeQueries encodes queries. Token output is returned when pooling is
+// none.
+func (e *Encoder) EncodeQueries(ctx context.Context, texts []string) (*Batch, error) {
+	return e.Encode(ctx, Request{Side: Query, Texts: texts})
+}
+
+// EncodeDocuments encodes documents. Token output is returned when pooling
+// is none.
+func (e *Encoder) EncodeDocuments(ctx context.Context, texts []string) (*Batch, error) {
+	return e.Encode(ctx, Request{Side: Document, Texts: texts})
+}
+
+// Encode encodes texts in batches of Options.BatchSize, sorted by length so
+// that little padding is computed. It checks ctx between batches and
+// cancels the model run in progress. An invalid text fails the whole call
+// with ErrBadText naming its index.
+func (e *Encoder) Encode(ctx context.Context, req Request) (*Batch, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
+		return nil, ErrClosed
+	}
+	if req.Side != Query && req.Side != Document {
+		return nil, fmt.Errorf("encoder: unknown side %d", req.Side)
+	}
+	tokens := req.Tokens || e.cfg.Pooling == PoolNone
+	if tokens && e.cfg.Pooling == PoolModel {
+		return nil, fmt.Errorf("%w: %s pools inside the model", ErrNoTokens, e.cfg.Name)
+	}
+	return e.encode(ctx, req.Side, req.Texts, tokens)
+}
+
+// buffers are the per-run input and output slices, pooled across runs.
+type buffers struct {
+	ids, attn, types []int64
+	out              []float32
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func (e *Encoder) encode(ctx context.Context, side Side, texts []string, tokens bool) (*Batch, error) {
+	spec := e.sides[side]
+	seqs := make([]sequence, len(texts))
+	for i, text := range texts {
+		if len(text) > e.opts.MaxTextBytes {
+			return nil, fmt.Errorf("%w: text %d: %d bytes exceeds the %d-byte limit", ErrBadText, i, len(text), e.opts.MaxTextBytes)
+		}
+		if !utf8.ValidString(text) {
+			return nil, fmt.Errorf("%w: text %d: invalid UTF-8 at byte %d", ErrBadText, i, firstInvalid(text))
+		}
+		content, err := e.tok.content(spec.cfg.Prefix + text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: text %d: %v", ErrBadText, i, err)
+		}
+		seqs[i] = spec.build(content)
+	}
+	order := make([]int, len(texts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(seqs[a].ids), len(seqs[b].ids)) })
+
+	out := &Batch{}
+	if e.cfg.Pooling != PoolNone {
+		out.Vectors = make([][]float32, len(texts))
+	}
+	if tokens {
+		out.Tokens = make([]Tokens, len(texts))
+	}
+	for start := 0; start < len(order); start += e.opts.BatchSize {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := e.runBatch(ctx, spec, seqs, order[start:min(start+e.opts.BatchSize, len(order))], out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func firstInvalid(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+// runBatch runs the model on the texts idx (sorted by length) and stores
+// their vectors in out.
+func (e *Encoder) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence, idx []int, out *Batch) error {
+	m := spec.model
+	B := len(idx)
+	L := 0
+	for _, i := range idx {
+		L = max(L, len(seqs[i].ids))
+	}
+	buf := e.scratch.Get().(*buffers)
+	defer e.scratch.Put(buf)
+	buf.ids, buf.attn, buf.types = grow(buf.ids, B*L), grow(buf.attn, B*L), grow(buf.types, B*L)
+	for b, i := range idx {
+		row := buf.ids[b*L : (b+1)*L]
+		n := copy(row, seqs[i].ids)
+		for t := n; t < L; t++ {
+			row[t] = e.tok.padID
+		}
+		arow := buf.attn[b*L : (b+1)*L]
+		n = copy(arow, seqs[i].attn)
+		clear(arow[n:])
+	}
+	clear(buf.types)
+	shape := []int64{int64(B), int64(L)}
+	feeds := make([]ort.Tensor, len(m.inputs))
+	for k, name := range m.inputs {
+		switch name {
+		case "input_ids":
+			feeds[k] = ort.Tensor{Shape: shape, Int64: buf.ids}
+		case "attention_mask":
+			feeds[k] = ort.Tensor{Shape: shape, Int64: buf.attn}
+		case "token_type_ids":
+			feeds[k] = ort.Tensor{Shape: shape, Int64: buf.types}
+		}
+	}
+	res := []ort.Tensor{{}}
+	if m.dim > 0 {
+		if m.rank == 3 {
+			buf.out = grow(buf.out, B*L*m.dim)
+			res[0] = ort.Tensor{Shape: []int64{int64(B), int64(L), int64(m.dim)}, Float32: buf.out}
+		} else {
+			buf.out = grow(buf.out, B*m.dim)
+			res[0] = ort.Tensor{Shape: []int64{int64(B), int64(m.dim)}, Float32: buf.out}
+		}
+	}
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := m.sess.Run(ctx, feeds, res)
+	<-e.sem
+	if err != nil {
+		return fmt.Errorf("encoder: %s: %w", e.cfg.Name, err)
+	}
+	hidden := res[0].Float32
+	H := int(res[0].Shape[len(res[0].Shape)-1])
+	for b, i := range idx {
+		seq := seqs[i]
+		if m.rank == 2 {
+			out.Vectors[i] = e.finish(spec, append([]float32(nil), hidden[b*H:(b+1)*H]...))
+			continue
+		}
+		rows := hidden[b*L*H : (b*L+len(seq.ids))*H]
+		switch e.cfg.Pooling {
+		case PoolCLS:
+			out.Vectors[i] = e.finish(spec, poolCLS(rows, H))
+		case PoolMean:
+			out.Vectors[i] = e.finish(spec, poolMean(rows, seq.attn, H))
+		}
+		if out.Tokens != nil {
+			out.Tokens[i] = e.tokenOutput(spec, seq, rows, H)
+		}
+	}
+	return nil
+}
+
+// finish projects and normalises one vector.
+func (e *Encoder) finish(spec *sideSpec, v []float32) []float32 {
+	if spec.proj != nil {
+		v = spec.proj.apply(v)
+	}
+	if e.cfg.Normalize {
+		normalize(v)
+	}
+	return v
+}
+
+func (e *Encoder) tokenOutput(spec *sideSpec, seq sequence, rows []float32, H int) Tokens {
+	dim := H
+	if spec.proj != nil {
+		dim = spec.proj.out
+	}
+	n := 0
+	for _, k := range seq.keep {
+		if k {
+			n++
+		}
+	}
+	t := Tokens{Dim: dim, Vectors: make([]float32, 0, n*dim), IDs: make([]int32, 0, n), Positions: make([]int32, 0, n)}
+	for p, k := range seq.keep {
+		if !k {
+			continue
+		}
+		v := e.finish(spec, slices.Clone(rows[p*H:(p+1)*H]))
+		t.Vectors = append(t.Vectors, v...)
+		t.IDs = append(t.IDs, int32(seq.ids[p]))
+		t.Positions = append(t.Positions, int32(p))
+	}
+	return t
+}
