@@ -1,0 +1,166 @@
+package filter
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tandemsearch/tandem"
+)
+
+func testSchema() *tandem.Schema {
+	s := &tandem.Schema{Fields: []tandem.Field{
+		{Name: "text", Type: tandem.Text},
+		{Name: "lang", Type: tandem.Keyword},
+		{Name: "tags", Type: tandem.Keywords},
+		{Name: "year", Type: tandem.Number},
+		{Name: "published", Type: tandem.Date},
+		{Name: "open", Type: tandem.Bool},
+	}}
+	s.Fill()
+	return s
+}
+
+func TestParseErrorsNamePath(t *testing.T) {
+	tests := []struct {
+		in, path, msg string
+	}{
+		{``, "", "empty filter"},
+		{`{"term":`, "", "malformed JSON"},
+		{`[]`, "", "want an object"},
+		{`{}`, "", "exactly one operator"},
+		{`{"term":{"a":1},"or":[]}`, "", "exactly one operator"},
+		{`{"near":{"a":1}}`, "near", "unknown operator"},
+		{`{"and":{"term":{"a":1}}}`, "and", "want a list"},
+		{`{"and":[{"term":{"a":1}},{"range":{"year":{"gte":"x","from":1}}}]}`, "and[1].range.year.from", "unknown bound"},
+		{`{"or":[{"not":{"terms":{"tags":[]}}}]}`, "or[0].not.terms.tags", "empty list"},
+		{`{"terms":{"tags":["a",{"b":1}]}}`, "terms.tags[1]", "want a string, number or bool"},
+		{`{"term":{"a":null}}`, "term.a", "want a string, number or bool"},
+		{`{"term":{"a":1,"b":2}}`, "term", "one field"},
+		{`{"range":{"year":{}}}`, "range.year", "want bounds"},
+		{`{"range":{"year":{"gt":1,"gte":2}}}`, "range.year", "both gt and gte"},
+		{`{"range":{"year":{"lt":true}}}`, "range.year.lt", "number or a date"},
+		{`{"prefix":{"lang":3}}`, "prefix.lang", "want a string prefix"},
+		{`{"exists":3}`, "exists", "field name"},
+		{`{"term":{"a":1}} {}`, "", "trailing data"},
+		{strings.Repeat(`{"not":`, 100) + `{"exists":"a"}` + strings.Repeat(`}`, 100), strings.TrimSuffix(strings.Repeat("not.", 65), "."), "nested deeper"},
+	}
+	for _, tc := range tests {
+		_, err := Parse([]byte(tc.in))
+		var fe *Error
+		if !errors.As(err, &fe) {
+			t.Errorf("Parse(%.40s): err = %v, want *Error", tc.in, err)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Parse(%.40s): not ErrInvalid", tc.in)
+		}
+		if fe.Path != tc.path || !strings.Contains(fe.Msg, tc.msg) {
+			t.Errorf("Parse(%.40s) = path %q msg %q; want path %q msg containing %q", tc.in, fe.Path, fe.Msg, tc.path, tc.msg)
+		}
+	}
+}
+
+func TestCheckErrorsNamePath(t *testing.T) {
+	tests := []struct {
+		in, path, msg string
+	}{
+		{`{"term":{"author":"x"}}`, "term.author", `unknown field "author"`},
+		{`{"and":[{"exists":"lang"},{"range":{"year":{"gte":"1999"}}}]}`, "and[1].range.year.gte", "number field"},
+		{`{"range":{"lang":{"gte":"a"}}}`, "range.lang", "range needs a number or date"},
+		{`{"prefix":{"year":"19"}}`, "prefix.year", "prefix needs a keyword"},
+		{`{"term":{"text":"x"}}`, "term.text", "text field"},
+		{`{"not":{"term":{"open":"yes"}}}`, "not.term.open", "bool field"},
+		{`{"range":{"published":{"lt":"yesterday"}}}`, "range.published.lt", "cannot parse"},
+		{`{"or":[{"terms":{"tags":["a",1]}}]}`, "or[0].terms.tags[1]", "keywords field"},
+	}
+	s := testSchema()
+	for _, tc := range tests {
+		e, err := Parse([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", tc.in, err)
+		}
+		err = Check(e, s)
+		var fe *Error
+		if !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(fe.Msg, tc.msg) {
+			t.Errorf("Check(%s) = %v; want path %q msg containing %q", tc.in, err, tc.path, tc.msg)
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	doc := map[string]any{
+		"lang": "en", "tags": []any{"bio", "med"}, "year": 2001.0,
+		"published": "2001-05-01T00:00:00Z", "open": true,
+	}
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{`{"term":{"lang":"en"}}`, true},
+		{`{"term":{"lang":"EN"}}`, false},
+		{`{"term":{"tags":"med"}}`, true},
+		{`{"terms":{"tags":["x","bio"]}}`, true},
+		{`{"term":{"year":2001}}`, true},
+		{`{"range":{"year":{"gt":2001}}}`, false},
+		{`{"range":{"year":{"gte":2001,"lt":2002}}}`, true},
+		{`{"range":{"published":{"gte":"2001-01-01","lt":"2001-05-01"}}}`, false},
+		{`{"range":{"published":{"lte":"2001-05-01"}}}`, true},
+		{`{"term":{"published":"2001-05-01"}}`, true},
+		{`{"prefix":{"tags":"me"}}`, true},
+		{`{"prefix":{"lang":""}}`, true},
+		{`{"exists":"year"}`, true},
+		{`{"exists":{"field":"text"}}`, false},
+		{`{"not":{"term":{"open":true}}}`, false},
+		{`{"and":[]}`, true},
+		{`{"or":[]}`, false},
+		{`{"or":[{"term":{"open":false}},{"and":[{"term":{"lang":"en"}},{"not":{"exists":"text"}}]}]}`, true},
+	}
+	s := testSchema()
+	for _, tc := range tests {
+		e, err := Parse([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", tc.in, err)
+		}
+		if err := Check(e, s); err != nil {
+			t.Fatalf("Check(%s): %v", tc.in, err)
+		}
+		if got := Match(e, s, doc); got != tc.want {
+			t.Errorf("Match(%s) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzParse checks that Parse and Check never panic and that every error
+// is an *Error; the seed corpus runs as a normal test.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"term":{"lang":"en"}}`,
+		`{"and":[{"range":{"year":{"gte":1990,"lt":2000}}},{"not":{"prefix":{"tags":"bi"}}}]}`,
+		`{"or":[{"exists":"open"},{"terms":{"published":["2020-01-01"]}}]}`,
+		`{"range":{"published":{"gt":"2020-01-01T10:00:00Z"}}}`,
+		`{"term":{"open":true}}`, `{"not":{}}`, `[1,2]`, `{"terms":{"x":[1e400]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	s := testSchema()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := Parse(data)
+		if err != nil {
+			var fe *Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("Parse error %v is not *Error", err)
+			}
+			return
+		}
+		_ = e.String()
+		if err := Check(e, s); err != nil {
+			var fe *Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("Check error %v is not *Error", err)
+			}
+			return
+		}
+		Match(e, s, map[string]any{"lang": "en", "year": 1.0})
+	})
+}
