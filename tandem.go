@@ -245,6 +245,9 @@ func (s *Schema) Check(doc Doc) (norm Doc, added []Field, err error) {
 		if f.Type == Text && strings.TrimSpace(nv.(string)) != "" {
 			hasText = true
 		}
+		if l, ok := nv.([]string); ok && len(l) == 0 {
+			continue // an empty list is no value, as for exists
+		}
 		norm.Fields[name] = nv
 	}
 	if !hasText && len(s.TextFields())+countText(added) > 0 {

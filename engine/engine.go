@@ -394,3 +394,6 @@ func (e *Engine) Stats() (Stats, error) {
 // Store exposes the source of truth, for retrievers that read blobs and
 // the change log.
 func (e *Engine) Store() *storage.Store { return e.st }
+
+// Count is the number of live documents.
+func (e *Engine) Count() uint64 { return e.st.Count() }

@@ -134,8 +134,8 @@ func equals(f tandem.Field, v filter.Value) (query.Query, error) {
 // Dates are indexed as int64 nanoseconds; bounds outside that range are
 // clamped so that a filter on year 1 or 9999 still means "open".
 var (
-	minDate = time.Unix(0, math.MinInt64+1).UTC()
-	maxDate = time.Unix(0, math.MaxInt64-1).UTC()
+	minDate = query.MinRFC3339CompatibleTime
+	maxDate = query.MaxRFC3339CompatibleTime
 )
 
 func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query.Query, error) {
@@ -187,16 +187,14 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			if start, err = parse(lo); err != nil {
 				return nil, err
 			}
-		} else {
-			start, loIncl = minDate, true
-		}
+		} // a zero start is open
+
 		if hi != nil {
 			if end, err = parse(hi); err != nil {
 				return nil, err
 			}
-		} else {
-			end, hiIncl = maxDate, true
-		}
+		} // a zero end is open
+
 		q := query.NewDateRangeInclusiveQuery(start, end, &loIncl, &hiIncl)
 		q.SetField(f.Name)
 		return q, nil

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+func openT(t testing.TB, dir string, opts *Options) *Engine {
+	t.Helper()
+	e, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func ids(hits []tandem.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.ID
+	}
+	return out
+}
+
+func TestIndexSearchDeleteReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openT(t, dir, nil)
+	corpus := `{"_id":"1","title":"Whales","text":"The blue whale is the largest animal.","year":2001}
+{"_id":"2","title":"Sharks","text":"Sharks are fish with cartilage skeletons.","year":2010}
+{"_id":"3","title":"Whale song","text":"Humpback whales sing long songs.","year":2020}
+`
+	p, err := e.IndexJSONL(ctx, strings.NewReader(corpus), JSONLOptions{})
+	if err != nil || p.Docs != 3 {
+		t.Fatalf("IndexJSONL = %+v, %v", p, err)
+	}
+	res, err := e.Search(ctx, Request{Text: "whales"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids(res.Hits), ","); got != "1,3" && got != "3,1" {
+		t.Fatalf("whales: hits %s, want 1 and 3", got)
+	}
+	if res.Hits[0].Fields["title"] == nil || res.Hits[0].Score <= 0 {
+		t.Errorf("hit lacks fields or score: %+v", res.Hits[0])
+	}
+	res, err = e.Search(ctx, Request{Text: "whales", Filter: []byte(`{"range":{"year":{"gte":2015}}}`)})
+	if err != nil || strings.Join(ids(res.Hits), ",") != "3" {
+		t.Fatalf("filtered: %v, %v", ids(res.Hits), err)
+	}
+	// Upsert keeps one copy; delete removes it from BM25.
+	if _, err := e.Index(ctx, []tandem.Doc{{ID: "3", Fields: map[string]any{"title": "Dolphins", "text": "Dolphins whistle.", "year": 2020.0}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Delete(ctx, []string{"1"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = e.Search(ctx, Request{Text: "whales dolphins"})
+	if got := strings.Join(ids(res.Hits), ","); got != "3" {
+		t.Errorf("after upsert and delete: %s, want 3", got)
+	}
+	e.Close()
+	if _, err := e.Search(ctx, Request{Text: "x"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("search after close: %v", err)
+	}
+	e = openT(t, dir, nil)
+	st, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Docs != 2 || st.BleveDocs != 2 || st.AppliedSeq["bm25"] != st.LastSeq {
+		t.Errorf("stats after reopen: %+v", st)
+	}
+}
+
+// TestCatchUpAfterLostIndex removes the Bleve index: Open rebuilds it from
+// the change log.
+func TestCatchUpAfterLostIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openT(t, dir, nil)
+	var docs []tandem.Doc
+	for i := range 50 {
+		docs = append(docs, tandem.Doc{ID: fmt.Sprint(i), Fields: map[string]any{"text": fmt.Sprintf("doc number %d alpha", i)}})
+	}
+	if _, err := e.Index(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	e.Delete(ctx, []string{"7"})
+	e.Close()
+	if err := os.RemoveAll(filepath.Join(dir, "bleve")); err != nil {
+		t.Fatal(err)
+	}
+	e = openT(t, dir, nil)
+	res, err := e.Search(ctx, Request{Text: "alpha", K: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != 49 {
+		t.Errorf("after rebuild: %d hits, want 49", len(res.Hits))
+	}
+	for _, h := range res.Hits {
+		if h.ID == "7" {
+			t.Error("deleted doc 7 came back")
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	strict := tandem.DefaultSchema()
+	strict.Strict = true
+	strict.Fields = append(strict.Fields, tandem.Field{Name: "year", Type: tandem.Number})
+	strict.MaxTextBytes = 1000
+	good := `{"_id":"g1","title":"ok","text":"fine text","year":1}` + "\n" + `{"_id":"g2","text":"more text"}` + "\n"
+	tests := []struct {
+		name, line string
+		want       []string // substrings of the error
+		is         error
+	}{
+		{"malformed JSON", `{"_id":"x","text":"unterminated}`, []string{"line 3", "malformed JSON"}, nil},
+		{"wrong type", `{"_id":"x","text":"a","year":"1999"}`, []string{"line 3", `field "year"`, "want a number"}, tandem.ErrWrongType},
+		{"unknown field", `{"_id":"x","text":"a","author":"me"}`, []string{"line 3", `field "author"`, "unknown field"}, tandem.ErrUnknownField},
+		{"huge text", `{"_id":"x","text":"` + strings.Repeat("word ", 300) + `"}`, []string{"line 3", `field "text"`, "text too large"}, tandem.ErrTextTooLarge},
+		{"empty text", `{"_id":"x","title":"","text":""}`, []string{"line 3", "no text"}, tandem.ErrEmptyText},
+		{"invalid UTF-8", "{\"_id\":\"x\",\"text\":\"caf\xe9\"}", []string{"line 3", "invalid UTF-8"}, tandem.ErrInvalidUTF8},
+		{"missing id", `{"text":"a"}`, []string{"line 3", `field "_id"`, "missing id"}, tandem.ErrMissingID},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openT(t, t.TempDir(), &Options{Schema: strict, BatchSize: 2, NoSync: true})
+			in := good + tc.line + "\n" + `{"_id":"after","text":"after"}` + "\n"
+			p, err := e.IndexJSONL(ctx, strings.NewReader(in), JSONLOptions{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != 3 {
+				t.Errorf("error %v is not a LineError for line 3", err)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %v is not %v", err, tc.is)
+			}
+			// The batch before the bad line is stored and searchable.
+			if p.Docs != 2 || e.Count() != 2 {
+				t.Errorf("stored %d (count %d), want the 2 good documents", p.Docs, e.Count())
+			}
+			if res, err := e.Search(ctx, Request{Text: "text"}); err != nil || len(res.Hits) != 2 {
+				t.Errorf("search after bad line: %v, %v", res, err)
+			}
+			// With SkipBad the bad line is counted and the rest indexed.
+			var skipped []error
+			p, err = e.IndexJSONL(ctx, strings.NewReader(in), JSONLOptions{SkipBad: true, OnSkip: func(err error) { skipped = append(skipped, err) }})
+			if err != nil || p.Skipped != 1 || len(skipped) != 1 || e.Count() != 3 {
+				t.Errorf("SkipBad: %+v, %v, skipped %v, count %d", p, err, skipped, e.Count())
+			}
+		})
+	}
+}
+
+func TestBadFilterAndRequest(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	if _, err := e.Index(ctx, []tandem.Doc{{ID: "1", Fields: map[string]any{"text": "hello", "year": 2000.0}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ filter, want string }{
+		{`{"and":[{"term":{"year":2000}},{"range":{"yeer":{"gt":1}}}]}`, `and[1].range.yeer: unknown field "yeer"`},
+		{`{"term":{"year":"2000"}}`, `term.year: "year" is a number field`},
+		{`{"term":`, "malformed JSON"},
+	} {
+		_, err := e.Search(ctx, Request{Text: "hello", Filter: []byte(tc.filter)})
+		if !errors.Is(err, filter.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("filter %s: err = %v, want %q", tc.filter, err, tc.want)
+		}
+	}
+	for _, req := range []Request{{}, {Text: "x", K: -1}, {Text: "x", Offset: -2}, {Text: "x", K: maxK + 1}} {
+		if _, err := e.Search(ctx, req); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("Search(%+v): err = %v, want ErrBadRequest", req, err)
+		}
+	}
+	if _, err := e.Search(ctx, Request{Text: "x", Retrievers: []string{"dense:minilm"}}); !errors.Is(err, ErrUnknownRetriever) {
+		t.Errorf("unknown retriever: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := e.Index(cctx, []tandem.Doc{{ID: "2", Fields: map[string]any{"text": "x"}}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Index: %v", err)
+	}
+}
+
+// TestConcurrentSearchWhileIndexing runs searches during writes; under
+// -race it also checks the locking. Deleted documents are never returned.
+func TestConcurrentSearchWhileIndexing(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{BatchSize: 20, NoSync: true})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errc := make(chan error, 4)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := e.Search(ctx, Request{Text: "common", K: 50})
+				if err != nil {
+					errc <- err
+					return
+				}
+				for _, h := range res.Hits {
+					if strings.HasPrefix(h.ID, "gone") {
+						if _, ok, _ := e.Store().Lookup(h.ID); ok {
+							continue
+						}
+						errc <- fmt.Errorf("deleted %s returned", h.ID)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := range 30 {
+		docs := []tandem.Doc{
+			{ID: fmt.Sprint("keep", i), Fields: map[string]any{"text": "common words here"}},
+			{ID: fmt.Sprint("gone", i), Fields: map[string]any{"text": "common words gone"}},
+		}
+		if _, err := e.Index(ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Delete(ctx, []string{fmt.Sprint("gone", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	if e.Count() != 30 {
+		t.Errorf("count %d, want 30", e.Count())
+	}
+}
+
+// TestWriteBlobs shows a retriever attaching vectors in the same batch.
+func TestWriteBlobs(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	var b storage.Batch
+	b.Put(tandem.Doc{ID: "a", Fields: map[string]any{"text": "x"}}, map[string][]byte{"vec/m": {1, 2, 3, 4}})
+	if _, err := e.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	num, _, _ := e.Store().Lookup("a")
+	if v, ok, _ := e.Store().Blob(num, "vec/m"); !ok || len(v) != 4 {
+		t.Errorf("blob = %v, %v", v, ok)
+	}
+}
+
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "tandem-example")
+	defer os.RemoveAll(dir)
+	e, err := Open(dir, nil) // a BEIR-style collection: _id, title, text
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+	_, err = e.IndexJSONL(ctx, strings.NewReader(`{"_id":"a","title":"Go","text":"Go is a programming language.","year":2009}
+{"_id":"b","title":"Rust","text":"Rust is a systems programming language.","year":2015}
+`), JSONLOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := e.Search(ctx, Request{Text: "programming language", Filter: []byte(`{"range":{"year":{"gte":2010}}}`), K: 5})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, h := range res.Hits {
+		fmt.Println(h.ID, h.Fields["title"])
+	}
+	// Output: b Rust
+}
