@@ -22,6 +22,8 @@ type wordTokenizer struct {
 	// [CLS] … [SEP] for BERT, … </s> for T5.
 	lead, trail []int64
 	padID       int64
+	// bert replaces sugarme's BertNormalizer when tokenizer.json uses one.
+	bert *bertNormalizer
 }
 
 // template is the subset of tokenizer.json we interpret ourselves.
@@ -42,7 +44,8 @@ type template struct {
 		CLS []any `json:"cls"` // BertProcessing, RobertaProcessing: ["[CLS]", 101]
 		SEP []any `json:"sep"`
 	} `json:"post_processor"`
-	Padding *struct {
+	Normalizer json.RawMessage `json:"normalizer"`
+	Padding    *struct {
 		PadID int64 `json:"pad_id"`
 	} `json:"padding"`
 }
@@ -67,6 +70,16 @@ func loadTokenizer(path string) (*wordTokenizer, error) {
 	tk.WithTruncation(nil)
 	tk.WithPadding(nil)
 	w := &wordTokenizer{tk: tk}
+	var kind struct {
+		Type string `json:"type"`
+	}
+	if len(tpl.Normalizer) > 0 && json.Unmarshal(tpl.Normalizer, &kind) == nil && kind.Type == "BertNormalizer" {
+		w.bert = &bertNormalizer{}
+		if err := json.Unmarshal(tpl.Normalizer, w.bert); err != nil {
+			return nil, fmt.Errorf("%w: tokenizer %s: normalizer: %v", ErrBadConfig, path, err)
+		}
+		tk.WithNormalizer(nil)
+	}
 	if tpl.Padding != nil {
 		w.padID = tpl.Padding.PadID
 	} else {
@@ -150,6 +163,9 @@ func (w *wordTokenizer) content(text string) (ids []int64, err error) {
 			err = fmt.Errorf("tokenizer library failed: %v", r)
 		}
 	}()
+	if w.bert != nil {
+		text = w.bert.normalize(text)
+	}
 	enc, err := w.tk.EncodeSingleSequence(tokenizer.NewInputSequence(text), 0, tokenizer.Byte)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,120 @@
+package encoder
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tandemsearch/tandem/internal/native"
+)
+
+// DefaultModels are the models scripts/setup-models.sh installs; each has
+// a parity fixture written by scripts/models/make_parity.py.
+var defaultModels = []string{"bge-small-en-v1.5", "all-MiniLM-L6-v2"}
+
+type parityFixture struct {
+	Model string `json:"model"`
+	Dim   int    `json:"dim"`
+	Cases []struct {
+		Side string `json:"side"`
+		Text string `json:"text"`
+	} `json:"cases"`
+}
+
+func installedModel(t testing.TB, name string) string {
+	t.Helper()
+	skipWithoutORT(t)
+	models := native.ModelsDir()
+	if models == "" {
+		t.Skipf("skipping: no native prefix; run scripts/setup.sh to install %s", name)
+	}
+	dir := filepath.Join(models, name)
+	if _, err := os.Stat(filepath.Join(dir, "model.onnx")); err != nil {
+		t.Skipf("skipping: model %s not installed in %s (run scripts/setup-models.sh)", name, models)
+	}
+	return dir
+}
+
+// TestParity checks every default model against the reference vectors of
+// Hugging Face tokenizers + onnxruntime in Python: cosine >= 0.9999 on each
+// of ~60 texts (non-ASCII, longer than the maximum length, empty, very
+// short), encoded here in one call so that batches mix lengths.
+func TestParity(t *testing.T) {
+	for _, name := range defaultModels {
+		t.Run(name, func(t *testing.T) {
+			dir := installedModel(t, name)
+			raw, err := os.ReadFile(filepath.Join("testdata", "parity", name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fx parityFixture
+			if err := json.Unmarshal(raw, &fx); err != nil {
+				t.Fatal(err)
+			}
+			blob, err := os.ReadFile(filepath.Join("testdata", "parity", name+".f32"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(blob) != 4*fx.Dim*len(fx.Cases) {
+				t.Fatalf("fixture has %d bytes, want %d", len(blob), 4*fx.Dim*len(fx.Cases))
+			}
+			want := func(i int) []float32 {
+				v := make([]float32, fx.Dim)
+				for j := range v {
+					v[j] = math.Float32frombits(binary.LittleEndian.Uint32(blob[4*(i*fx.Dim+j):]))
+				}
+				return v
+			}
+			e := load(t, dir, &Options{BatchSize: 8})
+			if err := e.CheckDim(fx.Dim); err != nil {
+				t.Fatal(err)
+			}
+			var texts [2][]string
+			var index [2][]int
+			for i, c := range fx.Cases {
+				side := Document
+				if c.Side == "query" {
+					side = Query
+				}
+				texts[side] = append(texts[side], c.Text)
+				index[side] = append(index[side], i)
+			}
+			worst := 1.0
+			for side := range texts {
+				b, err := e.Encode(context.Background(), Request{Side: Side(side), Texts: texts[side]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range b.Vectors {
+					c := cosine(v, want(index[side][k]))
+					worst = min(worst, c)
+					if c < 0.9999 {
+						text := texts[side][k]
+						if len(text) > 80 {
+							text = text[:80] + "…"
+						}
+						t.Errorf("%s %q: cosine %.6f < 0.9999", Side(side), text, c)
+					}
+				}
+			}
+			t.Logf("%s: %d texts, worst cosine %.9f", name, len(fx.Cases), worst)
+		})
+	}
+}
+
+func cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(na*nb)
+}

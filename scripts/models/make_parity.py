@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Writes the parity fixtures encoder/testdata/parity/<model>.{json,f32}.
+
+The reference implementation is Hugging Face `tokenizers` (the Rust
+tokenizer transformers uses) plus onnxruntime in Python on the very same
+model.onnx that scripts/setup-models.sh installs, with the pooling,
+normalisation, prefix and truncation that the model's tandem.json declares,
+implemented here independently of Tandem's Go code. Texts are encoded in
+padded batches of mixed lengths, as transformers would.
+
+<model>.json lists the cases (side, text); <model>.f32 holds one vector per
+case, little-endian float32, in the same order. encoder/parity_test.go
+requires cosine >= 0.9999 for each.
+
+Run from the repository root after scripts/setup-models.sh:
+    pip install onnxruntime tokenizers numpy
+    python3 scripts/models/make_parity.py [models-dir]
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+OUT = os.path.join(ROOT, "encoder", "testdata", "parity")
+MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2"]
+
+LONG = " ".join(["Scurvy is a disease resulting from a lack of vitamin C, which is required for collagen synthesis."] * 60)
+TEXTS = [
+    "",
+    "a",
+    "?",
+    " ",
+    "\t\n",
+    "hello",
+    "Hello, world!",
+    "What causes scurvy?",
+    "vitamin C deficiency and collagen synthesis",
+    "The quick brown fox jumps over the lazy dog.",
+    "0-dimensional biomaterials show inductive properties.",
+    "1,000 genomes project enables mapping of genetic sequence variation.",
+    "ALDH1 expression is associated with poor prognosis in breast cancer.",
+    "Anthrax spores can be disposed of easily after they are dispersed.",
+    "BRCA1/2 mutations increase the risk of ovarian cancer by ~40%.",
+    "COVID-19 (SARS-CoV-2) spreads via respiratory droplets; masks reduce transmission.",
+    "pH 7.4 ± 0.05 at 37°C",
+    "E = mc² and ∑ᵢ xᵢ² ≥ 0",
+    "naïve café résumé façade coöperate",
+    "Ünïcödé àccents éverywhere: Ångström, Øresund, Łódź",
+    "Größe und Maßstab der Straße",
+    "Привет, как дела? Это тест на русском языке.",
+    "Ελληνικά: η γρήγορη καφέ αλεπού",
+    "مرحبا بالعالم",
+    "שלום עולם",
+    "日本語のテキストです。東京は首都です。",
+    "中文文本测试：机器学习与信息检索",
+    "한국어 문장입니다",
+    "ภาษาไทย",
+    "emoji 🙂🚀 test 👩‍🔬 science",
+    "MixedCASE WoRdS and ALLCAPS",
+    "https://example.org/path?q=tandem&x=1 email@example.com",
+    "C++ and C# and F# are languages; so is Go.",
+    "\"Quoted\" 'single' «guillemets» „German“",
+    "line one\nline two\r\nline three",
+    "tabs\tbetween\twords",
+    "multiple     spaces    here",
+    "hyphenated-words and under_scores and dots.in.words",
+    "Numbers: 3.14159, 2.71828, 1e-10, -42, +7",
+    "The mitochondria is the powerhouse of the cell; ATP synthase drives oxidative phosphorylation.",
+    "Low-dose aspirin reduces the risk of colorectal cancer in randomized trials.",
+    "Dietary sodium intake correlates with blood pressure across populations.",
+    "antibiotic resistance genes spread through horizontal gene transfer in bacterial communities",
+    "Which proteins regulate the circadian clock in mammals?",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "a b c d e f g h i j k l m n o p q r s t u v w x y z",
+    "!!!???...,,,;;;:::",
+    "Ⅻ ⅓ ﬁ ﬂ ＡＢＣ full-width and ligatures",
+    "zero\u200bwidth\u200bspace and soft\u00adhyphen",
+    "control\u0007char and nbsp\u00a0here",
+    LONG,
+    " ".join(["日本語"] * 400),
+    "word " * 700,
+]
+# Queries get the model's query prefix and length; a handful suffices.
+QUERIES = [
+    "",
+    "what causes scurvy",
+    "Does vitamin D supplementation reduce fracture risk in older adults?",
+    "naïve Bayes für Textklassifikation",
+    "糖尿病の治療",
+    LONG,
+]
+
+
+def encode(sess, tok, cfg, side, texts, batch=8):
+    sc = cfg.get(side, {})
+    max_len = sc.get("max_length", 64 if side == "query" else 512)
+    prefix = sc.get("prefix", "")
+    tok.enable_truncation(max_length=max_len)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    names = [i.name for i in sess.get_inputs()]
+    out = []
+    for start in range(0, len(texts), batch):
+        encs = tok.encode_batch([prefix + t for t in texts[start:start + batch]])
+        ids = np.array([e.ids for e in encs], np.int64)
+        mask = np.array([e.attention_mask for e in encs], np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = sess.run(None, feeds)[0].astype(np.float64)
+        if cfg["pooling"] == "cls":
+            pooled = hidden[:, 0, :]
+        elif cfg["pooling"] == "mean":
+            m = mask[:, :, None].astype(np.float64)
+            pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        else:
+            raise SystemExit("unsupported pooling " + cfg["pooling"])
+        if cfg.get("normalize"):
+            pooled = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        out.append(pooled.astype(np.float32))
+    return np.concatenate(out)
+
+
+def main():
+    models_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, ".native", "models")
+    os.makedirs(OUT, exist_ok=True)
+    for name in MODELS:
+        d = os.path.join(models_dir, name)
+        cfg = json.load(open(os.path.join(d, "tandem.json")))
+        tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+        sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+        docs = encode(sess, tok, cfg, "document", TEXTS)
+        queries = encode(sess, tok, cfg, "query", QUERIES)
+        cases = [{"side": "document", "text": t} for t in TEXTS] + [{"side": "query", "text": t} for t in QUERIES]
+        with open(os.path.join(OUT, name + ".json"), "w", encoding="utf-8") as f:
+            json.dump({"model": name, "dim": int(docs.shape[1]), "cases": cases}, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        np.concatenate([docs, queries]).astype("<f4").tofile(os.path.join(OUT, name + ".f32"))
+        print(f"{name}: {len(cases)} vectors of {docs.shape[1]}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

