@@ -1,7 +1,52 @@
 package main
 
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/internal/native"
+)
+
 // modelCommands are the subcommands that list and run the installed
 // encoder models.
 func modelCommands() map[string]command {
-	return map[string]command{}
+	return map[string]command{
+		"models": {"list the installed encoder models", runModels},
+		"embed":  {"print the vector of a text as JSON", runEmbed},
+	}
+}
+
+func runModels(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("models", stderr)
+	dir := fs.String("dir", native.ModelsDir(), "models directory")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("no models directory: run scripts/setup.sh")
+	}
+	infos, err := encoder.List(*dir, nil)
+	if err != nil {
+		return err
+	}
+	if len(infos) == 0 {
+		fmt.Fprintf(stderr, "no models in %s (run scripts/setup.sh)\n", *dir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIM\tTOKEN DIM\tPOOLING\tSIMILARITY\tPATH")
+	for _, in := range infos {
+		name := in.Name
+		if name == encoder.DefaultModel {
+			name += " (default)"
+		}
+		if in.Err != nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t%s\t%s\t%s\terror: %v\n", name, in.Pooling, in.Similarity, in.Dir, in.Err)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", name, in.Dim, in.TokenDim, in.Pooling, in.Similarity, in.Dir)
+	}
+	return tw.Flush()
 }

@@ -1,0 +1,57 @@
+package encoder
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestList(t *testing.T) {
+	skipWithoutORT(t)
+	root := t.TempDir()
+	for _, name := range []string{"tiny-bert", "tiny-colbert"} {
+		src := copyTiny(t, name)
+		if err := os.Rename(src, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := copyTiny(t, "tiny-t5", "model.onnx")
+	if err := os.Rename(broken, filepath.Join(root, "broken")); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(root, "not-a-model"), 0o755)
+	infos, err := List(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 3 {
+		t.Fatalf("List returned %d models, want 3: %+v", len(infos), infos)
+	}
+	byName := map[string]Info{}
+	for _, in := range infos {
+		byName[in.Name] = in
+	}
+	if in := byName["tiny-bert"]; in.Err != nil || in.Dim != 4 || in.Pooling != PoolCLS {
+		t.Errorf("tiny-bert: %+v", in)
+	}
+	if in := byName["tiny-colbert"]; in.Err != nil || in.Dim != 0 || in.TokenDim != 128 || in.Pooling != PoolNone {
+		t.Errorf("tiny-colbert: %+v", in)
+	}
+	if in := byName["tiny-t5"]; !errors.Is(in.Err, ErrMissingFile) {
+		t.Errorf("model without model.onnx: Err = %v, want ErrMissingFile", in.Err)
+	}
+}
+
+func TestFind(t *testing.T) {
+	t.Setenv("TANDEM_MODELS", "testdata")
+	if dir, err := Find("tiny-bert"); err != nil || dir != filepath.Join("testdata", "tiny-bert") {
+		t.Fatalf("Find(tiny-bert) = %q, %v", dir, err)
+	}
+	if _, err := Find("no-such-model"); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("Find(no-such-model) err = %v", err)
+	}
+	if dir, err := Find("./testdata/tiny-t5"); err != nil || dir != "./testdata/tiny-t5" {
+		t.Fatalf("Find(path) = %q, %v", dir, err)
+	}
+}
