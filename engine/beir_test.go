@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tandemsearch/tandem/evaluate"
+)
+
+// beirDir returns ../shared/data/<name> relative to the module root, or
+// skips the test.
+func beirDir(t testing.TB, name string) string {
+	t.Helper()
+	path := filepath.Join("..", "..", "shared", "data", name)
+	if _, err := os.Stat(filepath.Join(path, "corpus.jsonl")); err != nil {
+		t.Skipf("skipping: %s not found (needs ../shared beside the repo)", path)
+	}
+	return path
+}
+
+func evalBEIR(t testing.TB, name string, skipBad bool) evaluate.Metrics {
+	ctx := context.Background()
+	data := beirDir(t, name)
+	e, err := Open(t.TempDir(), &Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	f, err := os.Open(filepath.Join(data, "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := e.IndexJSONL(ctx, f, JSONLOptions{SkipBad: skipBad}); err != nil {
+		t.Fatal(err)
+	}
+	queries, err := evaluate.LoadQueries(filepath.Join(data, "queries.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qrels, err := evaluate.LoadQrels(filepath.Join(data, "qrels", "test.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := evaluate.Run{}
+	for _, q := range queries {
+		if _, ok := qrels[q.ID]; !ok {
+			continue
+		}
+		res, err := e.Search(ctx, Request{Text: q.Text, K: 100})
+		if err != nil {
+			t.Fatalf("query %s: %v", q.ID, err)
+		}
+		for _, h := range res.Hits {
+			run[q.ID] = append(run[q.ID], evaluate.Result{DocID: h.ID, Score: h.Score})
+		}
+	}
+	rep, err := evaluate.Evaluate(qrels, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s bm25: nDCG@10 %.4f MRR@10 %.4f R@100 %.4f MAP %.4f over %d queries",
+		name, rep.Mean.NDCG10, rep.Mean.MRR10, rep.Mean.Recall100, rep.Mean.MAP, rep.Queries)
+	return rep.Mean
+}
+
+// TestSciFactBM25 is acceptance criterion 1: BM25 over the default BEIR
+// schema reaches nDCG@10 ≥ 0.66 on SciFact.
+func TestSciFactBM25(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping real-data evaluation in short mode")
+	}
+	m := evalBEIR(t, "scifact", false)
+	if m.NDCG10 < 0.66 {
+		t.Errorf("SciFact nDCG@10 = %.4f, want ≥ 0.66", m.NDCG10)
+	}
+	if m.Recall100 < 0.90 {
+		t.Errorf("SciFact Recall@100 = %.4f, want ≥ 0.90", m.Recall100)
+	}
+}
+
+// TestCranfieldBM25 guards the Cranfield figures (two documents of the
+// corpus are empty and skipped).
+func TestCranfieldBM25(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping real-data evaluation in short mode")
+	}
+	m := evalBEIR(t, "cranfield", true)
+	if m.NDCG10 < 0.34 {
+		t.Errorf("Cranfield nDCG@10 = %.4f, want ≥ 0.34", m.NDCG10)
+	}
+}
+
+// BenchmarkIndexSciFact measures ingestion of the SciFact corpus.
+func BenchmarkIndexSciFact(b *testing.B) {
+	ctx := context.Background()
+	data := beirDir(b, "scifact")
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		e, err := Open(b.TempDir(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, _ := os.Open(filepath.Join(data, "corpus.jsonl"))
+		b.StartTimer()
+		p, err := e.IndexJSONL(ctx, f, JSONLOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		f.Close()
+		e.Close()
+		b.ReportMetric(float64(p.Docs)/p.Elapsed.Seconds(), "docs/s")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkSearchSciFact measures BM25 query latency on SciFact (top 100).
+func BenchmarkSearchSciFact(b *testing.B) {
+	ctx := context.Background()
+	data := beirDir(b, "scifact")
+	e, err := Open(b.TempDir(), &Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	f, _ := os.Open(filepath.Join(data, "corpus.jsonl"))
+	if _, err := e.IndexJSONL(ctx, f, JSONLOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	queries, err := evaluate.LoadQueries(filepath.Join(data, "queries.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if _, err := e.Search(ctx, Request{Text: queries[i%len(queries)].Text, K: 100}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "queries/s")
+}
