@@ -88,10 +88,12 @@ func TestSessionRun(t *testing.T) {
 	if err := s.Run(context.Background(), ins[:2], []Tensor{{}}); err == nil {
 		t.Fatal("run with a missing input succeeded")
 	}
-	// A wrong shape is ONNX Runtime's error, categorised.
-	bad := []Tensor{{Shape: []int64{1, 2}, Int64: []int64{3, 1}}, {Shape: []int64{2, 1}, Int64: []int64{1, 0}}, {Shape: shape, Int64: []int64{0, 0}}}
-	if err := s.Run(context.Background(), bad, []Tensor{{}}); !errors.Is(err, ErrRunFailed) {
-		t.Fatalf("mismatched shapes: err = %v, want ErrRunFailed", err)
+	// A token id outside the embedding table fails inside ONNX Runtime:
+	// the error is categorised.
+	bad := []Tensor{{Shape: shape, Int64: []int64{3, 999}}, ins[1], ins[2]}
+	var oe *Error
+	if err := s.Run(context.Background(), bad, []Tensor{{}}); !errors.Is(err, ErrRunFailed) || !errors.As(err, &oe) || oe.Op != "run" {
+		t.Fatalf("out-of-range id: err = %v, want ErrRunFailed", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
