@@ -1,0 +1,236 @@
+package dense
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+func TestVectorEncoding(t *testing.T) {
+	v := []float32{1, -2.5, 0, math.SmallestNonzeroFloat32}
+	got, err := DecodeVector(EncodeVector(v), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range v {
+		if got[i] != v[i] {
+			t.Fatalf("round trip: %v, want %v", got, v)
+		}
+	}
+	if _, err := DecodeVector(EncodeVector(v), 3); !errors.Is(err, ErrDimension) {
+		t.Errorf("decode 4-d blob as 3-d: err = %v, want ErrDimension", err)
+	}
+	if _, err := DecodeVector([]byte{1, 2, 3}, 1); !errors.Is(err, ErrDimension) {
+		t.Errorf("decode 3-byte blob: err = %v, want ErrDimension", err)
+	}
+	nan := EncodeVector([]float32{1, float32(math.NaN())})
+	if _, err := DecodeVector(nan, 2); !errors.Is(err, ErrBadVector) {
+		t.Errorf("decode NaN: err = %v, want ErrBadVector", err)
+	}
+	if err := CheckVector([]float32{float32(math.Inf(1))}, 1); !errors.Is(err, ErrBadVector) {
+		t.Errorf("CheckVector(+Inf) = %v, want ErrBadVector", err)
+	}
+}
+
+func FuzzDecodeVector(f *testing.F) {
+	f.Add(EncodeVector([]float32{1, 2, 3}), 3)
+	f.Add([]byte{0, 0, 0xc0, 0x7f}, 1)
+	f.Fuzz(func(t *testing.T, b []byte, dim int) {
+		if dim <= 0 || dim > 1024 {
+			return
+		}
+		v, err := DecodeVector(b, dim)
+		if err != nil {
+			return
+		}
+		if string(EncodeVector(v)) != string(b) {
+			t.Fatalf("re-encoding changed the blob")
+		}
+	})
+}
+
+// TestExactMatchesBruteForce: the automatic index of a small collection is
+// exact, and returns the same ranking as a float64 brute force in Go.
+func TestExactMatchesBruteForce(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	s := newSynth(384, 50, 1)
+	vecs := s.many(3000)
+	nums := putVectors(t, st, 0, vecs)
+	x, err := Open(ctx, st, &Options{Model: testModel, Dim: 384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if got := x.Stats().Description; got != "Flat" {
+		t.Fatalf("automatic description at 3000 vectors = %q, want Flat", got)
+	}
+	if x.Len() != len(vecs) {
+		t.Fatalf("Len = %d, want %d", x.Len(), len(vecs))
+	}
+	allow := roaring64.New()
+	for i := 0; i < len(nums); i += 3 {
+		allow.Add(nums[i])
+	}
+	for qi, q := range s.many(20) {
+		for _, a := range []*roaring64.Bitmap{nil, allow} {
+			got, err := x.Search(ctx, q, 10, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sameRanking(got, bruteForce(q, vecs, nums, 10, a), 1e-5); err != nil {
+				t.Errorf("query %d (filtered %v): %v", qi, a != nil, err)
+			}
+			ex, err := x.SearchExact(ctx, q, 10, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sameRanking(ex, bruteForce(q, vecs, nums, 10, a), 1e-5); err != nil {
+				t.Errorf("exact query %d (filtered %v): %v", qi, a != nil, err)
+			}
+		}
+	}
+}
+
+// TestUpdatesAndDeletes: after Apply, an updated vector is found with its
+// new value and a deleted document is gone, for Flat and IVF.
+func TestUpdatesAndDeletes(t *testing.T) {
+	for _, desc := range []string{"", "IVF16,Flat"} {
+		t.Run(desc, func(t *testing.T) {
+			ctx := context.Background()
+			st := openStore(t, t.TempDir())
+			s := newSynth(64, 20, 2)
+			vecs := s.many(2000)
+			nums := putVectors(t, st, 0, vecs)
+			x, err := Open(ctx, st, &Options{Model: testModel, Dim: 64, Description: desc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.Close()
+			if want := map[string]string{"": "Flat", "IVF16,Flat": "IVF16,Flat"}[desc]; x.Stats().Description != want {
+				t.Fatalf("description %q, want %q", x.Stats().Description, want)
+			}
+			// Update doc 7 to a fresh vector q: it becomes q's top hit with
+			// score 1; its old vector no longer matches.
+			q := s.next()
+			old := vecs[7]
+			putVectors(t, st, 7, [][]float32{q})
+			catchUp(t, st, x)
+			hits, err := x.Search(ctx, q, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hits) != 1 || hits[0].DocNum != nums[7] || math.Abs(float64(hits[0].Score)-1) > 1e-4 {
+				t.Errorf("after update, top hit %+v, want doc %d with score 1", hits, nums[7])
+			}
+			hits, _ = x.Search(ctx, old, 5, nil)
+			for _, h := range hits {
+				if h.DocNum == nums[7] && h.Score > 0.999 {
+					t.Errorf("old vector of doc %d still indexed (score %v)", nums[7], h.Score)
+				}
+			}
+			if x.Len() != 2000 {
+				t.Errorf("Len after update = %d, want 2000", x.Len())
+			}
+			// Delete doc 7: gone at once, even from a filter that allows it.
+			var b storage.Batch
+			b.Delete(docID(7))
+			if _, err := st.Write(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			catchUp(t, st, x)
+			only := roaring64.BitmapOf(nums[7], nums[8])
+			for _, a := range []*roaring64.Bitmap{nil, only} {
+				hits, err = x.Search(ctx, q, 10, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, h := range hits {
+					if h.DocNum == nums[7] {
+						t.Errorf("deleted doc %d returned (filter %v)", nums[7], a != nil)
+					}
+				}
+			}
+			if x.Len() != 1999 || x.DocNums().Contains(nums[7]) {
+				t.Errorf("after delete Len = %d, contains deleted = %v", x.Len(), x.DocNums().Contains(nums[7]))
+			}
+			// A document written without a vector blob is not indexed, and
+			// replacing a document without its blob removes its vector.
+			var b2 storage.Batch
+			b2.Put(tandem.Doc{ID: docID(8), Fields: map[string]any{"text": "no vector"}}, nil)
+			if _, err := st.Write(ctx, &b2); err != nil {
+				t.Fatal(err)
+			}
+			catchUp(t, st, x)
+			if x.DocNums().Contains(nums[8]) {
+				t.Errorf("doc %d replaced without a vector is still indexed", nums[8])
+			}
+		})
+	}
+}
+
+// TestBadInput: wrong dimensions, NaN and bad options give clear errors,
+// and the index keeps serving what it holds.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	s := newSynth(16, 4, 3)
+	nums := putVectors(t, st, 0, s.many(100))
+	for _, o := range []*Options{nil, {Dim: 16}, {Model: testModel}, {Model: testModel, Dim: -1}, {Model: testModel, Dim: 16, Description: "NoSuchIndex"}} {
+		if _, err := Open(ctx, st, o); !errors.Is(err, ErrOptions) {
+			t.Errorf("Open(%+v) = %v, want ErrOptions", o, err)
+		}
+	}
+	x, err := Open(ctx, st, &Options{Model: testModel, Dim: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if _, err := x.Search(ctx, make([]float32, 15), 10, nil); !errors.Is(err, ErrDimension) {
+		t.Errorf("15-d query: %v, want ErrDimension", err)
+	}
+	q := s.next()
+	q[3] = float32(math.NaN())
+	if _, err := x.Search(ctx, q, 10, nil); !errors.Is(err, ErrBadVector) {
+		t.Errorf("NaN query: %v, want ErrBadVector", err)
+	}
+	if _, err := x.Search(ctx, s.next(), 0, nil); err == nil {
+		t.Error("k=0: no error")
+	}
+	// A blob of the wrong dimension in storage (a writer that skipped
+	// CheckVector) fails Apply naming the document, and the index still
+	// holds every earlier vector.
+	var b storage.Batch
+	b.Put(tandem.Doc{ID: "bad", Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): EncodeVector(make([]float32, 8))})
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := st.Changes(ctx, x.AppliedSeq(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = x.Apply(ctx, ch)
+	if !errors.Is(err, ErrDimension) {
+		t.Errorf("Apply of an 8-d blob: %v, want ErrDimension", err)
+	}
+	t.Logf("bad blob error: %v", err)
+	if x.Len() != len(nums) {
+		t.Errorf("after failed Apply Len = %d, want %d", x.Len(), len(nums))
+	}
+	if hits, err := x.Search(ctx, s.next(), 5, nil); err != nil || len(hits) != 5 {
+		t.Errorf("search after failed Apply: %d hits, %v", len(hits), err)
+	}
+	x.Close()
+	if _, err := x.Search(ctx, s.next(), 5, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("search after Close: %v, want ErrClosed", err)
+	}
+	if err := x.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

@@ -1,0 +1,182 @@
+package dense
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem/internal/faiss"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// snapshotMagic starts every snapshot file.
+const snapshotMagic = "TDNSDENS"
+
+// snapshotVersion is the snapshot format version. A snapshot of another
+// version is ignored (the index is rebuilt), never migrated.
+//
+//	1: magic, version, dim, requested description, description in use,
+//	   IVF lists, vectors at build, docnum bitmap, FAISS index, CRC-32C.
+const snapshotVersion = 1
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot saves the index to storage so that the next Open loads it and
+// only catches up the changes after AppliedSeq. It holds the write lock
+// while the FAISS index is serialised, so searches wait for it.
+func (x *Index) Snapshot(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	return x.snapshotLocked(ctx)
+}
+
+func (x *Index) snapshotLocked(ctx context.Context) error {
+	blob, err := x.mu.fx.Marshal()
+	if err != nil {
+		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
+	}
+	var hdr bytes.Buffer
+	hdr.WriteString(snapshotMagic)
+	putU64 := func(v uint64) { _ = binary.Write(&hdr, binary.LittleEndian, v) }
+	putStr := func(s string) { putU64(uint64(len(s))); hdr.WriteString(s) }
+	putU64(snapshotVersion)
+	putU64(uint64(x.opts.Dim))
+	putStr(x.opts.Description)
+	putStr(x.mu.desc)
+	putU64(uint64(x.mu.nlist))
+	putU64(uint64(x.mu.builtN))
+	var ids bytes.Buffer
+	if _, err := x.mu.ids.WriteTo(&ids); err != nil {
+		return fmt.Errorf("dense %s: snapshot: docnums: %w", x.opts.Model, err)
+	}
+	putU64(uint64(ids.Len()))
+	hdr.Write(ids.Bytes())
+	putU64(uint64(len(blob)))
+	seq := x.mu.applied
+	err = x.st.SaveSnapshot(ctx, SnapshotName(x.opts.Model), seq, func(w io.Writer) error {
+		crc := crc32.New(crcTable)
+		mw := io.MultiWriter(w, crc)
+		if _, err := mw.Write(hdr.Bytes()); err != nil {
+			return err
+		}
+		if _, err := mw.Write(blob); err != nil {
+			return err
+		}
+		return binary.Write(w, binary.LittleEndian, crc.Sum32())
+	})
+	if err != nil {
+		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
+	}
+	x.mu.snapSeq = seq
+	x.mu.sinceSnap = 0
+	return nil
+}
+
+// errStale marks a snapshot that cannot be used; Open then rebuilds.
+var errStale = errors.New("dense: snapshot unusable")
+
+// loadSnapshot installs the stored snapshot if it is present and
+// consistent with the options and with storage. A snapshot is only an
+// optimisation: any mismatch or damage means rebuild (false, nil); only
+// storage failures are errors.
+func (x *Index) loadSnapshot() (bool, error) {
+	rc, seq, err := x.st.OpenSnapshot(SnapshotName(x.opts.Model))
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("dense %s: open snapshot: %w", x.opts.Model, err)
+	}
+	buf, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return false, fmt.Errorf("dense %s: read snapshot: %w", x.opts.Model, err)
+	}
+	if seq > x.st.LastSeq() {
+		return false, nil // storage is older than the snapshot
+	}
+	s, err := x.decodeSnapshot(buf)
+	if err != nil {
+		return false, nil
+	}
+	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids = s.fx, s.desc, s.nlist, s.builtN, s.ids
+	x.mu.applied, x.mu.snapSeq = seq, seq
+	return true, nil
+}
+
+type snapshot struct {
+	desc          string
+	nlist, builtN int
+	ids           *roaring64.Bitmap
+	fx            *faiss.Index
+}
+
+func (x *Index) decodeSnapshot(buf []byte) (snapshot, error) {
+	var s snapshot
+	if len(buf) < len(snapshotMagic)+4 || string(buf[:len(snapshotMagic)]) != snapshotMagic {
+		return s, fmt.Errorf("%w: bad magic", errStale)
+	}
+	body := buf[:len(buf)-4]
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(buf[len(buf)-4:]) {
+		return s, fmt.Errorf("%w: checksum mismatch", errStale)
+	}
+	r := bytes.NewReader(body[len(snapshotMagic):])
+	u64 := func() uint64 {
+		var v uint64
+		if binary.Read(r, binary.LittleEndian, &v) != nil {
+			return 1<<64 - 1
+		}
+		return v
+	}
+	str := func() string {
+		n := u64()
+		if n > uint64(r.Len()) {
+			return "\x00"
+		}
+		b := make([]byte, n)
+		_, _ = io.ReadFull(r, b)
+		return string(b)
+	}
+	if v := u64(); v != snapshotVersion {
+		return s, fmt.Errorf("%w: version %d", errStale, v)
+	}
+	if d := u64(); d != uint64(x.opts.Dim) {
+		return s, fmt.Errorf("%w: dimension %d", errStale, d)
+	}
+	if req := str(); req != x.opts.Description {
+		return s, fmt.Errorf("%w: built for description %q", errStale, req)
+	}
+	s.desc = str()
+	s.nlist, s.builtN = int(u64()), int(u64())
+	if n := u64(); n <= uint64(r.Len()) {
+		s.ids = roaring64.New()
+		if _, err := s.ids.ReadFrom(io.LimitReader(r, int64(n))); err != nil {
+			return s, fmt.Errorf("%w: docnums: %v", errStale, err)
+		}
+	} else {
+		return s, fmt.Errorf("%w: truncated", errStale)
+	}
+	n := u64()
+	if n != uint64(r.Len()) {
+		return s, fmt.Errorf("%w: truncated index", errStale)
+	}
+	fx, err := faiss.Unmarshal(body[len(body)-int(n):], s.desc, faiss.InnerProduct)
+	if err != nil {
+		return s, fmt.Errorf("%w: %v", errStale, err)
+	}
+	if fx.D() != x.opts.Dim || uint64(fx.Len()) != s.ids.GetCardinality() {
+		fx.Close()
+		return s, fmt.Errorf("%w: index holds %d vectors for %d docnums", errStale, fx.Len(), s.ids.GetCardinality())
+	}
+	s.fx = fx
+	return s, nil
+}
