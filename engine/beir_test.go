@@ -49,7 +49,7 @@ func evalBEIR(t testing.TB, name string, skipBad bool) evaluate.Metrics {
 		if _, ok := qrels[q.ID]; !ok {
 			continue
 		}
-		res, err := e.Search(ctx, Request{Text: q.Text, K: 100})
+		res, err := e.Search(ctx, Request{Text: q.Text, K: 100, IDsOnly: true})
 		if err != nil {
 			t.Fatalf("query %s: %v", q.ID, err)
 		}
@@ -140,7 +140,7 @@ func BenchmarkSearchSciFact(b *testing.B) {
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
-		if _, err := e.Search(ctx, Request{Text: queries[i%len(queries)].Text, K: 100}); err != nil {
+		if _, err := e.Search(ctx, Request{Text: queries[i%len(queries)].Text, K: 100, IDsOnly: true}); err != nil {
 			b.Fatal(err)
 		}
 		i++

@@ -48,7 +48,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		start := time.Now()
-		res, err := e.Search(context.Background(), engine.Request{Text: q.Text, K: *k, Retrievers: []string{*mode}})
+		res, err := e.Search(context.Background(), engine.Request{Text: q.Text, K: *k, Retrievers: []string{*mode}, IDsOnly: true})
 		took += time.Since(start)
 		n++
 		if errors.Is(err, engine.ErrBadRequest) {
