@@ -1,0 +1,148 @@
+package sparse
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+func testIndex(t *testing.T, schema *tandem.Schema, docs ...tandem.Doc) *Index {
+	t.Helper()
+	x, err := Open(filepath.Join(t.TempDir(), "bleve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	var changes []storage.Change
+	for i := range docs {
+		changes = append(changes, storage.Change{Seq: uint64(i + 1), Op: storage.OpPut, DocNum: uint64(i), ID: docs[i].ID, Doc: &docs[i]})
+	}
+	if err := x.Apply(context.Background(), schema, changes); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestBM25PinnedScores pins Bleve v2.6.1's BM25 to hand-computed values
+// on a three-document, one-segment index. The rules (see
+// /work/shared/notes/bleve-bm25.md): tf enters as sqrt(tf); k1=1.2,
+// b=0.75; the average length is ceil(vocabulary size / doc count); each
+// term's score is multiplied by its query weight idf*queryNorm, with
+// queryNorm = 1/sqrt(sum of squared idfs of the query terms); and a match
+// query multiplies the sum by matched terms / query terms.
+func TestBM25PinnedScores(t *testing.T) {
+	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text, Analyzer: "standard"}}}
+	schema.Fill()
+	x := testIndex(t, schema,
+		tandem.Doc{ID: "a", Fields: map[string]any{"text": "zebra lion"}},
+		tandem.Doc{ID: "b", Fields: map[string]any{"text": "zebra zebra zebra tiger"}},
+		tandem.Doc{ID: "c", Fields: map[string]any{"text": "lion tiger cat"}},
+	)
+	// Vocabulary {zebra, lion, tiger, cat}: average length ceil(4/3) = 2.
+	// idf(zebra) = ln(1 + 1.5/2.5) = 0.4700036 (df 2 of 3)
+	// idf(cat)   = ln(1 + 2.5/1.5) = 0.9808293 (df 1 of 3)
+	// tf part: sqrt(tf)*1.2 / (sqrt(tf) + 1.2*(0.25 + 0.75*len/2))
+	//   a (tf 1, len 2) 0.5454545; b (tf 3, len 4) 0.5423883; c (tf 1, len 3) 0.4528302
+	//
+	// "zebra": queryNorm 1/idf, so score = idf * tf part:
+	//   a 0.4700036*0.5454545 = 0.2563656; b 0.4700036*0.5423883 = 0.2549246
+	// "zebra cat": queryNorm 1/sqrt(0.4700036² + 0.9808293²) = 0.9194455,
+	// coord 1/2 (each document matches one of two terms):
+	//   c 0.5*0.9808293²*0.9194455*0.4528302 = 0.2002686
+	//   a 0.5*0.4700036²*0.9194455*0.5454545 = 0.0553926
+	//   b 0.5*0.4700036²*0.9194455*0.5423883 = 0.0550812
+	tests := []struct {
+		query string
+		want  []Hit
+	}{
+		{"zebra", []Hit{{0, 0.2563656}, {1, 0.2549246}}},
+		{"zebra cat", []Hit{{2, 0.2002686}, {0, 0.0553926}, {1, 0.0550812}}},
+	}
+	for _, tc := range tests {
+		hits, err := x.Search(context.Background(), schema, Query{Text: tc.query, K: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != len(tc.want) {
+			t.Fatalf("%q: hits = %+v, want %+v", tc.query, hits, tc.want)
+		}
+		for i, w := range tc.want {
+			// Bleve stores 1/sqrt(length) as a float32: allow 1e-6.
+			if hits[i].DocNum != w.DocNum || math.Abs(hits[i].Score-w.Score) > 1e-6 {
+				t.Errorf("%q: hit %d = %+v, want %+v", tc.query, i, hits[i], w)
+			}
+		}
+	}
+}
+
+func TestFilterOnlyAndFieldBoosts(t *testing.T) {
+	schema := &tandem.Schema{Fields: []tandem.Field{
+		{Name: "title", Type: tandem.Text},
+		{Name: "text", Type: tandem.Text},
+		{Name: "year", Type: tandem.Number},
+	}}
+	schema.Fill()
+	x := testIndex(t, schema,
+		tandem.Doc{ID: "a", Fields: map[string]any{"title": "apple", "text": "banana", "year": 2000.0}},
+		tandem.Doc{ID: "b", Fields: map[string]any{"title": "banana", "text": "apple", "year": 2010.0}},
+	)
+	ctx := context.Background()
+	// Boosting title puts the title match first, whichever field order.
+	for _, field := range []string{"title", "text"} {
+		hits, err := x.Search(ctx, schema, Query{Text: "apple", Fields: map[string]float64{"title": 1, "text": 1, field: 5}, K: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFirst := map[string]uint64{"title": 0, "text": 1}[field]
+		if len(hits) != 2 || hits[0].DocNum != wantFirst {
+			t.Errorf("boost %s: hits %+v, want docnum %d first", field, hits, wantFirst)
+		}
+	}
+	e, _ := filter.Parse([]byte(`{"range":{"year":{"gt":2005}}}`))
+	if err := filter.Check(e, schema); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := x.FilterBitmap(ctx, schema, e)
+	if err != nil || bm.GetCardinality() != 1 || !bm.Contains(1) {
+		t.Errorf("bitmap = %v, %v; want {1}", bm, err)
+	}
+	if _, err := x.Search(ctx, schema, Query{Text: "apple", Fields: map[string]float64{"year": 1}, K: 2}); err == nil {
+		t.Error("searching a number field: no error")
+	}
+}
+
+func TestApplySkipsOldAndPersistsSeq(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bleve")
+	schema := tandem.DefaultSchema()
+	schema.Fill()
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tandem.Doc{ID: "a", Fields: map[string]any{"text": "hello"}}
+	ctx := context.Background()
+	if err := x.Apply(ctx, schema, []storage.Change{{Seq: 5, Op: storage.OpPut, DocNum: 1, ID: "a", Doc: &d}}); err != nil {
+		t.Fatal(err)
+	}
+	// A replayed older delete is ignored.
+	if err := x.Apply(ctx, schema, []storage.Change{{Seq: 4, Op: storage.OpDelete, DocNum: 1, ID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if x.AppliedSeq() != 5 {
+		t.Errorf("applied seq after reopen = %d, want 5", x.AppliedSeq())
+	}
+	if n, _ := x.DocCount(); n != 1 {
+		t.Errorf("doc count = %d, want 1", n)
+	}
+}
