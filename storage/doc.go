@@ -1,4 +1,54 @@
 // Package storage is Tandem's source of truth, kept in Badger v4: documents,
 // metadata, vectors, token vectors, id maps, index snapshots and the change
 // log from which every derived index (Bleve, FAISS) is rebuilt or caught up.
+//
+// The main type is Store; writes go through a Batch committed by
+// Store.Write.
+//
+// # Invariants
+//
+//   - Each document has an internal document number (uint64) assigned when
+//     its external id is first stored. An upsert of an existing id keeps
+//     the number; a number is never reused, even after a delete (a deleted
+//     id that comes back gets a new number).
+//   - Every put and delete appends a change-log entry (sequence, op,
+//     docnum, id) in the same Badger transaction as the write. Sequences
+//     start at 1 and increase by one per operation with no gaps. A derived
+//     index that has applied sequence s is up to date once it has applied
+//     Changes(s, ...) until that returns nothing. The log is never
+//     truncated yet, so any derived index can be rebuilt from sequence 0.
+//   - A Batch is one Badger transaction: all of it is stored or none of it.
+//     Documents are checked against the schema before the transaction
+//     starts, so a bad document rejects its whole batch and changes
+//     nothing. A batch too large for one Badger transaction (about 15% of
+//     the 64 MiB memtable) fails with ErrBatchTooLarge; callers split input
+//     into batches (the engine commits 1,000 documents per batch).
+//   - Durability: the store opens Badger with SyncWrites, so when Write
+//     returns nil the batch is on disk and survives a process or machine
+//     crash. Options.NoSync trades this for speed: a process crash still
+//     loses nothing (the OS has the data), a machine crash may.
+//   - Blobs ("vec/<model>", "tok/<model>") belong to a document: a put
+//     replaces all of them, a delete removes them, in the same transaction.
+//   - Snapshots of derived indexes are files under <dir>/snapshots whose
+//     name and included sequence are committed in Badger after the file is
+//     fsynced; the commit is the single point at which a snapshot replaces
+//     the previous one.
+//   - The schema is stored in the collection. A non-strict schema grows
+//     when a document has a new field (its type is inferred); the new
+//     schema is committed with the batch that introduced the field.
+//
+// # Key layout
+//
+// One-byte table tags, big-endian numbers: m<name> meta (schema, counters),
+// i<id> → docnum, n<docnum> → id, d<docnum> → document JSON,
+// b<docnum><name> → blob, l<seq> → change, s<name> → snapshot record.
+//
+// # Usage
+//
+//	st, err := storage.Open(dir, nil)
+//	var b storage.Batch
+//	b.Put(tandem.Doc{ID: "a", Fields: map[string]any{"text": "hello"}}, map[string][]byte{"vec/minilm": vec})
+//	b.Delete("b")
+//	res, err := st.Write(ctx, &b) // durable when err == nil
+//	changes, err := st.Changes(ctx, appliedSeq, 1000)
 package storage
