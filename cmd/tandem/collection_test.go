@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func tandemRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCollectionCommands(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "coll")
+	corpus := filepath.Join(tmp, "corpus.jsonl")
+	os.WriteFile(corpus, []byte(`{"_id":"d1","title":"Whales","text":"The blue whale is the largest animal.","year":2001}
+{"_id":"d2","title":"Sharks","text":"Sharks are fish.","year":2010}
+{"_id":"d3","title":"Whale song","text":"Humpback whales sing.","year":2020}
+`), 0o644)
+	if code, out, errs := tandemRun(t, "index", "--dir", dir, "--corpus", corpus); code != 0 || !strings.Contains(out, "indexed 3 documents") || !strings.Contains(errs, "docs/s") {
+		t.Fatalf("index: code %d out %q err %q", code, out, errs)
+	}
+
+	code, out, errs := tandemRun(t, "search", "--dir", dir, "--mode", "bm25", "--filter", `{"range":{"year":{"gte":2015}}}`, "-k", "5", "--json", "whale")
+	if code != 0 {
+		t.Fatalf("search: %d %s", code, errs)
+	}
+	var res struct {
+		Hits []struct {
+			ID     string         `json:"id"`
+			Score  float64        `json:"score"`
+			Fields map[string]any `json:"fields"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("search --json output %q: %v", out, err)
+	}
+	if len(res.Hits) != 1 || res.Hits[0].ID != "d3" || res.Hits[0].Score <= 0 || res.Hits[0].Fields["title"] != "Whale song" {
+		t.Errorf("search hits = %+v", res.Hits)
+	}
+
+	if code, _, errs := tandemRun(t, "search", "--dir", dir, "--filter", `{"and":[{"term":{"yr":1}}]}`, "whale"); code != 1 || !strings.Contains(errs, `and[0].term.yr: unknown field "yr"`) {
+		t.Errorf("bad filter: code %d, stderr %q", code, errs)
+	}
+
+	queries := filepath.Join(tmp, "queries.jsonl")
+	qrels := filepath.Join(tmp, "qrels.tsv")
+	os.WriteFile(queries, []byte(`{"_id":"q1","text":"whale"}`+"\n"+`{"_id":"q2","text":"shark fish"}`+"\n"), 0o644)
+	os.WriteFile(qrels, []byte("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td2\t1\n"), 0o644)
+	code, out, errs = tandemRun(t, "eval", "--dir", dir, "--queries", queries, "--qrels", qrels, "--mode", "bm25", "--json")
+	if code != 0 {
+		t.Fatalf("eval: %d %s", code, errs)
+	}
+	var m map[string]float64
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("eval --json %q: %v", out, err)
+	}
+	for _, k := range []string{"ndcg@10", "mrr@10", "recall@100", "map"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("eval --json lacks %q: %v", k, m)
+		}
+	}
+	if m["recall@100"] != 1 || m["mrr@10"] != 1 {
+		t.Errorf("eval = %v: both relevant docs should rank first", m)
+	}
+
+	if code, out, _ := tandemRun(t, "delete", "--dir", dir, "d3", "nope"); code != 0 || !strings.Contains(out, "deleted 1 of 2") {
+		t.Errorf("delete: %d %q", code, out)
+	}
+	if _, out, _ := tandemRun(t, "search", "--dir", dir, "--json", "whale"); strings.Contains(out, `"d3"`) {
+		t.Errorf("deleted d3 still found: %s", out)
+	}
+
+	bad := filepath.Join(tmp, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"_id":"d4","text":"fine"}`+"\n"+`{"_id":"d5","text":"x","year":"old"}`+"\n"), 0o644)
+	if code, _, errs := tandemRun(t, "index", "--dir", dir, "--corpus", bad, "--quiet"); code != 1 || !strings.Contains(errs, `line 2: field "year"`) {
+		t.Errorf("bad corpus: code %d stderr %q", code, errs)
+	}
+	if code, out, _ := tandemRun(t, "index", "--dir", dir, "--corpus", bad, "--skip-bad", "--quiet"); code != 0 || !strings.Contains(out, "1 skipped") {
+		t.Errorf("--skip-bad: code %d out %q", code, out)
+	}
+	if code, out, _ := tandemRun(t, "stats", "--dir", dir); code != 0 || !strings.Contains(out, `"docs": 3`) {
+		t.Errorf("stats: %d %s", code, out)
+	}
+}
