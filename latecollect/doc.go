@@ -2,4 +2,72 @@
 // key is held in a FAISS index, each query token collects its nearest
 // document tokens, and the documents they belong to are rescored exactly over
 // all of their tokens (ReAtt avg-max or ColBERT sum-of-MaxSim).
+//
+// The main types are Index (one model's retriever over a storage.Store),
+// Options, SearchOptions and Hit; AvgMax and SumMax are the pure scoring
+// functions; EncodeTokens and DecodeTokens define the stored token format.
+//
+// # Storage
+//
+// A document's token matrix is the per-document blob "tok/<model>"
+// (BlobName), written atomically with the document by whoever writes it
+// (storage.Batch.Put). Format version 1 (FormatVersion) is an 8-byte header,
+// little endian: version (1 byte), encoding (1 byte: 1 f32, 2 f16, 3 i8),
+// dimension (uint16), token count (uint32); then the rows: float32, float16
+// (round to nearest even), or per row a float32 scale followed by int8
+// values. DecodeTokens checks the version and that the length matches the
+// header exactly, and reports ErrCorruption otherwise. F16 is the
+// recommended encoding: half the bytes of f32, and no measurable change in
+// ranking (see the README).
+//
+// # Invariants
+//
+//   - The token id of row r of document n is n<<PositionBits | r, so the
+//     map from FAISS id to (document, row) is implicit. A document has at
+//     most 4096 token keys; any rows beyond are scored but are not keys.
+//   - Badger is the source of truth. The Index keeps every document's
+//     stored matrix in memory (in its stored encoding) for rescoring and
+//     holds exactly the keys of the documents it has; Apply brings both up
+//     to date with the change log, removing a document's keys before adding
+//     its new ones, so replaying changes is harmless.
+//   - The FAISS index is saved as the snapshot "late-<model>" with the
+//     list of (document, key count) it holds. Open loads it when it was
+//     built with the same Dim and Description and then applies the changes
+//     after its sequence; otherwise it rebuilds from the blobs.
+//   - Candidate mode rescores every token of every candidate with the
+//     same function as Exhaustive mode, so a document found as a candidate
+//     gets exactly its exhaustive score.
+//   - Filters are applied in FAISS: allowed documents become token-id
+//     ranges, given to FAISS as an ID selector, so every collected token
+//     belongs to an allowed document; when no more documents are allowed
+//     than the candidate cap, they are all scored exactly instead.
+//
+// An Index is safe for concurrent use; Close frees the FAISS index and is
+// idempotent. It never closes the Store.
+//
+// # Usage
+//
+// Writing documents (the engine does this with the encoder's token output):
+//
+//	b, err := enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts, Tokens: true})
+//	for i, doc := range docs {
+//		blob, err := latecollect.EncodeTokens(b.Tokens[i].Vectors, b.Tokens[i].Dim, latecollect.F16)
+//		batch.Put(doc, map[string][]byte{latecollect.BlobName(enc.Name()): blob})
+//	}
+//	st.Write(ctx, &batch) // then x.Apply(ctx, changes), as for every derived index
+//
+// Opening and searching:
+//
+//	x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: enc.Name(), Dim: enc.TokenDim()})
+//	if err != nil { ... }
+//	defer x.Close()
+//	q, err := enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{text}, Tokens: true})
+//	allow, err := eng.FilterBitmap(ctx, filterJSON) // nil without a filter
+//	hits, err := x.Search(ctx, q.Tokens[0].Vectors, &latecollect.SearchOptions{K: 10, Allow: allow})
+//	// hits[i].DocNum, hits[i].Score; Mode: latecollect.Exhaustive for the exact reference.
+//	err = x.Snapshot(ctx) // before closing, so that the next Open does not rebuild
+//
+// *Index satisfies the engine's derived-index interface (Name, AppliedSeq,
+// Apply, Close). Open already catches up with the change log; changes at or
+// below AppliedSeq given to Apply are ignored.
 package latecollect

@@ -1,0 +1,562 @@
+package latecollect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/tandemsearch/tandem/internal/faiss"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// PositionBits is the number of low bits of a FAISS token id that hold the
+// token's row in its document's matrix: id = docnum<<PositionBits | row.
+// The map from token id to (document, row) is therefore implicit, needs no
+// storage, and a document filter becomes token-id ranges. Limits: a
+// document has at most 4096 token keys (rows beyond are still scored when
+// the document is a candidate, but cannot make it one), and docnums must be
+// below 2^51 for ids to stay positive int64.
+const PositionBits = 12
+
+// maxKeysPerDoc is the number of rows of a document that get a token key.
+const maxKeysPerDoc = 1 << PositionBits
+
+// maxTranslatableID bounds the token ids a filter can be translated to:
+// internal/faiss turns an allow-list into a bitmap of maxID/8 bytes and
+// refuses ids beyond MaxInt32*8. Past it, the filter is applied to the
+// documents during collection instead.
+const maxTranslatableID = math.MaxInt32 * 8
+
+// Defaults, measured on SciFact (5,183 documents, 1.23M MiniLM tokens);
+// see the README for the sweeps behind them.
+const (
+	// DefaultKPrime is the number of document tokens each query token
+	// collects from FAISS.
+	DefaultKPrime = 64
+	// DefaultCandidateCap bounds the documents rescored exactly per query;
+	// rescoring cost grows linearly with it.
+	DefaultCandidateCap = 512
+	// DefaultNProbe is the number of IVF lists visited per query token.
+	DefaultNProbe = 16
+	// DefaultSnapshotEvery is the number of applied changes after which
+	// the token index is saved, bounding the catch-up work of the next
+	// Open.
+	DefaultSnapshotEvery = 20000
+	// autoFlatTokens is the token count up to which the automatic
+	// description is an exact flat index; above it, an exact scan per query
+	// token costs more than the rescoring it feeds.
+	autoFlatTokens = 100_000
+)
+
+// Options configure Open. Zero fields mean defaults.
+type Options struct {
+	// Model names the token vectors: they are read from the blob
+	// BlobName(Model), the snapshot is "late-"+Model and Name() is
+	// "late:"+Model. Required.
+	Model string
+	// Dim is the token dimension. Required; blobs of another dimension are
+	// refused.
+	Dim int
+	// Description is the FAISS factory description of the token index
+	// ("Flat", "HNSW32", "IVF512,Flat", "IVF512,SQ8", "IVF512,PQ48"...).
+	// Empty means automatic: Flat up to 100,000 tokens, then
+	// "IVF<n>,SQ8" with n ≈ sqrt(tokens)/2. Indexes that need training
+	// start as Flat and are rebuilt once there are 40 tokens per list.
+	Description string
+	// KPrime is the number of document tokens each query token
+	// retrieves; default DefaultKPrime.
+	KPrime int
+	// CandidateCap bounds the candidate documents rescored exactly;
+	// default DefaultCandidateCap.
+	CandidateCap int
+	// NProbe is the number of IVF lists visited; default DefaultNProbe.
+	NProbe int
+	// Scoring is the default score; default ScoreAvgMax.
+	Scoring Scoring
+	// SnapshotEvery saves a snapshot after this many applied changes;
+	// default DefaultSnapshotEvery; negative never saves automatically.
+	SnapshotEvery int
+	// Parallelism bounds the goroutines one search rescores with;
+	// default GOMAXPROCS.
+	Parallelism int
+}
+
+func (o *Options) fill() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Model == "" || strings.ContainsAny(c.Model, "/\\") {
+		return c, fmt.Errorf("%w: Options.Model %q must be a non-empty name without slashes", ErrBadOptions, c.Model)
+	}
+	if c.Dim <= 0 || c.Dim > maxDim {
+		return c, fmt.Errorf("%w: Options.Dim %d out of range 1..%d", ErrBadOptions, c.Dim, maxDim)
+	}
+	if c.KPrime == 0 {
+		c.KPrime = DefaultKPrime
+	}
+	if c.CandidateCap == 0 {
+		c.CandidateCap = DefaultCandidateCap
+	}
+	if c.NProbe == 0 {
+		c.NProbe = DefaultNProbe
+	}
+	if c.Scoring == "" {
+		c.Scoring = ScoreAvgMax
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.Parallelism == 0 {
+		c.Parallelism = runtime.GOMAXPROCS(0)
+	}
+	switch {
+	case c.KPrime < 0:
+		return c, fmt.Errorf("%w: Options.KPrime %d is negative", ErrBadOptions, c.KPrime)
+	case c.CandidateCap < 0:
+		return c, fmt.Errorf("%w: Options.CandidateCap %d is negative", ErrBadOptions, c.CandidateCap)
+	case c.NProbe < 0:
+		return c, fmt.Errorf("%w: Options.NProbe %d is negative", ErrBadOptions, c.NProbe)
+	case c.Parallelism < 0:
+		return c, fmt.Errorf("%w: Options.Parallelism %d is negative", ErrBadOptions, c.Parallelism)
+	case !c.Scoring.valid():
+		return c, fmt.Errorf("%w: Options.Scoring %q (want %q or %q)", ErrBadOptions, c.Scoring, ScoreAvgMax, ScoreSumMax)
+	}
+	return c, nil
+}
+
+// docEntry is a document's stored token matrix, kept in memory in its
+// stored encoding for rescoring.
+type docEntry struct {
+	blob []byte
+	h    blobHeader
+}
+
+// keys is the number of token keys the document has in FAISS.
+func (d docEntry) keys() int { return min(d.h.count, maxKeysPerDoc) }
+
+// Index is the late-interaction retriever of one model over a Store.
+//
+// Invariants, under mu: docs holds the token matrix of every live document
+// that has a valid blob as of appliedSeq; keys[doc] is the number of token
+// ids doc<<PositionBits|0..n-1 present in fx, and fx holds no other ids.
+//
+// An Index is safe for concurrent use: searches share a read lock, Apply
+// and Snapshot take the write lock.
+type Index struct {
+	st   *storage.Store
+	opts Options
+	blob string
+
+	// filterAtCollection forces the filter onto the documents during
+	// collection instead of translating it to token ids (benchmarks
+	// compare the two).
+	filterAtCollection bool
+	// loadedSnapshot records that Open loaded the snapshot (tests).
+	loadedSnapshot bool
+
+	mu struct {
+		sync.RWMutex
+		closed    bool
+		fx        *faiss.Index
+		desc      string // description fx was built from (before IDMap2)
+		docs      map[uint64]docEntry
+		keys      map[uint64]int
+		tokens    int64 // rows in docs
+		bytes     int64 // blob bytes in docs
+		applied   uint64
+		sinceSnap int
+		skipped   []error // bad blobs met while loading, newest last
+		snapErr   error   // why the last automatic snapshot failed
+	}
+}
+
+// Open loads the token matrices of every document from st, loads the
+// token index from its snapshot (or rebuilds it when there is none or it
+// does not match Options), and catches up with the change log. The Index
+// does not own st.
+func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error) {
+	o, err := opts.fill()
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrBadOptions)
+	}
+	if o.Description != "" {
+		// Fail early on a description FAISS cannot build.
+		fx, err := faiss.New(o.Dim, o.Description, faiss.InnerProduct)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Options.Description: %w", ErrBadOptions, err)
+		}
+		fx.Close()
+	}
+	x := &Index{st: st, opts: o, blob: BlobName(o.Model)}
+	x.mu.docs = map[uint64]docEntry{}
+	x.mu.keys = map[uint64]int{}
+	startSeq := st.LastSeq()
+	err = st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {
+		e, err := x.entry(num, value)
+		if err != nil {
+			x.mu.skipped = append(x.mu.skipped, err)
+			return nil
+		}
+		x.putDocLocked(num, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("latecollect: open %s: load token matrices: %w", o.Model, err)
+	}
+	loaded, err := x.loadSnapshot()
+	x.loadedSnapshot = loaded && err == nil
+	if !x.loadedSnapshot {
+		if err := x.rebuildLocked(x.targetDescription()); err != nil {
+			return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
+		}
+		x.mu.applied = startSeq
+	}
+	if err := x.CatchUp(ctx); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
+	}
+	return x, nil
+}
+
+// entry checks a stored blob and copies it.
+func (x *Index) entry(num uint64, value []byte) (docEntry, error) {
+	h, err := parseHeader(value)
+	if err != nil {
+		return docEntry{}, fmt.Errorf("document %d, blob %s: %w", num, x.blob, err)
+	}
+	if h.dim != x.opts.Dim {
+		return docEntry{}, fmt.Errorf("document %d, blob %s: %w: dimension %d, index has %d", num, x.blob, ErrBadVector, h.dim, x.opts.Dim)
+	}
+	return docEntry{blob: append([]byte(nil), value...), h: h}, nil
+}
+
+func (x *Index) putDocLocked(num uint64, e docEntry) {
+	x.dropDocLocked(num)
+	x.mu.docs[num] = e
+	x.mu.tokens += int64(e.h.count)
+	x.mu.bytes += int64(len(e.blob))
+}
+
+func (x *Index) dropDocLocked(num uint64) {
+	if old, ok := x.mu.docs[num]; ok {
+		x.mu.tokens -= int64(old.h.count)
+		x.mu.bytes -= int64(len(old.blob))
+		delete(x.mu.docs, num)
+	}
+}
+
+// Name is the derived index's name in the engine: "late:<model>".
+func (x *Index) Name() string { return "late:" + x.opts.Model }
+
+// Dim is the token dimension.
+func (x *Index) Dim() int { return x.opts.Dim }
+
+// AppliedSeq is the last change-log sequence the index includes.
+func (x *Index) AppliedSeq() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.mu.applied
+}
+
+// CatchUp applies every change committed after AppliedSeq.
+func (x *Index) CatchUp(ctx context.Context) error {
+	for {
+		after := x.AppliedSeq()
+		ch, err := x.st.Changes(ctx, after, 4096)
+		if err != nil {
+			return fmt.Errorf("latecollect: catch up after %d: %w", after, err)
+		}
+		if len(ch) == 0 {
+			return nil
+		}
+		if err := x.Apply(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+// Apply brings the index up to date with committed changes, in order.
+// Changes at or below AppliedSeq are ignored, so a replay is harmless.
+// A put reads the document's current blob; a document without one (or
+// deleted since) leaves the index. A blob that cannot be decoded leaves its
+// document out; Apply still applies everything else and then returns an
+// error wrapping ErrCorruption or ErrBadVector naming the document.
+func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	// The last change of each document wins; the change carries the
+	// document as it is now, so reading the current blob converges.
+	final := map[uint64]storage.Change{}
+	last := x.mu.applied
+	for _, c := range changes {
+		if c.Seq <= x.mu.applied {
+			continue
+		}
+		final[c.DocNum] = c
+		last = max(last, c.Seq)
+	}
+	if len(final) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var (
+		removeIDs []int64
+		addIDs    []int64
+		addVecs   []float32
+		bad       []error
+	)
+	for num, c := range final {
+		if n := x.mu.keys[num]; n > 0 {
+			removeIDs = appendIDs(removeIDs, num, n)
+			delete(x.mu.keys, num)
+		}
+		x.dropDocLocked(num)
+		if c.Op != storage.OpPut || c.Doc == nil {
+			continue
+		}
+		value, ok, err := x.st.Blob(num, x.blob)
+		if err != nil {
+			return fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, num, err)
+		}
+		if !ok {
+			continue
+		}
+		e, err := x.entry(num, value)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		x.putDocLocked(num, e)
+	}
+	if _, err := x.mu.fx.Remove(removeIDs); err != nil {
+		return fmt.Errorf("latecollect: apply: remove %d token keys: %w", len(removeIDs), err)
+	}
+	target := x.targetDescription()
+	if target != x.mu.desc && trainable(target, x.mu.tokens) {
+		// Enough tokens to train the configured index: rebuild from
+		// memory, which includes this batch.
+		if err := x.rebuildLocked(target); err != nil {
+			return fmt.Errorf("latecollect: apply: %w", err)
+		}
+	} else {
+		for num := range final {
+			e, ok := x.mu.docs[num]
+			if !ok {
+				continue
+			}
+			n := e.keys()
+			addIDs = appendIDs(addIDs, num, n)
+			addVecs = appendRows(addVecs, e, n)
+			x.mu.keys[num] = n
+		}
+		if err := x.mu.fx.Add(addIDs, addVecs); err != nil {
+			return fmt.Errorf("latecollect: apply: add %d token keys: %w", len(addIDs), err)
+		}
+	}
+	x.mu.applied = last
+	x.mu.sinceSnap += len(final)
+	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.snapErr == nil {
+		// The changes are applied whatever happens here: a failed
+		// automatic snapshot (an in-memory store has none) only costs the
+		// next Open a rebuild, so it is reported by Stats and automatic
+		// snapshots stop; Snapshot still returns its error.
+		x.mu.snapErr = x.saveSnapshotLocked(ctx)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("latecollect: apply: %d documents left out: %w", len(bad), errors.Join(bad...))
+	}
+	return nil
+}
+
+// appendIDs appends the token ids of a document's first n rows.
+func appendIDs(ids []int64, num uint64, n int) []int64 {
+	base := int64(num << PositionBits)
+	for i := range n {
+		ids = append(ids, base|int64(i))
+	}
+	return ids
+}
+
+// appendRows appends the first n decoded rows of e.
+func appendRows(vecs []float32, e docEntry, n int) []float32 {
+	start := len(vecs)
+	vecs = append(vecs, make([]float32, n*e.h.dim)...)
+	decodeRows(e.blob, e.h, 0, n, vecs[start:])
+	return vecs
+}
+
+// targetDescription is the description the index should have now.
+func (x *Index) targetDescription() string {
+	if x.opts.Description != "" {
+		return x.opts.Description
+	}
+	if x.mu.tokens <= autoFlatTokens {
+		return "Flat"
+	}
+	nlist := 64
+	for nlist*nlist*4 < int(x.mu.tokens) && nlist < 8192 {
+		nlist *= 2
+	}
+	return fmt.Sprintf("IVF%d,SQ8", nlist)
+}
+
+// trainable reports whether tokens suffice to train desc: FAISS wants about
+// 39 training points per IVF list.
+func trainable(desc string, tokens int64) bool {
+	n := ivfLists(desc)
+	return n == 0 || tokens >= int64(40*n)
+}
+
+// ivfLists returns the number of IVF lists in desc, 0 if it is not IVF.
+func ivfLists(desc string) int {
+	for _, part := range strings.Split(strings.ToUpper(desc), ",") {
+		part = strings.TrimSpace(part)
+		if rest, ok := strings.CutPrefix(part, "IVF"); ok {
+			n := 0
+			for _, r := range rest {
+				if r < '0' || r > '9' {
+					break
+				}
+				n = n*10 + int(r-'0')
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// rebuildLocked replaces the token index by one built with desc from the
+// matrices in memory. Until desc is trainable, a Flat index stands in.
+func (x *Index) rebuildLocked(desc string) error {
+	if !trainable(desc, x.mu.tokens) {
+		desc = "Flat"
+	}
+	fx, err := faiss.New(x.opts.Dim, desc, faiss.InnerProduct)
+	if err != nil {
+		return fmt.Errorf("build %q: %w", desc, err)
+	}
+	if !fx.IsTrained() {
+		if err := fx.Train(x.trainingSampleLocked(64 * ivfLists(desc))); err != nil {
+			fx.Close()
+			return fmt.Errorf("train %q: %w", desc, err)
+		}
+	}
+	keys := make(map[uint64]int, len(x.mu.docs))
+	var (
+		ids  []int64
+		vecs []float32
+	)
+	flush := func() error {
+		if err := fx.Add(ids, vecs); err != nil {
+			return fmt.Errorf("build %q: %w", desc, err)
+		}
+		ids, vecs = ids[:0], vecs[:0]
+		return nil
+	}
+	for _, num := range sortedDocs(x.mu.docs) {
+		e := x.mu.docs[num]
+		n := e.keys()
+		ids = appendIDs(ids, num, n)
+		vecs = appendRows(vecs, e, n)
+		keys[num] = n
+		if len(ids) >= 65536 {
+			if err := flush(); err != nil {
+				fx.Close()
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		fx.Close()
+		return err
+	}
+	if x.mu.fx != nil {
+		x.mu.fx.Close()
+	}
+	x.mu.fx, x.mu.desc, x.mu.keys = fx, desc, keys
+	return nil
+}
+
+// trainingSampleLocked returns about n token rows spread evenly over the
+// documents in docnum order (deterministic, so rebuilds are repeatable).
+func (x *Index) trainingSampleLocked(n int) []float32 {
+	total := x.mu.tokens
+	stride := max(int64(1), total/int64(max(n, 1)))
+	var out []float32
+	var row int64
+	buf := make([]float32, x.opts.Dim)
+	for _, num := range sortedDocs(x.mu.docs) {
+		e := x.mu.docs[num]
+		for r := range e.h.count {
+			if row%stride == 0 {
+				decodeRows(e.blob, e.h, r, r+1, buf)
+				out = append(out, buf...)
+			}
+			row++
+		}
+	}
+	return out
+}
+
+// Stats describes the index.
+type Stats struct {
+	Docs        int
+	Tokens      int64  // stored token rows
+	TokenKeys   int64  // token keys in FAISS
+	StoredBytes int64  // bytes of the token blobs (header included)
+	IndexBytes  uint64 // FAISS's estimate of its memory
+	Description string // FAISS description in use
+	AppliedSeq  uint64
+	Skipped     int // documents whose blob could not be used when loading
+	// SnapshotErr is why automatic snapshots stopped, if they did.
+	SnapshotErr error
+}
+
+// Stats reports sizes and counts.
+func (x *Index) Stats() (Stats, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return Stats{}, ErrClosed
+	}
+	return Stats{
+		Docs:        len(x.mu.docs),
+		Tokens:      x.mu.tokens,
+		TokenKeys:   x.mu.fx.Len(),
+		StoredBytes: x.mu.bytes,
+		IndexBytes:  x.mu.fx.MemoryBytes(),
+		Description: x.mu.desc,
+		AppliedSeq:  x.mu.applied,
+		Skipped:     len(x.mu.skipped),
+		SnapshotErr: x.mu.snapErr,
+	}, nil
+}
+
+// Close frees the token index. It is idempotent and does not close the
+// Store.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return nil
+	}
+	x.mu.closed = true
+	x.mu.docs, x.mu.keys = nil, nil
+	if x.mu.fx != nil {
+		return x.mu.fx.Close()
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package latecollect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+const testModel = "synth"
+
+// synthCorpus is a deterministic set of documents whose token matrices are
+// random unit vectors, 3 to 40 tokens each.
+type synthCorpus struct {
+	dim  int
+	vecs map[string][]float32
+}
+
+func newSynth(n, dim int, seed uint64) *synthCorpus {
+	r := rand.New(rand.NewPCG(seed, 1))
+	c := &synthCorpus{dim: dim, vecs: map[string][]float32{}}
+	for i := range n {
+		c.vecs[fmt.Sprintf("d%03d", i)] = randomUnit(r, 3+r.IntN(38), dim)
+	}
+	return c
+}
+
+func randomUnit(r *rand.Rand, n, dim int) []float32 {
+	v := make([]float32, n*dim)
+	for t := range n {
+		row := v[t*dim : (t+1)*dim]
+		var s float64
+		for j := range row {
+			row[j] = float32(r.NormFloat64())
+			s += float64(row[j]) * float64(row[j])
+		}
+		for j := range row {
+			row[j] /= float32(math.Sqrt(s))
+		}
+	}
+	return v
+}
+
+// write stores the given documents (all of the corpus when ids is nil)
+// with their token blobs.
+func (c *synthCorpus) write(t testing.TB, st *storage.Store, enc Encoding, ids ...string) storage.WriteResult {
+	t.Helper()
+	if ids == nil {
+		for id := range c.vecs {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+	}
+	var b storage.Batch
+	for _, id := range ids {
+		blob, err := EncodeTokens(c.vecs[id], c.dim, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Put(tandem.Doc{ID: id, Fields: map[string]any{"text": id, "group": float64(len(id) % 2)}}, map[string][]byte{BlobName(testModel): blob})
+	}
+	res, err := st.Write(context.Background(), &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func openStore(t testing.TB, dir string) *storage.Store {
+	t.Helper()
+	opts := &storage.Options{NoSync: true}
+	if dir == "" {
+		opts.InMemory = true
+	}
+	st, err := storage.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func openIndex(t testing.TB, st *storage.Store, opts *Options) *Index {
+	t.Helper()
+	x, err := Open(context.Background(), st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
+// bruteForce scores every document of the corpus with the public scoring
+// function over the stored (decoded) matrices.
+func bruteForce(t testing.TB, st *storage.Store, c *synthCorpus, q []float32, allow func(uint64) bool, s Scoring) []Hit {
+	t.Helper()
+	var hits []Hit
+	for id := range c.vecs {
+		num, ok, err := st.Lookup(id)
+		if err != nil || !ok {
+			continue
+		}
+		if allow != nil && !allow(num) {
+			continue
+		}
+		blob, ok, err := st.Blob(num, BlobName(testModel))
+		if err != nil || !ok {
+			t.Fatalf("blob of %s: %v %v", id, ok, err)
+		}
+		d, _, err := DecodeTokens(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := AvgMax
+		if s == ScoreSumMax {
+			f = SumMax
+		}
+		score, err := f(q, d, c.dim, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits = append(hits, Hit{DocNum: num, Score: score})
+	}
+	slices.SortFunc(hits, func(a, b Hit) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return int(a.DocNum) - int(b.DocNum)
+	})
+	return hits
+}
+
+func sameHits(t *testing.T, what string, got, want []Hit) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d hits, want %d\ngot  %v\nwant %v", what, len(got), len(want), got, want)
+	}
+	for i := range got {
+		if got[i].DocNum != want[i].DocNum || math.Abs(float64(got[i].Score-want[i].Score)) > 1e-5 {
+			t.Fatalf("%s: hit %d = %+v, want %+v\ngot  %v\nwant %v", what, i, got[i], want[i], got, want)
+		}
+	}
+}
+
+func TestSearchMatchesBruteForce(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(300, 16, 1)
+	st := openStore(t, "")
+	c.write(t, st, F32)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16})
+	r := rand.New(rand.NewPCG(7, 7))
+	for qi := range 5 {
+		q := randomUnit(r, 2+qi*3, 16)
+		for _, s := range []Scoring{ScoreAvgMax, ScoreSumMax} {
+			want := bruteForce(t, st, c, q, nil, s)[:10]
+			got, err := x.Search(ctx, q, &SearchOptions{Mode: Exhaustive, Scoring: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameHits(t, fmt.Sprintf("query %d %s exhaustive", qi, s), got, want)
+			// With k' and the cap covering everything, candidate
+			// generation must find the exact top 10.
+			got, err = x.Search(ctx, q, &SearchOptions{Scoring: s, KPrime: 10000, CandidateCap: 10000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameHits(t, fmt.Sprintf("query %d %s candidates", qi, s), got, want)
+		}
+	}
+	st2, _ := x.Stats()
+	if st2.Docs != 300 || st2.TokenKeys != st2.Tokens || st2.Description != "Flat" {
+		t.Errorf("stats %+v: want 300 docs, one key per token, Flat", st2)
+	}
+}
+
+// A query token equal to a document token collects that document first,
+// through FAISS, with the default knobs.
+func TestCandidatesFindPlantedDocument(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(300, 16, 2)
+	st := openStore(t, "")
+	c.write(t, st, F16)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, KPrime: 4, CandidateCap: 8})
+	target := c.vecs["d123"]
+	q := slices.Clone(target[:3*16]) // its first three tokens
+	hits, err := x.Search(ctx, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num, _, _ := st.Lookup("d123")
+	if len(hits) == 0 || hits[0].DocNum != num {
+		t.Fatalf("hits %v, want document %d first", hits, num)
+	}
+	// avg-max of tokens found exactly is 1, up to f16 rounding.
+	if math.Abs(float64(hits[0].Score)-1) > 2e-3 {
+		t.Errorf("score %v, want about 1", hits[0].Score)
+	}
+}
+
+func TestApplyFollowsUpdatesAndDeletes(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(100, 8, 3)
+	st := openStore(t, "")
+	c.write(t, st, F32)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 8, SnapshotEvery: -1})
+	r := rand.New(rand.NewPCG(9, 9))
+	q := randomUnit(r, 4, 8)
+
+	// Update d007 so that its tokens are the query's: it must rank first
+	// with avg-max 1.
+	c.vecs["d007"] = slices.Clone(q)
+	res := c.write(t, st, F32, "d007")
+	changes, err := st.Changes(ctx, x.AppliedSeq(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Apply(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	if x.AppliedSeq() != res.LastSeq {
+		t.Errorf("AppliedSeq %d, want %d", x.AppliedSeq(), res.LastSeq)
+	}
+	num, _, _ := st.Lookup("d007")
+	hits, err := x.Search(ctx, q, &SearchOptions{K: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits[0].DocNum != num || math.Abs(float64(hits[0].Score)-1) > 1e-5 {
+		t.Fatalf("after update: hits %v, want doc %d with score 1", hits, num)
+	}
+	// Replaying the same changes is a no-op.
+	if err := x.Apply(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := x.Stats()
+	if s.TokenKeys != s.Tokens {
+		t.Errorf("after replay: %d keys for %d tokens", s.TokenKeys, s.Tokens)
+	}
+
+	// Delete it: it disappears from both modes and its keys leave FAISS.
+	var b storage.Batch
+	b.Delete("d007")
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Mode{Candidates, Exhaustive} {
+		hits, err := x.Search(ctx, q, &SearchOptions{K: 100, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			if h.DocNum == num {
+				t.Fatalf("%v: deleted document %d returned", mode, num)
+			}
+		}
+	}
+	s, _ = x.Stats()
+	if s.Docs != 99 || s.TokenKeys != s.Tokens {
+		t.Errorf("after delete: %+v, want 99 docs and one key per token", s)
+	}
+}
+
+func TestFilteredSearchReturnsOnlyAllowed(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(400, 16, 4)
+	st := openStore(t, "")
+	c.write(t, st, F16)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, KPrime: 16, CandidateCap: 64})
+	r := rand.New(rand.NewPCG(11, 11))
+	allow := roaring64.New()
+	var all []uint64
+	for id := range c.vecs {
+		num, _, _ := st.Lookup(id)
+		all = append(all, num)
+		if r.IntN(3) == 0 {
+			allow.Add(num)
+		}
+	}
+	small := roaring64.BitmapOf(all[:5]...)
+	small.Add(1 << 40) // a docnum that does not exist is ignored
+	for _, tc := range []struct {
+		name       string
+		allow      *roaring64.Bitmap
+		collection bool
+	}{
+		{"token-level filter", allow, false},
+		{"filter during collection", allow, true},
+		{"small filter scored exactly", small, false},
+		{"empty filter", roaring64.New(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x.filterAtCollection = tc.collection
+			defer func() { x.filterAtCollection = false }()
+			q := randomUnit(r, 6, 16)
+			want := bruteForce(t, st, c, q, tc.allow.Contains, ScoreAvgMax)
+			got, err := x.Search(ctx, q, &SearchOptions{K: 10, Allow: tc.allow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != min(10, len(want)) {
+				t.Fatalf("%d hits, want %d", len(got), min(10, len(want)))
+			}
+			for _, h := range got {
+				if !tc.allow.Contains(h.DocNum) {
+					t.Fatalf("hit %d is not allowed by the filter", h.DocNum)
+				}
+			}
+			// Filtered exhaustive search is exact.
+			ex, err := x.Search(ctx, q, &SearchOptions{K: 10, Allow: tc.allow, Mode: Exhaustive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameHits(t, "exhaustive", ex, want[:min(10, len(want))])
+		})
+	}
+}
+
+func TestSnapshotAndCatchUp(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := newSynth(200, 8, 5)
+	st := openStore(t, dir)
+	c.write(t, st, F16)
+	opts := &Options{Model: testModel, Dim: 8, Description: "IVF4,Flat", NProbe: 4, SnapshotEvery: -1}
+	x, err := Open(ctx, st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.loadedSnapshot {
+		t.Fatal("first open loaded a snapshot")
+	}
+	if err := x.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	if err := x.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := x.Search(ctx, make([]float32, 8), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("search after close: %v", err)
+	}
+
+	// Changes after the snapshot: an update, a delete and a new document.
+	r := rand.New(rand.NewPCG(13, 13))
+	c.vecs["d010"] = randomUnit(r, 5, 8)
+	c.vecs["new"] = randomUnit(r, 7, 8)
+	c.write(t, st, F16, "d010", "new")
+	var b storage.Batch
+	b.Delete("d020")
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.vecs, "d020")
+
+	y := openIndex(t, st, opts)
+	if !y.loadedSnapshot {
+		t.Fatal("reopen rebuilt instead of loading the snapshot")
+	}
+	if y.AppliedSeq() != st.LastSeq() {
+		t.Errorf("AppliedSeq %d, want %d", y.AppliedSeq(), st.LastSeq())
+	}
+	s, _ := y.Stats()
+	if s.Docs != 200 || s.TokenKeys != s.Tokens || !strings.HasPrefix(s.Description, "IVF4") {
+		t.Errorf("stats %+v, want 200 docs, one key per token, IVF4", s)
+	}
+	q := randomUnit(r, 3, 8)
+	want := bruteForce(t, st, c, q, nil, ScoreAvgMax)[:10]
+	got, err := y.Search(ctx, q, &SearchOptions{KPrime: 10000, CandidateCap: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHits(t, "after catch-up", got, want)
+
+	// Other options must not reuse the snapshot.
+	z := openIndex(t, st, &Options{Model: testModel, Dim: 8, Description: "Flat"})
+	if z.loadedSnapshot {
+		t.Error("a Flat index loaded the IVF snapshot")
+	}
+}
+
+func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(50, 8, 6)
+	st := openStore(t, "")
+	c.write(t, st, F32)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 8})
+	before, _ := x.Stats()
+
+	q := make([]float32, 16)
+	q[11] = float32(math.NaN())
+	if _, err := x.Search(ctx, q, nil); !errors.Is(err, ErrBadVector) || !strings.Contains(err.Error(), "token 1, dimension 3") {
+		t.Errorf("NaN query: %v, want ErrBadVector naming token 1, dimension 3", err)
+	}
+	if _, err := x.Search(ctx, make([]float32, 9), nil); !errors.Is(err, ErrBadVector) {
+		t.Errorf("ragged query: %v", err)
+	}
+	if _, err := x.Search(ctx, make([]float32, 8), &SearchOptions{K: -1}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("negative K: %v", err)
+	}
+	if hits, err := x.Search(ctx, nil, nil); err != nil || len(hits) != 0 {
+		t.Errorf("empty query: %v %v", hits, err)
+	}
+
+	// A blob of the wrong dimension and a corrupt blob are left out with
+	// an error naming them; the rest of the batch is applied.
+	good, _ := EncodeTokens(randomUnit(rand.New(rand.NewPCG(1, 2)), 4, 8), 8, F32)
+	wrongDim, _ := EncodeTokens(make([]float32, 12), 4, F32)
+	var b storage.Batch
+	b.Put(tandem.Doc{ID: "wrongdim", Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): wrongDim})
+	b.Put(tandem.Doc{ID: "corrupt", Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): good[:len(good)-3]})
+	b.Put(tandem.Doc{ID: "fine", Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): good})
+	b.Put(tandem.Doc{ID: "noblob", Fields: map[string]any{"text": "x"}}, nil)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	err := x.CatchUp(ctx)
+	if !errors.Is(err, ErrBadVector) || !errors.Is(err, ErrCorruption) {
+		t.Errorf("catch-up error %v, want ErrBadVector and ErrCorruption", err)
+	}
+	wd, _, _ := st.Lookup("wrongdim")
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("document %d", wd)) {
+		t.Errorf("error %v does not name document %d", err, wd)
+	}
+	after, _ := x.Stats()
+	if after.Docs != before.Docs+1 || after.TokenKeys != before.TokenKeys+4 {
+		t.Errorf("stats %+v after %+v: want exactly the good document added", after, before)
+	}
+
+	for _, o := range []*Options{nil, {Model: testModel}, {Dim: 8}, {Model: "a/b", Dim: 8}, {Model: testModel, Dim: 8, Scoring: "max"}, {Model: testModel, Dim: 8, Description: "NoSuchIndex"}} {
+		if _, err := Open(ctx, st, o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("Open(%+v): %v, want ErrBadOptions", o, err)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package latecollect
+
+import (
+	"fmt"
+	"math"
+)
+
+// Scoring names how a document's token similarities become one score.
+type Scoring string
+
+const (
+	// ScoreAvgMax is ReAtt's score: for each query token the maximum inner
+	// product over the document's tokens, averaged over query tokens. For
+	// unit-length tokens it lies in [-1, 1] whatever the query length,
+	// which is what score-based fusion needs.
+	ScoreAvgMax Scoring = "avg-max"
+	// ScoreSumMax is ColBERT's sum of MaxSim: the same maxima, summed.
+	// For one query it ranks exactly like avg-max (the two differ by the
+	// constant factor of the query's token count); only the scale differs.
+	ScoreSumMax Scoring = "sum-max"
+)
+
+func (s Scoring) valid() bool { return s == ScoreAvgMax || s == ScoreSumMax }
+
+// AvgMax returns ReAtt's avg-max score of a document for a query. q and d
+// hold token vectors of dim values row after row. qmask and dmask, when
+// not nil, mark the tokens that count (padding and masked tokens are
+// false); they must then have one entry per row.
+//
+// A query token whose document side has no token that counts contributes
+// 0, and a query with no token that counts scores 0: a document shorter
+// than the query (even empty) is scored, never rejected.
+func AvgMax(q, d []float32, dim int, qmask, dmask []bool) (float32, error) {
+	sum, n, err := maxSimChecked(q, d, dim, qmask, dmask)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	return sum / float32(n), nil
+}
+
+// SumMax returns ColBERT's sum-of-MaxSim score, with the same arguments
+// and conventions as AvgMax.
+func SumMax(q, d []float32, dim int, qmask, dmask []bool) (float32, error) {
+	sum, _, err := maxSimChecked(q, d, dim, qmask, dmask)
+	return sum, err
+}
+
+// maxSimChecked validates its arguments, then returns the sum over
+// counted query tokens of their best similarity, and how many counted.
+func maxSimChecked(q, d []float32, dim int, qmask, dmask []bool) (float32, int, error) {
+	if dim <= 0 {
+		return 0, 0, fmt.Errorf("%w: dimension %d", ErrBadVector, dim)
+	}
+	if len(q)%dim != 0 {
+		return 0, 0, fmt.Errorf("%w: query has %d values, not a multiple of dimension %d", ErrBadVector, len(q), dim)
+	}
+	if len(d)%dim != 0 {
+		return 0, 0, fmt.Errorf("%w: document has %d values, not a multiple of dimension %d", ErrBadVector, len(d), dim)
+	}
+	nq, nd := len(q)/dim, len(d)/dim
+	if qmask != nil && len(qmask) != nq {
+		return 0, 0, fmt.Errorf("%w: query mask has %d entries for %d tokens", ErrBadVector, len(qmask), nq)
+	}
+	if dmask != nil && len(dmask) != nd {
+		return 0, 0, fmt.Errorf("%w: document mask has %d entries for %d tokens", ErrBadVector, len(dmask), nd)
+	}
+	best := make([]float32, nq)
+	maxSim(q, d, dim, dmask, best)
+	var sum float32
+	n := 0
+	for i, b := range best {
+		if qmask != nil && !qmask[i] {
+			continue
+		}
+		n++
+		if !math.IsInf(float64(b), -1) {
+			sum += b
+		}
+	}
+	return sum, n, nil
+}
+
+// maxSim sets best[i] to the largest inner product of query token i with a
+// counted document token, or -Inf when none counts. len(best) is the
+// number of query tokens.
+func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
+	for i := range best {
+		best[i] = float32(math.Inf(-1))
+	}
+	nd := len(d) / dim
+	for j := range nd {
+		if dmask != nil && !dmask[j] {
+			continue
+		}
+		dv := d[j*dim : (j+1)*dim]
+		for i := range best {
+			if s := dot(q[i*dim:(i+1)*dim], dv); s > best[i] {
+				best[i] = s
+			}
+		}
+	}
+}
+
+// dot is the inner product of two equally long vectors, unrolled so that
+// four independent sums hide the latency of floating-point adds.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		aa := a[i : i+8 : i+8]
+		bb := b[i : i+8 : i+8]
+		s0 += aa[0]*bb[0] + aa[4]*bb[4]
+		s1 += aa[1]*bb[1] + aa[5]*bb[5]
+		s2 += aa[2]*bb[2] + aa[6]*bb[6]
+		s3 += aa[3]*bb[3] + aa[7]*bb[7]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// combine turns per-query-token maxima into a score.
+func combine(s Scoring, best []float32) float32 {
+	var sum float32
+	for _, b := range best {
+		if !math.IsInf(float64(b), -1) {
+			sum += b
+		}
+	}
+	if s == ScoreAvgMax && len(best) > 0 {
+		return sum / float32(len(best))
+	}
+	return sum
+}

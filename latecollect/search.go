@@ -1,0 +1,309 @@
+package latecollect
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem/internal/faiss"
+)
+
+// Mode chooses how candidates are found.
+type Mode int
+
+const (
+	// Candidates collects candidate documents through the token index
+	// (k' tokens per query token, at most CandidateCap documents) and
+	// rescores them exactly.
+	Candidates Mode = iota
+	// Exhaustive scores every document exactly: the reference that
+	// candidate generation is measured against.
+	Exhaustive
+)
+
+// String names the mode.
+func (m Mode) String() string {
+	switch m {
+	case Candidates:
+		return "candidates"
+	case Exhaustive:
+		return "exhaustive"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// SearchOptions tune one search. Zero fields mean the Index's Options.
+type SearchOptions struct {
+	// K is the number of hits; default 10.
+	K int
+	// Allow, when not nil, restricts hits to these docnums (for example
+	// from engine.FilterBitmap).
+	Allow *roaring64.Bitmap
+	// Mode is Candidates (default) or Exhaustive.
+	Mode Mode
+	// Scoring overrides Options.Scoring.
+	Scoring Scoring
+	// KPrime, CandidateCap and NProbe override the Options of the same
+	// name.
+	KPrime, CandidateCap, NProbe int
+}
+
+// Hit is one scored document.
+type Hit struct {
+	DocNum uint64
+	Score  float32
+}
+
+// Search ranks documents for a query given as token vectors of Dim values
+// row after row (encoder.Tokens.Vectors of EncodeQueries). Hits come best
+// first, ties by ascending docnum. A query with no tokens has no hits.
+//
+// The filter is applied in FAISS: allowed documents become token-id ranges
+// (an IDSelector inside the search), so every token a query token collects
+// belongs to an allowed document. When no more documents are allowed than
+// the candidate cap, they are all scored exactly without FAISS.
+func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions) ([]Hit, error) {
+	var so SearchOptions
+	if opts != nil {
+		so = *opts
+	}
+	if err := x.fillSearch(&so); err != nil {
+		return nil, err
+	}
+	dim := x.opts.Dim
+	if len(query)%dim != 0 {
+		return nil, fmt.Errorf("latecollect: search: %w: %d values is not a whole number of %d-dimensional tokens", ErrBadVector, len(query), dim)
+	}
+	if err := checkFinite(query, dim); err != nil {
+		return nil, fmt.Errorf("latecollect: search: query %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(query) == 0 {
+		return nil, nil
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return nil, ErrClosed
+	}
+	var cands []uint64
+	if so.Mode == Exhaustive || (so.Allow != nil && x.allowedAtMostLocked(so.Allow, so.CandidateCap)) {
+		cands = x.allowedDocsLocked(so.Allow)
+	} else {
+		var err error
+		if cands, err = x.collectLocked(ctx, query, so); err != nil {
+			return nil, err
+		}
+	}
+	return x.rescoreLocked(ctx, query, cands, so)
+}
+
+func (x *Index) fillSearch(so *SearchOptions) error {
+	if so.K == 0 {
+		so.K = 10
+	}
+	if so.KPrime == 0 {
+		so.KPrime = x.opts.KPrime
+	}
+	if so.CandidateCap == 0 {
+		so.CandidateCap = x.opts.CandidateCap
+	}
+	if so.NProbe == 0 {
+		so.NProbe = x.opts.NProbe
+	}
+	if so.Scoring == "" {
+		so.Scoring = x.opts.Scoring
+	}
+	switch {
+	case so.K < 0 || so.KPrime < 0 || so.CandidateCap < 0 || so.NProbe < 0:
+		return fmt.Errorf("latecollect: search: %w: negative K %d, KPrime %d, CandidateCap %d or NProbe %d", ErrBadOptions, so.K, so.KPrime, so.CandidateCap, so.NProbe)
+	case !so.Scoring.valid():
+		return fmt.Errorf("latecollect: search: %w: Scoring %q", ErrBadOptions, so.Scoring)
+	case so.Mode != Candidates && so.Mode != Exhaustive:
+		return fmt.Errorf("latecollect: search: %w: %v", ErrBadOptions, so.Mode)
+	}
+	return nil
+}
+
+// allowedAtMostLocked reports whether allow holds at most n documents of
+// the index.
+func (x *Index) allowedAtMostLocked(allow *roaring64.Bitmap, n int) bool {
+	if allow.GetCardinality() <= uint64(n) {
+		return true
+	}
+	c := 0
+	for it := allow.Iterator(); it.HasNext(); {
+		if _, ok := x.mu.docs[it.Next()]; ok {
+			if c++; c > n {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// allowedDocsLocked lists the documents of the index in allow (all of them
+// when allow is nil), in docnum order.
+func (x *Index) allowedDocsLocked(allow *roaring64.Bitmap) []uint64 {
+	if allow == nil {
+		return sortedDocs(x.mu.docs)
+	}
+	var out []uint64
+	for it := allow.Iterator(); it.HasNext(); {
+		if num := it.Next(); x.hasDocLocked(num) {
+			out = append(out, num)
+		}
+	}
+	return out
+}
+
+func (x *Index) hasDocLocked(num uint64) bool {
+	_, ok := x.mu.docs[num]
+	return ok
+}
+
+// collectLocked runs every query token through FAISS in one batched call
+// and returns the candidate documents, at most CandidateCap of them: those
+// whose approximate score (the sum over query tokens of the best collected
+// token of the document) is highest.
+func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOptions) ([]uint64, error) {
+	fo := faiss.SearchOptions{NProbe: so.NProbe}
+	postFilter := false
+	if so.Allow != nil {
+		if x.filterAtCollection || so.Allow.Maximum() >= maxTranslatableID>>PositionBits {
+			postFilter = true
+		} else {
+			fo.Allow = x.tokenAllowLocked(so.Allow)
+		}
+	}
+	if so.KPrime == 0 || so.CandidateCap == 0 {
+		return nil, nil
+	}
+	res, err := x.mu.fx.Search(ctx, query, so.KPrime, fo)
+	if err != nil {
+		return nil, fmt.Errorf("latecollect: search: token index: %w", err)
+	}
+	type acc struct {
+		score float32
+		last  int // last query token that counted for this document
+	}
+	approx := map[uint64]*acc{}
+	for qi, r := range res {
+		for j, id := range r.IDs {
+			num := uint64(id) >> PositionBits
+			a := approx[num]
+			if a == nil {
+				if postFilter && !so.Allow.Contains(num) {
+					continue
+				}
+				if !x.hasDocLocked(num) {
+					continue
+				}
+				a = &acc{last: -1}
+				approx[num] = a
+			}
+			if a.last != qi { // hits come best first: the first is the max
+				a.last = qi
+				a.score += r.Scores[j]
+			}
+		}
+	}
+	cands := slices.Collect(maps.Keys(approx))
+	slices.SortFunc(cands, func(a, b uint64) int {
+		if c := cmp.Compare(approx[b].score, approx[a].score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	if len(cands) > so.CandidateCap {
+		cands = cands[:so.CandidateCap]
+	}
+	return cands, nil
+}
+
+// tokenAllowLocked translates allowed documents into their token ids.
+func (x *Index) tokenAllowLocked(allow *roaring64.Bitmap) *roaring64.Bitmap {
+	tok := roaring64.New()
+	for it := allow.Iterator(); it.HasNext(); {
+		num := it.Next()
+		if n := x.mu.keys[num]; n > 0 {
+			base := num << PositionBits
+			tok.AddRange(base, base+uint64(n))
+		}
+	}
+	return tok
+}
+
+// rescoreLocked scores every token of every candidate exactly, spreading
+// the candidates over at most Parallelism goroutines, which it joins.
+func (x *Index) rescoreLocked(ctx context.Context, query []float32, cands []uint64, so SearchOptions) ([]Hit, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	dim := x.opts.Dim
+	nq := len(query) / dim
+	hits := make([]Hit, len(cands))
+	workers := max(1, min(x.opts.Parallelism, len(cands)/16+1))
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int, workers)
+	)
+	const chunk = 32
+	go func() {
+		defer close(next)
+		for i := 0; i < len(cands); i += chunk {
+			if ctx.Err() != nil {
+				return
+			}
+			next <- i
+		}
+	}()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			best := make([]float32, nq)
+			var buf []float32
+			for start := range next {
+				for i := start; i < min(start+chunk, len(cands)); i++ {
+					e := x.mu.docs[cands[i]]
+					n := e.h.count * dim
+					if cap(buf) < n {
+						buf = make([]float32, n)
+					}
+					buf = buf[:n]
+					decodeRows(e.blob, e.h, 0, e.h.count, buf)
+					maxSim(query, buf, dim, nil, best)
+					hits[i] = Hit{DocNum: cands[i], Score: combine(so.Scoring, best)}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hits, func(a, b Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.DocNum, b.DocNum)
+	})
+	if len(hits) > so.K {
+		hits = hits[:so.K]
+	}
+	return hits, nil
+}
+
+func sortedDocs(m map[uint64]docEntry) []uint64 {
+	out := slices.Collect(maps.Keys(m))
+	slices.Sort(out)
+	return out
+}
