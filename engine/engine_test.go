@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tandemsearch/tandem"
@@ -206,13 +207,16 @@ func TestBadFilterAndRequest(t *testing.T) {
 }
 
 // TestConcurrentSearchWhileIndexing runs searches during writes; under
-// -race it also checks the locking. Deleted documents are never returned.
+// -race it also checks the locking. A document whose delete was
+// acknowledged before a search started is never returned by it.
 func TestConcurrentSearchWhileIndexing(t *testing.T) {
 	ctx := context.Background()
 	e := openT(t, t.TempDir(), &Options{BatchSize: 20, NoSync: true})
 	var wg sync.WaitGroup
+	var ackedDeletes atomic.Int64 // gone0 .. gone(n-1) are acknowledged deleted
 	stop := make(chan struct{})
 	errc := make(chan error, 4)
+	searches := atomic.Int64{}
 	for range 3 {
 		wg.Add(1)
 		go func() {
@@ -223,17 +227,17 @@ func TestConcurrentSearchWhileIndexing(t *testing.T) {
 					return
 				default:
 				}
-				res, err := e.Search(ctx, Request{Text: "common", K: 50})
+				deleted := ackedDeletes.Load()
+				res, err := e.Search(ctx, Request{Text: "common", K: 100})
 				if err != nil {
 					errc <- err
 					return
 				}
+				searches.Add(1)
 				for _, h := range res.Hits {
-					if strings.HasPrefix(h.ID, "gone") {
-						if _, ok, _ := e.Store().Lookup(h.ID); ok {
-							continue
-						}
-						errc <- fmt.Errorf("deleted %s returned", h.ID)
+					var n int64
+					if _, err := fmt.Sscanf(h.ID, "gone%d", &n); err == nil && n < deleted {
+						errc <- fmt.Errorf("%s returned after its delete was acknowledged", h.ID)
 						return
 					}
 				}
@@ -251,6 +255,7 @@ func TestConcurrentSearchWhileIndexing(t *testing.T) {
 		if _, err := e.Delete(ctx, []string{fmt.Sprint("gone", i)}); err != nil {
 			t.Fatal(err)
 		}
+		ackedDeletes.Store(int64(i + 1))
 	}
 	close(stop)
 	wg.Wait()
@@ -260,6 +265,9 @@ func TestConcurrentSearchWhileIndexing(t *testing.T) {
 	}
 	if e.Count() != 30 {
 		t.Errorf("count %d, want 30", e.Count())
+	}
+	if searches.Load() == 0 {
+		t.Error("no search ran during indexing")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -54,10 +55,14 @@ type Index struct {
 	idx     bleve.Index
 	mapping mapping.IndexMapping
 
+	// applyMu serialises Apply; searches do not wait for it, because a
+	// Bleve batch becomes visible to searches atomically.
+	applyMu sync.Mutex
+
 	mu struct {
-		sync.RWMutex
-		closed  bool
-		applied uint64
+		sync.RWMutex // held for reading by every call, for writing by Close
+		closed       bool
+		applied      atomic.Uint64
 	}
 }
 
@@ -86,7 +91,7 @@ func Open(dir string) (*Index, error) {
 		return nil, fmt.Errorf("sparse: read applied sequence: %w", err)
 	}
 	if len(v) == 8 {
-		x.mu.applied = binary.BigEndian.Uint64(v)
+		x.mu.applied.Store(binary.BigEndian.Uint64(v))
 	}
 	return x, nil
 }
@@ -106,11 +111,7 @@ func newMapping() *mapping.IndexMappingImpl {
 func (x *Index) Name() string { return "bm25" }
 
 // AppliedSeq is the last change-log sequence the index contains.
-func (x *Index) AppliedSeq() uint64 {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.mu.applied
-}
+func (x *Index) AppliedSeq() uint64 { return x.mu.applied.Load() }
 
 // Close closes the index. It is idempotent.
 func (x *Index) Close() error {
@@ -143,13 +144,16 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
 	if x.mu.closed {
 		return ErrClosed
 	}
+	x.applyMu.Lock()
+	defer x.applyMu.Unlock()
+	applied := x.mu.applied.Load()
 	b := x.idx.NewBatch()
-	last := x.mu.applied
+	last := applied
 	for _, c := range changes {
 		if c.Seq <= last {
 			continue
@@ -168,14 +172,14 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 			return fmt.Errorf("sparse: document %q: %w", c.ID, err)
 		}
 	}
-	if last == x.mu.applied {
+	if last == applied {
 		return nil
 	}
 	b.SetInternal(appliedKey, binary.BigEndian.AppendUint64(nil, last))
 	if err := x.idx.Batch(b); err != nil {
 		return fmt.Errorf("sparse: apply changes up to %d: %w", last, err)
 	}
-	x.mu.applied = last
+	x.mu.applied.Store(last)
 	return nil
 }
 

@@ -65,9 +65,17 @@ type Store struct {
 	db  *badger.DB
 	dir string
 
+	// life is held for reading by every operation and for writing by
+	// Close, so that reads never wait for a write's commit.
+	life   sync.RWMutex
+	closed bool // guarded by life
+
+	// writeMu serialises Write, which reads the counters, commits, then
+	// publishes new counters.
+	writeMu sync.Mutex
+
 	mu struct {
 		sync.Mutex
-		closed  bool
 		schema  *tandem.Schema
 		nextDoc uint64 // next docnum to assign
 		lastSeq uint64 // last change-log sequence committed
@@ -149,12 +157,12 @@ func (s *Store) load(schema *tandem.Schema) error {
 
 // Close closes the store. It is idempotent.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
 		return nil
 	}
-	s.mu.closed = true
+	s.closed = true
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close: %w", err)
 	}
@@ -268,12 +276,17 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
 		return WriteResult{}, ErrClosed
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
 	schema := s.mu.schema
+	nextDoc, seq, live := s.mu.nextDoc, s.mu.lastSeq, s.mu.live
+	s.mu.Unlock()
 	var newFields []tandem.Field
 	norm := make([]tandem.Doc, len(b.ops))
 	for i, op := range b.ops {
@@ -295,7 +308,6 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 		norm[i] = d
 	}
 
-	nextDoc, seq, live := s.mu.nextDoc, s.mu.lastSeq, s.mu.live
 	var res WriteResult
 	err := s.db.Update(func(txn *badger.Txn) error {
 		for i, op := range b.ops {
@@ -379,8 +391,10 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("storage: write batch: %w", err)
 	}
+	s.mu.Lock()
 	s.mu.schema = schema
 	s.mu.nextDoc, s.mu.lastSeq, s.mu.live = nextDoc, seq, live
+	s.mu.Unlock()
 	res.LastSeq = seq
 	return res, nil
 }
@@ -616,10 +630,9 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]Change,
 }
 
 func (s *Store) view(fn func(txn *badger.Txn) error) error {
-	s.mu.Lock()
-	closed := s.mu.closed
-	s.mu.Unlock()
-	if closed {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
 		return ErrClosed
 	}
 	return s.db.View(fn)
@@ -707,9 +720,9 @@ func (s *Store) OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err err
 }
 
 func (s *Store) update(fn func(txn *badger.Txn) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
 		return ErrClosed
 	}
 	return s.db.Update(fn)
