@@ -98,6 +98,7 @@ func TestCrash(t *testing.T) {
 		t.Skip("skipping crash test in short mode")
 	}
 	rounds := 24
+	behindRounds = 0
 	dir := t.TempDir()
 	// state is what the acknowledged operations imply: true present,
 	// false absent; ids never touched are absent.
