@@ -175,6 +175,21 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+func TestLineTooLong(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	in := `{"_id":"a","text":"short"}` + "\n" + `{"_id":"b","text":"` + strings.Repeat("x", 500) + `"}` + "\n" + `{"_id":"c","text":"short too"}`
+	_, err := e.IndexJSONL(ctx, strings.NewReader(in), JSONLOptions{MaxLineBytes: 100})
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 2 || !errors.Is(err, ErrLineTooLong) {
+		t.Fatalf("err = %v, want line 2 too long", err)
+	}
+	p, err := e.IndexJSONL(ctx, strings.NewReader(in), JSONLOptions{MaxLineBytes: 100, SkipBad: true})
+	if err != nil || p.Docs != 2 || p.Skipped != 1 || p.Lines != 3 {
+		t.Errorf("SkipBad: %+v, %v", p, err)
+	}
+}
+
 func TestBadFilterAndRequest(t *testing.T) {
 	ctx := context.Background()
 	e := openT(t, t.TempDir(), &Options{NoSync: true})

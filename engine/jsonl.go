@@ -12,9 +12,9 @@ import (
 	"github.com/tandemsearch/tandem/storage"
 )
 
-// MaxLineBytes bounds one JSONL line, so that a file without newlines
-// cannot exhaust memory.
-const MaxLineBytes = 64 << 20
+// DefaultMaxLineBytes bounds one JSONL line when JSONLOptions.MaxLineBytes
+// is 0, so that a file without newlines cannot exhaust memory.
+const DefaultMaxLineBytes = 64 << 20
 
 // JSONLOptions configure IndexJSONL.
 type JSONLOptions struct {
@@ -25,6 +25,8 @@ type JSONLOptions struct {
 	Progress func(Progress)
 	// OnSkip, if set, is called with each skipped line's error.
 	OnSkip func(error)
+	// MaxLineBytes bounds one line; 0 means DefaultMaxLineBytes.
+	MaxLineBytes int
 }
 
 // Progress reports ingestion so far.
@@ -54,6 +56,10 @@ func (e *LineError) Unwrap() error { return e.Err }
 func (e *Engine) IndexJSONL(ctx context.Context, r io.Reader, opts JSONLOptions) (Progress, error) {
 	start := time.Now()
 	idField := e.Schema().IDField
+	maxLine := opts.MaxLineBytes
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
+	}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 1<<20)
 	var p Progress
@@ -106,14 +112,14 @@ func (e *Engine) IndexJSONL(ctx context.Context, r io.Reader, opts JSONLOptions)
 		if err := ctx.Err(); err != nil {
 			return p, err
 		}
-		line, err := readLine(br)
+		line, err := readLine(br, maxLine)
 		if err == io.EOF && line == nil {
 			break
 		}
 		p.Lines++
 		if err != nil && err != io.EOF {
-			if errors.Is(err, errLineTooLong) {
-				if serr := skip(&LineError{Line: p.Lines, Err: err}); serr != nil {
+			if errors.Is(err, ErrLineTooLong) {
+				if serr := skip(&LineError{Line: p.Lines, Err: fmt.Errorf("%w (limit %d bytes)", err, maxLine)}); serr != nil {
 					return p, serr
 				}
 				continue
@@ -143,17 +149,18 @@ func (e *Engine) IndexJSONL(ctx context.Context, r io.Reader, opts JSONLOptions)
 	return p, nil
 }
 
-var errLineTooLong = fmt.Errorf("line longer than %d bytes", MaxLineBytes)
+// ErrLineTooLong reports a JSONL line over the limit.
+var ErrLineTooLong = errors.New("engine: line too long")
 
 // readLine returns the next line without its newline; a too-long line is
-// consumed and reported as errLineTooLong.
-func readLine(br *bufio.Reader) ([]byte, error) {
+// consumed and reported as ErrLineTooLong.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(chunk) > MaxLineBytes {
+			if len(line)+len(chunk) > max+1 { // +1: the newline
 				tooLong, line = true, nil
 			} else {
 				line = append(line, chunk...)
@@ -163,10 +170,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 			continue
 		}
 		if tooLong {
-			if err == io.EOF {
-				return []byte{}, errLineTooLong
-			}
-			return []byte{}, errLineTooLong
+			return []byte{}, ErrLineTooLong
 		}
 		if err == io.EOF && len(line) == 0 {
 			return nil, io.EOF

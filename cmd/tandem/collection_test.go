@@ -89,4 +89,19 @@ func TestCollectionCommands(t *testing.T) {
 	if code, out, _ := tandemRun(t, "stats", "--dir", dir); code != 0 || !strings.Contains(out, `"docs": 3`) {
 		t.Errorf("stats: %d %s", code, out)
 	}
+
+	// --field overrides an inferred type: year as a keyword.
+	dir2 := filepath.Join(tmp, "coll2")
+	if code, _, errs := tandemRun(t, "index", "--dir", dir2, "--corpus", corpus, "--field", "year=keyword", "--quiet"); code != 1 || !strings.Contains(errs, `line 1: field "year"`) {
+		t.Errorf("year as keyword with numeric values: code %d stderr %q", code, errs)
+	}
+	strs := filepath.Join(tmp, "strs.jsonl")
+	os.WriteFile(strs, []byte(`{"_id":"s1","text":"whale","year":"2001"}`+"\n"), 0o644)
+	dir3 := filepath.Join(tmp, "coll3")
+	if code, _, errs := tandemRun(t, "index", "--dir", dir3, "--corpus", strs, "--field", "year=keyword", "--quiet"); code != 0 {
+		t.Fatalf("index with --field: %s", errs)
+	}
+	if code, out, errs := tandemRun(t, "search", "--dir", dir3, "--filter", `{"prefix":{"year":"20"}}`, "--json", "whale"); code != 0 || !strings.Contains(out, `"s1"`) {
+		t.Errorf("prefix on overridden keyword field: %d %s %s", code, out, errs)
+	}
 }
