@@ -175,6 +175,32 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+func TestPaging(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	var docs []tandem.Doc
+	for i := range 20 {
+		docs = append(docs, tandem.Doc{ID: fmt.Sprint("p", i), Fields: map[string]any{"text": strings.Repeat("apple ", 1+i%7) + "pear"}})
+	}
+	if _, err := e.Index(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.Search(ctx, Request{Text: "apple", K: 20})
+	if err != nil || len(all.Hits) != 20 {
+		t.Fatalf("all: %v, %v", all, err)
+	}
+	for _, off := range []int{0, 5, 18, 25} {
+		page, err := e.Search(ctx, Request{Text: "apple", K: 5, Offset: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all.Hits[min(off, 20):min(off+5, 20)]
+		if strings.Join(ids(page.Hits), ",") != strings.Join(ids(want), ",") {
+			t.Errorf("offset %d: %v, want %v", off, ids(page.Hits), ids(want))
+		}
+	}
+}
+
 func TestLineTooLong(t *testing.T) {
 	ctx := context.Background()
 	e := openT(t, t.TempDir(), &Options{NoSync: true})
@@ -216,6 +242,9 @@ func TestBadFilterAndRequest(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
+	if _, err := e.Search(cctx, Request{Text: "hello"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Search: %v", err)
+	}
 	if _, err := e.Index(cctx, []tandem.Doc{{ID: "2", Fields: map[string]any{"text": "x"}}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Index: %v", err)
 	}

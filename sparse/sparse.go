@@ -1,14 +1,12 @@
 package sparse
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,8 +276,8 @@ type Hit struct {
 	Score  float64
 }
 
-// Search returns the top K documents for q, best first, ties broken by
-// ascending document number.
+// Search returns the top K documents for q, best first; equal scores keep
+// Bleve's index order.
 func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]Hit, error) {
 	if q.K <= 0 {
 		return nil, nil
@@ -334,22 +332,11 @@ func (x *Index) search(ctx context.Context, q query.Query, k int, score string) 
 		}
 		hits = append(hits, Hit{DocNum: n, Score: h.Score})
 	}
-	sortHits(hits)
+	// Bleve breaks score ties by index order (its hit number), which is
+	// fixed for a snapshot, so pages cut at K+Offset are consistent. It is
+	// kept: re-sorting ties by docnum would disagree with Bleve's choice of
+	// which tied documents make the cut at K.
 	return hits, nil
-}
-
-func sortHits(h []Hit) {
-	// Bleve orders equal scores by its internal segment order; order them
-	// by docnum instead so rankings are deterministic across layouts.
-	slices.SortStableFunc(h, func(a, b Hit) int {
-		if a.Score != b.Score {
-			if a.Score > b.Score {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.DocNum, b.DocNum)
-	})
 }
 
 func textQuery(schema *tandem.Schema, text string, fields map[string]float64) (query.Query, error) {

@@ -64,11 +64,16 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 		}
 		in = f
 	}
+	_, statErr := os.Stat(*dir)
+	existed := statErr == nil
 	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
+	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0) {
+		fmt.Fprintf(stderr, "note: %s exists; its stored schema is used and --schema, --id-field, --strict and --field are ignored\n", *dir)
+	}
 	var last time.Time
 	opts := engine.JSONLOptions{
 		SkipBad: *skipBad,
