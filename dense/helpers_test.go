@@ -16,21 +16,28 @@ import (
 
 const testModel = "m"
 
-// synth generates n L2-normalised d-dimensional vectors that cluster the
-// way embeddings do: each is a random one of nc centres plus Gaussian
-// noise of the same norm. Uniform random vectors in 384 dimensions would
-// be a degenerate benchmark: every vector is almost equally far from every
-// other, a structure no encoder produces and no ANN index can exploit.
+// synth generates L2-normalised d-dimensional vectors shaped like
+// embeddings: a random one of nc cluster centres plus a point of a shared
+// random subspace of intrinsic dimension 32, plus a little isotropic
+// noise. Real embeddings are low-dimensional in this sense. Uniform random
+// vectors in 384 dimensions would be a degenerate benchmark: every vector
+// is almost equally far from every other, so neighbours mean nothing and
+// no ANN index can do better than a scan.
 type synth struct {
-	d       int
+	d, m    int
+	noise   float64 // weight of the subspace component against the centre
 	centres [][]float32
+	basis   [][]float32 // m random directions
 	rng     *rand.Rand
 }
 
 func newSynth(d, nc int, seed uint64) *synth {
-	s := &synth{d: d, rng: rand.New(rand.NewPCG(seed, 42))}
+	s := &synth{d: d, m: min(32, d), noise: 1, rng: rand.New(rand.NewPCG(seed, 42))}
 	for range nc {
 		s.centres = append(s.centres, s.gauss(1))
+	}
+	for range s.m {
+		s.basis = append(s.basis, s.gauss(1))
 	}
 	return s
 }
@@ -47,7 +54,14 @@ func (s *synth) gauss(scale float64) []float32 {
 
 func (s *synth) next() []float32 {
 	c := s.centres[s.rng.IntN(len(s.centres))]
-	v := s.gauss(1)
+	v := s.gauss(0.1)
+	sd := s.noise / math.Sqrt(float64(s.m))
+	for _, b := range s.basis {
+		z := float32(s.rng.NormFloat64() * sd)
+		for i := range v {
+			v[i] += z * b[i]
+		}
+	}
 	for i := range v {
 		v[i] += c[i]
 	}
