@@ -184,7 +184,8 @@ type IndexResult struct {
 }
 
 // Index upserts docs by external id, in atomic batches of
-// Options.BatchSize. When Index returns, every batch it committed is
+// Options.BatchSize (a batch too large for one Badger transaction is split
+// in halves until each part fits). When Index returns, every batch it committed is
 // durable; on error, the batches before the failing one are committed and
 // the rest are not (IndexResult says how many documents were written). A
 // document's error is a *storage.BatchError naming the document and, when
@@ -193,11 +194,9 @@ func (e *Engine) Index(ctx context.Context, docs []tandem.Doc) (IndexResult, err
 	var res IndexResult
 	for start := 0; start < len(docs); start += e.opts.BatchSize {
 		end := min(start+e.opts.BatchSize, len(docs))
-		var b storage.Batch
-		for _, d := range docs[start:end] {
-			b.Put(d, nil)
-		}
-		r, err := e.Write(ctx, &b)
+		n, batches, err := e.putSplitting(ctx, docs[start:end])
+		res.Put += n
+		res.Batches += batches
 		if err != nil {
 			var be *storage.BatchError
 			if errors.As(err, &be) {
@@ -205,10 +204,37 @@ func (e *Engine) Index(ctx context.Context, docs []tandem.Doc) (IndexResult, err
 			}
 			return res, err
 		}
-		res.Put += r.Put
-		res.Batches++
 	}
 	return res, nil
+}
+
+// putSplitting commits docs as one batch or, if that is too large for one
+// Badger transaction, as two halves, recursively. Each committed part is
+// atomic. It returns the documents written and the batches committed; a
+// *storage.BatchError's Index is relative to docs.
+func (e *Engine) putSplitting(ctx context.Context, docs []tandem.Doc) (put, batches int, err error) {
+	var b storage.Batch
+	for _, d := range docs {
+		b.Put(d, nil)
+	}
+	r, err := e.Write(ctx, &b)
+	if errors.Is(err, storage.ErrBatchTooLarge) && len(docs) > 1 {
+		half := len(docs) / 2
+		p1, b1, err := e.putSplitting(ctx, docs[:half])
+		if err != nil {
+			return p1, b1, err
+		}
+		p2, b2, err := e.putSplitting(ctx, docs[half:])
+		var be *storage.BatchError
+		if errors.As(err, &be) {
+			be.Index += half
+		}
+		return p1 + p2, b1 + b2, err
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return r.Put, 1, nil
 }
 
 // Delete removes documents by external id in one atomic batch; unknown ids

@@ -201,6 +201,66 @@ func TestPaging(t *testing.T) {
 	}
 }
 
+// TestBatchTooLargeIsSplit indexes a batch larger than one Badger
+// transaction allows (about 9.6 MB): it is committed in parts.
+func TestBatchTooLargeIsSplit(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	var docs []tandem.Doc
+	for i := range 14 {
+		// Mostly spaces: large for Badger, two tokens for Bleve.
+		docs = append(docs, tandem.Doc{ID: fmt.Sprint(i), Fields: map[string]any{"text": "whale" + strings.Repeat(" ", 900_000) + fmt.Sprint("w", i)}})
+	}
+	res, err := e.Index(ctx, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Put != 14 || res.Batches < 2 {
+		t.Errorf("result %+v: want 14 documents in at least 2 batches", res)
+	}
+	hits, err := e.Search(ctx, Request{Text: "whale", K: 20, IDsOnly: true})
+	if err != nil || len(hits.Hits) != 14 {
+		t.Errorf("search: %d hits, %v", len(hits.Hits), err)
+	}
+	// With a bad document in a split batch, the good ones before its part
+	// stay; the error names it.
+	docs[11].Fields["text"] = 7.0
+	for i := range docs {
+		docs[i].ID = fmt.Sprint("again", i)
+	}
+	res, err = e.Index(ctx, docs)
+	var be *storage.BatchError
+	if !errors.As(err, &be) || be.Index != 11 || be.ID != "again11" {
+		t.Fatalf("err = %v, want a BatchError for document 11", err)
+	}
+	if int(e.Count()) != 14+res.Put || res.Put > 11 {
+		t.Errorf("count %d after %d more were put", e.Count(), res.Put)
+	}
+}
+
+func TestJSONLSplitBatchWithBadLine(t *testing.T) {
+	ctx := context.Background()
+	var sb strings.Builder
+	for i := range 14 {
+		if i == 11 {
+			fmt.Fprintf(&sb, `{"_id":"%d","text":7}`+"\n", i)
+			continue
+		}
+		fmt.Fprintf(&sb, `{"_id":"%d","text":"whale%sw%d"}`+"\n", i, strings.Repeat(" ", 900_000), i)
+	}
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	p, err := e.IndexJSONL(ctx, strings.NewReader(sb.String()), JSONLOptions{SkipBad: true})
+	if err != nil || p.Docs != 13 || p.Skipped != 1 || e.Count() != 13 {
+		t.Fatalf("SkipBad over a split batch: %+v, %v, count %d", p, err, e.Count())
+	}
+	e2 := openT(t, t.TempDir(), &Options{NoSync: true})
+	_, err = e2.IndexJSONL(ctx, strings.NewReader(sb.String()), JSONLOptions{})
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 12 {
+		t.Fatalf("err = %v, want line 12", err)
+	}
+}
+
 func TestLineTooLong(t *testing.T) {
 	ctx := context.Background()
 	e := openT(t, t.TempDir(), &Options{NoSync: true})

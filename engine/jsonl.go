@@ -80,24 +80,28 @@ func (e *Engine) IndexJSONL(ctx context.Context, r io.Reader, opts JSONLOptions)
 	}
 	flush := func() error {
 		for len(batch) > 0 {
-			var b storage.Batch
-			for _, pd := range batch {
-				b.Put(pd.doc, nil)
+			docs := make([]tandem.Doc, len(batch))
+			for i, pd := range batch {
+				docs[i] = pd.doc
 			}
-			r, err := e.Write(ctx, &b)
+			n, _, err := e.putSplitting(ctx, docs)
+			p.Docs += n
 			var be *storage.BatchError
 			if errors.As(err, &be) && be.Index < len(batch) {
 				lerr := &LineError{Line: batch[be.Index].line, Err: be.Err}
 				if err := skip(lerr); err != nil {
 					return err
 				}
-				batch = append(batch[:be.Index], batch[be.Index+1:]...)
+				// A split batch commits a prefix of n documents before
+				// the part holding the bad one; retry the rest without it.
+				rest := make([]pending, 0, len(batch)-n)
+				rest = append(rest, batch[n:be.Index]...)
+				batch = append(rest, batch[be.Index+1:]...)
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			p.Docs += r.Put
 			break
 		}
 		batch = batch[:0]
