@@ -178,6 +178,7 @@ type Index struct {
 		applied   uint64
 		snapSeq   uint64
 		sinceSnap int
+		snapErr   error // last automatic snapshot failure
 		closed    bool
 	}
 }
@@ -272,6 +273,8 @@ type Stats struct {
 	MemoryBytes uint64 `json:"memory_bytes"` // native FAISS memory
 	AppliedSeq  uint64 `json:"applied_seq"`
 	SnapshotSeq uint64 `json:"snapshot_seq"`
+	// SnapshotError is the last automatic snapshot's failure, if any.
+	SnapshotError string `json:"snapshot_error,omitempty"`
 }
 
 // Stats returns the index's current statistics.
@@ -282,6 +285,9 @@ func (x *Index) Stats() Stats {
 		AppliedSeq: x.mu.applied, SnapshotSeq: x.mu.snapSeq}
 	if x.mu.fx != nil {
 		s.MemoryBytes = x.mu.fx.MemoryBytes()
+	}
+	if x.mu.snapErr != nil {
+		s.SnapshotError = x.mu.snapErr.Error()
 	}
 	return s
 }
@@ -327,23 +333,30 @@ func (x *Index) wantDescription(n int) (string, int) {
 }
 
 // retypeLocked rebuilds the index when its size calls for another type:
-// an automatic index crossing ExactBelow (with hysteresis: back to Flat
-// below half of it) or growing fourfold since its IVF was trained, and an
-// explicit trainable description once there are enough vectors.
+// an automatic index crossing ExactBelow upwards, falling below half of it
+// (hysteresis, so that a collection at the boundary does not flip), or
+// growing fourfold since its IVF was trained (the list count follows
+// 4·√n); an explicit trainable description once there are enough vectors
+// to train it.
 func (x *Index) retypeLocked(ctx context.Context) error {
 	n := int(x.mu.ids.GetCardinality())
 	want, _ := x.wantDescription(n)
-	if want == x.mu.desc {
-		if x.opts.Description == "" && x.mu.nlist > 0 && x.opts.NList == 0 && n > 4*x.mu.builtN {
-			return x.rebuildLocked(ctx)
+	cur := x.mu.desc
+	switch {
+	case x.opts.Description != "":
+		if want == cur {
+			return nil
 		}
-		return nil
-	}
-	if x.opts.Description == "" && x.mu.desc != "Flat" && want == "Flat" && n >= x.opts.ExactBelow/2 {
-		return nil
-	}
-	if x.opts.Description == "" && x.mu.desc != "Flat" && want != "Flat" {
-		return nil // IVF list count drift is handled by the fourfold rule
+	case cur == "Flat":
+		if want == "Flat" {
+			return nil
+		}
+	default: // automatic IVF
+		shrunk := n < x.opts.ExactBelow/2
+		grown := x.opts.NList == 0 && n > 4*x.mu.builtN
+		if !shrunk && !grown {
+			return nil
+		}
 	}
 	return x.rebuildLocked(ctx)
 }
@@ -539,7 +552,11 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		return err
 	}
 	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery {
-		return x.snapshotLocked(ctx)
+		// The changes are applied whatever happens here: a snapshot only
+		// makes the next Open faster, so its failure (an in-memory store,
+		// a full disk) is reported in Stats and retried later.
+		x.mu.sinceSnap = 0
+		x.mu.snapErr = x.snapshotLocked(ctx)
 	}
 	return nil
 }

@@ -78,6 +78,7 @@ func (x *Index) snapshotLocked(ctx context.Context) error {
 	}
 	x.mu.snapSeq = seq
 	x.mu.sinceSnap = 0
+	x.mu.snapErr = nil
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"net/url"
 )
 
 // BlobName is the storage blob that holds a document's vector for model:
@@ -12,8 +13,9 @@ import (
 func BlobName(model string) string { return "vec/" + model }
 
 // SnapshotName is the storage snapshot name of model's FAISS index:
-// "dense/<model>".
-func SnapshotName(model string) string { return "dense/" + model }
+// "dense-<model>", the model name path-escaped because storage snapshot
+// names cannot contain slashes.
+func SnapshotName(model string) string { return "dense-" + url.PathEscape(model) }
 
 // EncodeVector encodes v as the vector blob format: float32 components,
 // little-endian, with nothing else (the dimension is the length / 4 and is
