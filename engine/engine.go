@@ -55,14 +55,21 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// derived is an index derived from the change log. Open catches each one
-// up from its AppliedSeq; Index and Delete apply each committed batch.
-type derived interface {
+// DerivedIndex is an index derived from the change log (BM25 here; the
+// dense and late-interaction indexes attach themselves with Attach). Open
+// catches each one up from its AppliedSeq; every committed batch is then
+// applied to it before Write returns. Apply receives changes in sequence
+// order and must record the last sequence it applied durably with, or
+// after, the changes themselves, so that replaying from AppliedSeq after a
+// crash converges.
+type DerivedIndex interface {
 	Name() string
 	AppliedSeq() uint64
 	Apply(ctx context.Context, changes []storage.Change) error
 	Close() error
 }
+
+type derived = DerivedIndex
 
 // bm25 adapts sparse.Index, which needs the current schema to apply.
 type bm25 struct {
@@ -77,10 +84,12 @@ func (b bm25) Apply(ctx context.Context, changes []storage.Change) error {
 // Engine is an open collection. All methods are safe for concurrent use:
 // searches run in parallel with each other and with one writer at a time.
 type Engine struct {
-	opts    Options
-	st      *storage.Store
-	sparse  *sparse.Index
-	derived []derived
+	opts   Options
+	st     *storage.Store
+	sparse *sparse.Index
+
+	derivedMu sync.Mutex // guards derived (appended to by Attach)
+	derived   []derived
 
 	// writeMu serialises Index and Delete, so that derived indexes see
 	// batches in commit order.
@@ -141,6 +150,36 @@ func catchUp(ctx context.Context, st *storage.Store, d derived) error {
 			return err
 		}
 	}
+}
+
+// Attach catches d up with the change log and keeps it up to date from
+// then on; the engine closes it on Close. Names must be unique.
+func (e *Engine) Attach(ctx context.Context, d DerivedIndex) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	e.writeMu.Lock() // no batch may commit between catch-up and attach
+	defer e.writeMu.Unlock()
+	for _, x := range e.derivedList() {
+		if x.Name() == d.Name() {
+			return fmt.Errorf("%w: a derived index named %q is attached already", ErrBadRequest, d.Name())
+		}
+	}
+	if err := catchUp(ctx, e.st, d); err != nil {
+		return fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
+	}
+	e.derivedMu.Lock()
+	e.derived = append(e.derived, d)
+	e.derivedMu.Unlock()
+	return nil
+}
+
+// derivedList returns the attached derived indexes.
+func (e *Engine) derivedList() []derived {
+	e.derivedMu.Lock()
+	defer e.derivedMu.Unlock()
+	return append([]derived(nil), e.derived...)
 }
 
 // Close releases the collection. It waits for running calls and is
@@ -267,7 +306,7 @@ func (e *Engine) Write(ctx context.Context, b *storage.Batch) (storage.WriteResu
 	if err != nil {
 		return r, fmt.Errorf("engine: %w", err)
 	}
-	for _, d := range e.derived {
+	for _, d := range e.derivedList() {
 		// Apply from the index's own applied sequence, not just this
 		// batch, so an earlier failed apply is retried here.
 		if err := catchUp(context.WithoutCancel(ctx), e.st, d); err != nil {
@@ -427,7 +466,7 @@ func (e *Engine) Stats() (Stats, error) {
 		return Stats{}, err
 	}
 	s := Stats{Docs: e.st.Count(), BleveDocs: n, LastSeq: e.st.LastSeq(), AppliedSeq: map[string]uint64{}, Schema: e.st.Schema()}
-	for _, d := range e.derived {
+	for _, d := range e.derivedList() {
 		s.AppliedSeq[d.Name()] = d.AppliedSeq()
 	}
 	return s, nil

@@ -417,3 +417,51 @@ func Example() {
 	}
 	// Output: b Rust
 }
+
+// liveSet is a minimal in-memory derived index: the set of live document
+// numbers. Being in memory, it replays the whole log on every attach.
+type liveSet struct {
+	applied uint64
+	live    map[uint64]string
+}
+
+func (l *liveSet) Name() string       { return "liveset" }
+func (l *liveSet) AppliedSeq() uint64 { return l.applied }
+func (l *liveSet) Close() error       { return nil }
+func (l *liveSet) Apply(_ context.Context, changes []storage.Change) error {
+	for _, c := range changes {
+		if c.Seq <= l.applied {
+			continue
+		}
+		if c.Op == storage.OpPut && c.Doc != nil {
+			l.live[c.DocNum] = c.ID
+		} else {
+			delete(l.live, c.DocNum)
+		}
+		l.applied = c.Seq
+	}
+	return nil
+}
+
+func TestAttachDerivedIndex(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	e.Index(ctx, []tandem.Doc{{ID: "a", Fields: map[string]any{"text": "x"}}, {ID: "b", Fields: map[string]any{"text": "y"}}})
+	e.Delete(ctx, []string{"a"})
+	l := &liveSet{live: map[uint64]string{}}
+	if err := e.Attach(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Attach(ctx, &liveSet{live: map[uint64]string{}}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("second attach with the same name: %v", err)
+	}
+	e.Index(ctx, []tandem.Doc{{ID: "c", Fields: map[string]any{"text": "z"}}, {ID: "b", Fields: map[string]any{"text": "y2"}}})
+	want := map[uint64]string{}
+	e.Store().ScanDocs(ctx, func(num uint64, d tandem.Doc) error { want[num] = d.ID; return nil })
+	if fmt.Sprint(l.live) != fmt.Sprint(want) || l.applied != e.Store().LastSeq() {
+		t.Errorf("derived %v at %d, storage %v at %d", l.live, l.applied, want, e.Store().LastSeq())
+	}
+	if st, _ := e.Stats(); st.AppliedSeq["liveset"] != st.LastSeq {
+		t.Errorf("stats: %+v", st.AppliedSeq)
+	}
+}
