@@ -1,25 +1,3 @@
-// Package filter is Tandem's metadata filter language: a small JSON syntax
-// parsed into an AST (Expr), checked against a collection schema, and
-// evaluated in Go (Match). Backends compile the AST themselves: sparse turns
-// it into a Bleve query and into a bitmap of internal document numbers.
-//
-// # Syntax
-//
-// Each node is a JSON object with exactly one key:
-//
-//	{"term":   {"field": value}}                    equality (keyword, keywords, number, date, bool)
-//	{"terms":  {"field": [value, ...]}}             any of the values
-//	{"range":  {"field": {"gte": x, "lt": y}}}      numbers and dates; gt, gte, lt, lte
-//	{"prefix": {"field": "abc"}}                    keyword and keywords fields
-//	{"exists": "field"}                             the document has a value for field
-//	{"and": [node, ...]}, {"or": [node, ...]}, {"not": node}
-//
-// A keywords field matches term, terms and prefix when any element does.
-//
-// # Errors
-//
-// Errors are *Error values whose Path names the offending node the way a
-// JSON path would, for example "and[1].range.year".
 package filter
 
 import (

@@ -577,7 +577,9 @@ func (s *Store) ScanDocs(ctx context.Context, fn func(num uint64, doc tandem.Doc
 // one consistent snapshot. The value is only valid during the call.
 func (s *Store) ScanBlobs(ctx context.Context, name string, fn func(num uint64, value []byte) error) error {
 	return s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagBlob}})
+		// Keys are docnum-first (so a delete finds a document's blobs with
+		// one prefix scan); values are read only for the wanted name.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagBlob}, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if err := ctx.Err(); err != nil {
