@@ -252,3 +252,45 @@ func TestFilterProperty(t *testing.T) {
 		t.Errorf("only %d of %d filtered rankings were non-empty: the generator is too selective", nonEmpty, iters)
 	}
 }
+
+// BenchmarkFilteredSearch measures filtered BM25 and filter bitmaps over a
+// synthetic collection of 5,000 documents.
+func BenchmarkFilteredSearch(b *testing.B) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(3, 4))
+	e, err := Open(b.TempDir(), &Options{Schema: propSchema(), NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	docs := make([]tandem.Doc, 5000)
+	for i := range docs {
+		docs[i] = propDoc(r, i)
+		docs[i].ID = fmt.Sprint("d", i)
+	}
+	if _, err := e.Index(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	f := []byte(`{"and":[{"terms":{"lang":["en","fr"]}},{"range":{"year":{"gte":2000}}}]}`)
+	b.Run("search", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Search(ctx, Request{Text: "river stone", Filter: f, K: 10, IDsOnly: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+	})
+	b.Run("bitmap", func(b *testing.B) {
+		b.ReportAllocs()
+		var n uint64
+		for b.Loop() {
+			bm, err := e.FilterBitmap(ctx, f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n = bm.GetCardinality()
+		}
+		b.ReportMetric(float64(n), "docs-matched")
+	})
+}

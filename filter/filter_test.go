@@ -164,3 +164,19 @@ func FuzzParse(f *testing.F) {
 		Match(e, s, map[string]any{"lang": "en", "year": 1.0})
 	})
 }
+
+func BenchmarkParseCheck(b *testing.B) {
+	data := []byte(`{"and":[{"term":{"lang":"en"}},{"or":[{"range":{"year":{"gte":1990,"lt":2000}}},{"prefix":{"tags":"bi"}}]},{"not":{"exists":"open"}}]}`)
+	s := testSchema()
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := Parse(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := Check(e, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "filters/s")
+}
