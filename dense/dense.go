@@ -179,6 +179,7 @@ type Index struct {
 		snapSeq   uint64
 		sinceSnap int
 		snapErr   error // last automatic snapshot failure
+		invalid   int   // invalid vector blobs met since the last rebuild
 		closed    bool
 	}
 }
@@ -273,6 +274,10 @@ type Stats struct {
 	MemoryBytes uint64 `json:"memory_bytes"` // native FAISS memory
 	AppliedSeq  uint64 `json:"applied_seq"`
 	SnapshotSeq uint64 `json:"snapshot_seq"`
+	// Invalid counts the vector blobs of the wrong length or with NaN or
+	// infinite components met since the last rebuild; their documents are
+	// not indexed.
+	Invalid int `json:"invalid,omitempty"`
 	// SnapshotError is the last automatic snapshot's failure, if any.
 	SnapshotError string `json:"snapshot_error,omitempty"`
 }
@@ -282,7 +287,7 @@ func (x *Index) Stats() Stats {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	s := Stats{Model: x.opts.Model, Description: x.mu.desc, Vectors: int(x.mu.ids.GetCardinality()),
-		AppliedSeq: x.mu.applied, SnapshotSeq: x.mu.snapSeq}
+		AppliedSeq: x.mu.applied, SnapshotSeq: x.mu.snapSeq, Invalid: x.mu.invalid}
 	if x.mu.fx != nil {
 		s.MemoryBytes = x.mu.fx.MemoryBytes()
 	}
@@ -410,10 +415,13 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 		batchIDs, batch = batchIDs[:0], batch[:0]
 		return nil
 	}
+	invalid := 0
 	err = x.st.ScanBlobs(ctx, x.blob, func(num uint64, v []byte) error {
 		batch = batch[:len(batch)+d]
 		if err := decodeInto(batch[len(batch)-d:], v); err != nil {
-			return fmt.Errorf("document %d: %w", num, err)
+			batch = batch[:len(batch)-d]
+			invalid++ // see Stats.Invalid
+			return nil
 		}
 		batchIDs = append(batchIDs, int64(num))
 		ids.Add(num)
@@ -434,6 +442,7 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 	}
 	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids = fx, desc, nlist, int(ids.GetCardinality()), ids
 	x.mu.applied = max(x.mu.applied, seq)
+	x.mu.invalid = invalid
 	return nil
 }
 
@@ -445,17 +454,18 @@ func (x *Index) trainSample(ctx context.Context, n, nlist int) ([]float32, error
 	sample := make([]float32, size*d)
 	rng := rand.New(rand.NewPCG(x.opts.Seed, 0x7a6d))
 	i := 0
+	tmp := make([]float32, d)
 	err := x.st.ScanBlobs(ctx, x.blob, func(num uint64, v []byte) error {
+		if decodeInto(tmp, v) != nil {
+			return nil // invalid vectors are not indexed, nor trained on
+		}
 		slot := i
 		if i >= size {
 			slot = rng.IntN(i + 1)
 		}
 		i++
-		if slot >= size {
-			return nil
-		}
-		if err := decodeInto(sample[slot*d:(slot+1)*d], v); err != nil {
-			return fmt.Errorf("document %d: %w", num, err)
+		if slot < size {
+			copy(sample[slot*d:(slot+1)*d], tmp)
 		}
 		return nil
 	})
@@ -465,7 +475,10 @@ func (x *Index) trainSample(ctx context.Context, n, nlist int) ([]float32, error
 	return sample[:min(i, size)*d], nil
 }
 
-// Apply applies committed changes in log order. Changes at or before
+// Apply applies committed changes in log order. A document whose blob is
+// not a valid vector of the index's dimension is left unindexed and
+// reported in the returned error (ErrDimension or ErrBadVector) and in
+// Stats.Invalid, once the rest of the changes are applied. Changes at or before
 // AppliedSeq are skipped, so re-applying is harmless. A put reads the
 // document's current vector blob: a put whose document was deleted since
 // (Doc nil) or has no vector for this model removes the docnum; an update
@@ -498,6 +511,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		remove []int64
 		addIDs []int64
 		vecs   []float32
+		bad    error // first invalid vector blob
 	)
 	for _, num := range nums {
 		if err := ctx.Err(); err != nil {
@@ -518,7 +532,12 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		}
 		vecs = append(vecs, make([]float32, d)...)
 		if err := decodeInto(vecs[len(vecs)-d:], b); err != nil {
-			return fmt.Errorf("dense %s: apply: document %d: %w", x.opts.Model, num, err)
+			vecs = vecs[:len(vecs)-d]
+			if bad == nil {
+				bad = fmt.Errorf("dense %s: apply: document %d: %w", x.opts.Model, num, err)
+			}
+			x.mu.invalid++
+			continue
 		}
 		addIDs = append(addIDs, int64(num))
 	}
@@ -550,6 +569,12 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	x.mu.sinceSnap += len(final)
 	if err := x.retypeLocked(ctx); err != nil {
 		return err
+	}
+	if bad != nil {
+		// Everything else is applied: an invalid blob (written without
+		// CheckVector) leaves its document unindexed rather than stopping
+		// the index.
+		return bad
 	}
 	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery {
 		// The changes are applied whatever happens here: a snapshot only
@@ -694,8 +719,8 @@ func (x *Index) exactLocked(ctx context.Context, query []float32, k int, allow *
 		if !ok {
 			continue // deleted in storage, not yet applied
 		}
-		if err := decodeInto(v, b); err != nil {
-			return nil, fmt.Errorf("dense %s: exact search: document %d: %w", x.opts.Model, num, err)
+		if decodeInto(v, b) != nil {
+			continue // replaced by an invalid blob, not yet applied
 		}
 		hit := Hit{DocNum: num, Score: dot(query, v)}
 		if len(h) < k {

@@ -204,8 +204,9 @@ func TestBadInput(t *testing.T) {
 		t.Error("k=0: no error")
 	}
 	// A blob of the wrong dimension in storage (a writer that skipped
-	// CheckVector) fails Apply naming the document, and the index still
-	// holds every earlier vector.
+	// CheckVector) fails Apply naming the document; the document is not
+	// indexed, the index still holds every earlier vector, and a rebuild
+	// skips it too.
 	var b storage.Batch
 	b.Put(tandem.Doc{ID: "bad", Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): EncodeVector(make([]float32, 8))})
 	if _, err := st.Write(ctx, &b); err != nil {
@@ -226,6 +227,17 @@ func TestBadInput(t *testing.T) {
 	if hits, err := x.Search(ctx, s.next(), 5, nil); err != nil || len(hits) != 5 {
 		t.Errorf("search after failed Apply: %d hits, %v", len(hits), err)
 	}
+	if x.AppliedSeq() != st.LastSeq() || x.Stats().Invalid != 1 {
+		t.Errorf("after failed Apply: applied %d of %d, invalid %d", x.AppliedSeq(), st.LastSeq(), x.Stats().Invalid)
+	}
+	x2, err := Open(ctx, st, &Options{Model: testModel, Dim: 16, Description: "Flat"})
+	if err != nil {
+		t.Fatalf("rebuild over an invalid blob: %v", err)
+	}
+	if x2.Len() != len(nums) || x2.Stats().Invalid != 1 {
+		t.Errorf("rebuild over an invalid blob: Len %d, Invalid %d", x2.Len(), x2.Stats().Invalid)
+	}
+	x2.Close()
 	x.Close()
 	if _, err := x.Search(ctx, s.next(), 5, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("search after Close: %v, want ErrClosed", err)

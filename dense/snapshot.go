@@ -158,6 +158,9 @@ func (x *Index) decodeSnapshot(buf []byte) (snapshot, error) {
 	}
 	s.desc = str()
 	s.nlist, s.builtN = int(u64()), int(u64())
+	if x.opts.Description == "" && x.opts.NList != 0 && s.nlist != 0 && s.nlist != x.opts.NList {
+		return s, fmt.Errorf("%w: %d IVF lists, want %d", errStale, s.nlist, x.opts.NList)
+	}
 	if n := u64(); n <= uint64(r.Len()) {
 		s.ids = roaring64.New()
 		if _, err := s.ids.ReadFrom(io.LimitReader(r, int64(n))); err != nil {
