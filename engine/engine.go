@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/filter"
@@ -344,6 +345,9 @@ type Result struct {
 	Took time.Duration `json:"-"`
 }
 
+// MaxQueryBytes bounds query text: each distinct term becomes a clause.
+const MaxQueryBytes = 16 << 10
+
 // maxK bounds K+Offset so that one request cannot allocate without limit.
 const maxK = 100_000
 
@@ -382,6 +386,12 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 		if err := filter.Check(fe, schema); err != nil {
 			return nil, err
 		}
+	}
+	if !utf8.ValidString(req.Text) {
+		return nil, fmt.Errorf("%w: query text is not valid UTF-8", ErrBadRequest)
+	}
+	if len(req.Text) > MaxQueryBytes {
+		return nil, fmt.Errorf("%w: query text of %d bytes (limit %d)", ErrBadRequest, len(req.Text), MaxQueryBytes)
 	}
 	if strings.TrimSpace(req.Text) == "" && fe == nil {
 		return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)

@@ -292,7 +292,8 @@ func TestBadFilterAndRequest(t *testing.T) {
 			t.Errorf("filter %s: err = %v, want %q", tc.filter, err, tc.want)
 		}
 	}
-	for _, req := range []Request{{}, {Text: "x", K: -1}, {Text: "x", Offset: -2}, {Text: "x", K: maxK + 1}} {
+	for _, req := range []Request{{}, {Text: "x", K: -1}, {Text: "x", Offset: -2}, {Text: "x", K: maxK + 1},
+		{Text: "caf\xe9"}, {Text: strings.Repeat("word ", MaxQueryBytes)}} {
 		if _, err := e.Search(ctx, req); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("Search(%+v): err = %v, want ErrBadRequest", req, err)
 		}

@@ -232,3 +232,36 @@ func TestScanBlobs(t *testing.T) {
 		t.Errorf("ScanDocs saw %d docs, want 3", n)
 	}
 }
+
+func TestSameIDTwiceInOneBatch(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir())
+	var b Batch
+	b.Put(doc("a", "one"), map[string][]byte{"vec/m": {1}})
+	b.Put(doc("a", "two"), nil)
+	b.Put(doc("b", "x"), nil)
+	b.Delete("b")
+	b.Put(doc("b", "y"), nil)
+	if _, err := s.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if s.Count() != 2 {
+		t.Errorf("count %d, want 2", s.Count())
+	}
+	na, _, _ := s.Lookup("a")
+	if d, _, _ := s.Get(na); d.Fields["text"] != "two" {
+		t.Errorf("a = %v, want the last put", d.Fields)
+	}
+	if _, ok, _ := s.Blob(na, "vec/m"); ok {
+		t.Error("the second put of a kept the first put's blob")
+	}
+	nb, _, _ := s.Lookup("b")
+	if nb == 1 {
+		t.Error("b re-added after a delete in the same batch kept its old docnum")
+	}
+	n := 0
+	s.ScanDocs(ctx, func(uint64, tandem.Doc) error { n++; return nil })
+	if n != 2 {
+		t.Errorf("%d documents stored, want 2", n)
+	}
+}
