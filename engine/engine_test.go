@@ -118,6 +118,26 @@ func TestCatchUpAfterLostIndex(t *testing.T) {
 	}
 }
 
+// TestCorruptIndexIsRebuilt damages the Bleve index's metadata: Open
+// discards the derived index and rebuilds it from the change log.
+func TestCorruptIndexIsRebuilt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openT(t, dir, &Options{NoSync: true})
+	if _, err := e.Index(ctx, []tandem.Doc{{ID: "a", Fields: map[string]any{"text": "alpha"}}, {ID: "b", Fields: map[string]any{"text": "alpha beta"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if err := os.WriteFile(filepath.Join(dir, "bleve", "index_meta.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e = openT(t, dir, &Options{NoSync: true})
+	res, err := e.Search(ctx, Request{Text: "alpha"})
+	if err != nil || len(res.Hits) != 2 {
+		t.Fatalf("after rebuild: %v, %v", res, err)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	strict := tandem.DefaultSchema()
