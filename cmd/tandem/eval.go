@@ -20,12 +20,17 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	mode := fs.String("mode", "bm25", "retriever: bm25")
 	k := fs.Int("k", 100, "hits retrieved per query")
 	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"}`)
+	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" || *queriesPath == "" || *qrelsPath == "" {
 		fmt.Fprintln(stderr, "usage: tandem eval --dir DIR --queries queries.jsonl --qrels qrels.tsv [--mode bm25] [--json]")
 		return errUsage
+	}
+	fields, err := parseBoosts(*fieldsFlag)
+	if err != nil {
+		return err
 	}
 	queries, err := evaluate.LoadQueries(*queriesPath)
 	if err != nil {
@@ -48,7 +53,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		start := time.Now()
-		res, err := e.Search(context.Background(), engine.Request{Text: q.Text, K: *k, Retrievers: []string{*mode}, IDsOnly: true})
+		res, err := e.Search(context.Background(), engine.Request{Text: q.Text, K: *k, Retrievers: []string{*mode}, IDsOnly: true, Fields: fields})
 		took += time.Since(start)
 		n++
 		if errors.Is(err, engine.ErrBadRequest) {
