@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +104,30 @@ func TestCollectionCommands(t *testing.T) {
 	}
 	if code, out, errs := tandemRun(t, "search", "--dir", dir3, "--filter", `{"prefix":{"year":"20"}}`, "--json", "whale"); code != 0 || !strings.Contains(out, `"s1"`) {
 		t.Errorf("prefix on overridden keyword field: %d %s %s", code, out, errs)
+	}
+}
+
+func TestParseBoosts(t *testing.T) {
+	tests := []struct {
+		in   string
+		want map[string]float64
+		err  bool
+	}{
+		{"", nil, false},
+		{"title", map[string]float64{"title": 0}, false},
+		{"title=2, text", map[string]float64{"title": 2, "text": 0}, false},
+		{"title=0", nil, true},
+		{"title=x", nil, true},
+		{",text", nil, true},
+	}
+	for _, tc := range tests {
+		got, err := parseBoosts(tc.in)
+		if (err != nil) != tc.err {
+			t.Errorf("parseBoosts(%q) error = %v, want error %v", tc.in, err, tc.err)
+			continue
+		}
+		if !tc.err && fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("parseBoosts(%q) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }
