@@ -621,10 +621,13 @@ func (x *Index) Search(ctx context.Context, query []float32, k int, allow *roari
 	if n == 0 {
 		return nil, nil
 	}
+	// A filter keeping the fraction cand/n of the documents leaves that
+	// fraction of what IVF visits: widen the search by its inverse. (HNSW
+	// would need the same for efSearch, which internal/faiss cannot set.)
 	so := faiss.SearchOptions{Allow: allow}
 	if x.mu.nlist > 0 {
-		np := float64(x.opts.NProbe) * float64(n) / float64(cand)
-		so.NProbe = int(min(math.Ceil(np), float64(x.mu.nlist)))
+		widen := float64(n) / float64(cand)
+		so.NProbe = int(min(math.Ceil(float64(x.opts.NProbe)*widen), float64(x.mu.nlist)))
 	}
 	res, err := x.mu.fx.Search(ctx, query, k, so)
 	if err != nil {

@@ -246,3 +246,61 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestConcurrentSearchAndApply runs searches while batches are applied
+// and the index is rebuilt from Flat to IVF (run it with -race).
+func TestConcurrentSearchAndApply(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	s := newSynth(32, 8, 6)
+	x, err := Open(ctx, st, &Options{Model: testModel, Dim: 32, ExactBelow: 500, SnapshotEvery: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	qs := s.many(8)
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			var err error
+			defer func() { errs <- err }()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var allow *roaring64.Bitmap
+				if i%2 == 1 {
+					allow = roaring64.New()
+					allow.AddRange(0, uint64(50+i%300))
+				}
+				var hits []Hit
+				if hits, err = x.Search(ctx, qs[(i+w)%len(qs)], 5, allow); err != nil {
+					return
+				}
+				for _, h := range hits {
+					if allow != nil && !allow.Contains(h.DocNum) {
+						err = errors.New("hit outside the filter")
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		putVectors(t, st, i*100, s.many(100))
+		catchUp(t, st, x)
+	}
+	close(done)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := x.Stats().Description; d == "Flat" {
+		t.Errorf("2000 vectors with ExactBelow 500: still %s", d)
+	}
+	checkAgrees(t, st, x)
+}
