@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -11,9 +12,14 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem/storage"
 )
 
-var benchLarge = flag.Bool("dense.large", false, "also run the 1M-vector dense benchmarks (minutes, about 6 GiB of memory)")
+var (
+	benchLarge = flag.Bool("dense.large", false, "also run the 1M-vector dense benchmarks (tens of minutes, about 8 GiB of memory)")
+	benchHNSW  = flag.Bool("dense.hnsw1m", false, "with -dense.large, also build HNSW32 over 1M vectors (about 15 minutes on 2 cores)")
+)
 
 // benchFixture is one synthetic collection in storage, with the queries,
 // filters and exact answers the benchmarks measure against.
@@ -124,6 +130,9 @@ func BenchmarkDense(b *testing.B) {
 		for _, ty := range types {
 			for _, bf := range benchFilters {
 				b.Run(fmt.Sprintf("n=%dk/%s/filter=%s", n/1000, ty.name, bf.name), func(b *testing.B) {
+					if ty.name == "HNSW32" && n > 100_000 && !*benchHNSW {
+						b.Skip("HNSW32 over 1M vectors builds for about 15 minutes: run with -dense.hnsw1m")
+					}
 					bi := f.index(b, ty.desc)
 					ctx := context.Background()
 					allow := f.filters[bf.name]
@@ -168,4 +177,53 @@ func isqrt(n int) int {
 		r++
 	}
 	return r
+}
+
+// BenchmarkOpen measures opening a 100k-vector index: from its snapshot
+// plus a catch-up of 1,000 changes, against a rebuild from storage.
+func BenchmarkOpen(b *testing.B) {
+	ctx := context.Background()
+	st := openStore(b, b.TempDir())
+	s := newSynth(384, 100, 78)
+	putVectors(b, st, 0, s.many(100_000))
+	opts := &Options{Model: testModel, Dim: 384, SnapshotEvery: -1}
+	x, err := Open(ctx, st, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := x.Snapshot(ctx); err != nil {
+		b.Fatal(err)
+	}
+	x.Close()
+	putVectors(b, st, 100_000, s.many(1000))
+	for _, mode := range []string{"snapshot", "rebuild"} {
+		b.Run(mode, func(b *testing.B) {
+			var src Store = st
+			if mode == "rebuild" {
+				src = noSnapshot{st}
+			}
+			b.ReportAllocs()
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				x, err := Open(ctx, src, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += time.Since(t0)
+				if x.Len() != 101_000 {
+					b.Fatalf("opened with %d vectors, want 101000", x.Len())
+				}
+				x.Close()
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "open_s")
+		})
+	}
+}
+
+// noSnapshot hides the stored snapshot, forcing a rebuild.
+type noSnapshot struct{ *storage.Store }
+
+func (noSnapshot) OpenSnapshot(string) (io.ReadCloser, uint64, error) {
+	return nil, 0, storage.ErrNotFound
 }
