@@ -84,9 +84,9 @@ func maxSimChecked(q, d []float32, dim int, qmask, dmask []bool) (float32, int, 
 // counted document token, or -Inf when none counts. len(best) is the
 // number of query tokens.
 //
-// Query tokens are taken four at a time against each document token, so
-// that each document value is loaded once for four products and four
-// independent sums are in flight (BenchmarkMaxSim reports ns per product).
+// Query tokens are taken four at a time against two document tokens, so
+// that each loaded value serves several products and eight independent
+// sums are in flight (BenchmarkMaxSim reports ns per product).
 func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
 	for i := range best {
 		best[i] = float32(math.Inf(-1))
@@ -99,7 +99,14 @@ func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
 		q2 := q[(i+2)*dim : (i+3)*dim]
 		q3 := q[(i+3)*dim : (i+4)*dim]
 		b0, b1, b2, b3 := best[i], best[i+1], best[i+2], best[i+3]
-		for j := range nd {
+		j := 0
+		if dmask == nil {
+			for ; j+2 <= nd; j += 2 {
+				s0, s1, s2, s3, t0, t1, t2, t3 := dot4x2(q0, q1, q2, q3, d[j*dim:(j+1)*dim], d[(j+1)*dim:(j+2)*dim])
+				b0, b1, b2, b3 = max(b0, s0, t0), max(b1, s1, t1), max(b2, s2, t2), max(b3, s3, t3)
+			}
+		}
+		for ; j < nd; j++ {
 			if dmask != nil && !dmask[j] {
 				continue
 			}
@@ -117,6 +124,26 @@ func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
 			best[i] = max(best[i], dot(qi, d[j*dim:(j+1)*dim]))
 		}
 	}
+}
+
+// dot4x2 returns the inner products of v and w with four vectors of their
+// length: eight independent sums over six loads per step.
+func dot4x2(a0, a1, a2, a3, v, w []float32) (s0, s1, s2, s3, t0, t1, t2, t3 float32) {
+	n := len(v)
+	a0, a1, a2, a3, w = a0[:n], a1[:n], a2[:n], a3[:n], w[:n]
+	for k := 0; k < n; k++ {
+		x, y := v[k], w[k]
+		c0, c1, c2, c3 := a0[k], a1[k], a2[k], a3[k]
+		s0 += c0 * x
+		s1 += c1 * x
+		s2 += c2 * x
+		s3 += c3 * x
+		t0 += c0 * y
+		t1 += c1 * y
+		t2 += c2 * y
+		t3 += c3 * y
+	}
+	return
 }
 
 // dot4 returns the inner products of v with four vectors of its length.

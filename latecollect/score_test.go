@@ -102,3 +102,43 @@ func TestDotMatchesNaive(t *testing.T) {
 }
 
 func near(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-6 }
+
+// The blocked kernel must agree with one dot product per pair for every
+// query and document length around the block sizes, masked or not.
+func TestMaxSimMatchesPairwise(t *testing.T) {
+	const dim = 5
+	for nq := range 10 {
+		for nd := range 6 {
+			q, d := make([]float32, nq*dim), make([]float32, nd*dim)
+			for i := range q {
+				q[i] = float32((i*7)%11) - 5
+			}
+			for i := range d {
+				d[i] = float32((i*5)%13) - 6
+			}
+			for _, mask := range [][]bool{nil, alternate(nd)} {
+				got := make([]float32, nq)
+				maxSim(q, d, dim, mask, got)
+				for i := range nq {
+					want := float32(math.Inf(-1))
+					for j := range nd {
+						if mask == nil || mask[j] {
+							want = max(want, dot(q[i*dim:(i+1)*dim], d[j*dim:(j+1)*dim]))
+						}
+					}
+					if got[i] != want {
+						t.Fatalf("nq=%d nd=%d mask=%v: best[%d] = %v, want %v", nq, nd, mask != nil, i, got[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func alternate(n int) []bool {
+	m := make([]bool, n)
+	for i := range m {
+		m[i] = i%2 == 0
+	}
+	return m
+}
