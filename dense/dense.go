@@ -544,9 +544,12 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	if len(remove) > 0 {
 		if _, err := x.mu.fx.Remove(remove); err != nil {
 			// HNSW cannot remove in FAISS 1.7.3: rebuild from storage,
-			// which already holds the state of these changes.
-			x.mu.applied = last
-			return x.rebuildLocked(ctx)
+			// which already holds the state of these changes (the rebuild
+			// advances AppliedSeq only if it succeeds).
+			if rerr := x.rebuildLocked(ctx); rerr != nil {
+				return fmt.Errorf("dense %s: apply: remove: %w (rebuild: %w)", x.opts.Model, err, rerr)
+			}
+			return bad
 		}
 		for _, id := range remove {
 			x.mu.ids.Remove(uint64(id))
@@ -555,11 +558,10 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	if len(addIDs) > 0 {
 		if err := x.mu.fx.Add(addIDs, vecs); err != nil {
 			// fx no longer matches ids: rebuild rather than serve it.
-			x.mu.applied = last
 			if rerr := x.rebuildLocked(ctx); rerr != nil {
 				return fmt.Errorf("dense %s: apply: %w (rebuild: %w)", x.opts.Model, err, rerr)
 			}
-			return nil
+			return bad
 		}
 		for _, id := range addIDs {
 			x.mu.ids.Add(uint64(id))

@@ -101,7 +101,7 @@ func TestExactMatchesBruteForce(t *testing.T) {
 // TestUpdatesAndDeletes: after Apply, an updated vector is found with its
 // new value and a deleted document is gone, for Flat and IVF.
 func TestUpdatesAndDeletes(t *testing.T) {
-	for _, desc := range []string{"", "IVF16,Flat"} {
+	for _, desc := range []string{"", "IVF16,Flat", "HNSW16"} {
 		t.Run(desc, func(t *testing.T) {
 			ctx := context.Background()
 			st := openStore(t, t.TempDir())
@@ -113,7 +113,7 @@ func TestUpdatesAndDeletes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer x.Close()
-			if want := map[string]string{"": "Flat", "IVF16,Flat": "IVF16,Flat"}[desc]; x.Stats().Description != want {
+			if want := map[string]string{"": "Flat", "IVF16,Flat": "IVF16,Flat", "HNSW16": "HNSW16"}[desc]; x.Stats().Description != want {
 				t.Fatalf("description %q, want %q", x.Stats().Description, want)
 			}
 			// Update doc 7 to a fresh vector q: it becomes q's top hit with

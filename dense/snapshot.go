@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -97,7 +98,16 @@ func (x *Index) loadSnapshot() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dense %s: open snapshot: %w", x.opts.Model, err)
 	}
-	buf, err := io.ReadAll(rc)
+	var buf []byte
+	if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		// Read a file in one allocation: snapshots are index-sized.
+		if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+			buf = make([]byte, 0, fi.Size()+1)
+		}
+	}
+	b := bytes.NewBuffer(buf)
+	_, err = b.ReadFrom(rc)
+	buf = b.Bytes()
 	rc.Close()
 	if err != nil {
 		return false, fmt.Errorf("dense %s: read snapshot: %w", x.opts.Model, err)
