@@ -87,7 +87,9 @@ type Options struct {
 	// Description is a FAISS index factory description ("Flat",
 	// "IVF1024,Flat", "HNSW32", "IVF256,SQ8"). The metric is always inner
 	// product. "" chooses automatically: Flat below ExactBelow vectors,
-	// IVF(4·√n),Flat above, retrained when the collection grows fourfold.
+	// IVF(4·√n),Flat above (at most n/39 lists, so that each list has
+	// enough training vectors), retrained when the collection grows
+	// fourfold.
 	// HNSW in FAISS 1.7.3 cannot remove vectors: deletes and updates
 	// rebuild it, so it only suits append-only collections.
 	Description string
@@ -102,9 +104,10 @@ type Options struct {
 	// selectivity, so that they score about as many allowed vectors.
 	NProbe int
 	// ExactFilterMax: filters allowing at most this many indexed documents
-	// are searched exactly over stored vectors. 0 means
-	// DefaultExactFilterMax; negative turns the exact path off (except as
-	// the fallback when FAISS returns too few hits).
+	// are searched exactly (by FAISS with every list probed for Flat and
+	// IVF-Flat, over the stored vectors otherwise). 0 means
+	// DefaultExactFilterMax; negative turns the exact path off, except as
+	// the fallback when FAISS returns too few hits.
 	ExactFilterMax int
 	// SnapshotEvery is the number of applied changes after which Apply
 	// saves a snapshot. 0 means DefaultSnapshotEvery; negative means only
@@ -162,11 +165,11 @@ type Hit struct {
 // An Index is safe for concurrent use. Searches run in parallel; Apply,
 // Snapshot and rebuilds take the write lock.
 type Index struct {
-	st      Store
-	opts    Options
-	blob    string
-	trained bool // opts.Description needs training
-	nlistRe int  // lists of an explicit IVF description, else 0
+	st         Store
+	opts       Options
+	blob       string
+	needsTrain bool // opts.Description needs training
+	nlistRe    int  // lists of an explicit IVF description, else 0
 
 	mu struct {
 		sync.RWMutex
@@ -200,7 +203,7 @@ func Open(ctx context.Context, st Store, opts *Options) (*Index, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: Description %q: %w", ErrOptions, o.Description, err)
 		}
-		x.trained = !probe.IsTrained()
+		x.needsTrain = !probe.IsTrained()
 		probe.Close()
 		if m := ivfRe.FindStringSubmatch(o.Description); m != nil {
 			x.nlistRe, _ = strconv.Atoi(m[1])
@@ -321,7 +324,7 @@ func (x *Index) closeLocked() {
 // n vectors should use.
 func (x *Index) wantDescription(n int) (string, int) {
 	if d := x.opts.Description; d != "" {
-		if x.trained && n < max(minPointsPerList*max(x.nlistRe, 1), 1000) {
+		if x.needsTrain && n < max(minPointsPerList*max(x.nlistRe, 1), 1000) {
 			return "Flat", 0 // not enough vectors to train yet
 		}
 		return d, x.nlistRe
