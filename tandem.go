@@ -32,6 +32,42 @@ type Hit struct {
 	DocNum uint64         `json:"-"`
 	Score  float64        `json:"score"`
 	Fields map[string]any `json:"fields,omitempty"`
+	// Sources explains a fused hit: one entry per retriever that ran,
+	// in the request's order, whether or not it found the document.
+	Sources []Source `json:"sources,omitempty"`
+}
+
+// Source is one retriever's part in a fused hit.
+type Source struct {
+	// Retriever names the ranking: "bm25", "dense:<model>", "late:<model>".
+	Retriever string `json:"retriever"`
+	// Rank is the 1-based rank in that retriever's list (cut to its
+	// depth), 0 when the list does not hold the document; Score and
+	// Contribution are then 0.
+	Rank int `json:"rank"`
+	// Score is the retriever's raw score (BM25, cosine, avg-max).
+	Score float64 `json:"score"`
+	// Contribution is this retriever's share of Hit.Score; the shares add
+	// up to the fused score.
+	Contribution float64 `json:"contribution"`
+}
+
+// Model records that a collection indexes an encoder model for dense
+// retrieval, late interaction or both. It is stored in the schema when the
+// collection is created, with the dimensions the collection's vectors have,
+// so that a model of another dimension is refused when the collection is
+// opened again.
+type Model struct {
+	// Name is the installed model's name (see encoder.Find).
+	Name string `json:"name"`
+	// Dense stores one pooled vector per document ("vec/<name>"), of Dim
+	// values.
+	Dense bool `json:"dense,omitempty"`
+	Dim   int  `json:"dim,omitempty"`
+	// Late stores every document token's vector ("tok/<name>"), of
+	// TokenDim values.
+	Late     bool `json:"late,omitempty"`
+	TokenDim int  `json:"token_dim,omitempty"`
 }
 
 // FieldType is the type of a schema field.
@@ -87,6 +123,9 @@ type Schema struct {
 	Strict bool `json:"strict,omitempty"`
 	// MaxTextBytes bounds each text field; 0 means DefaultMaxTextBytes.
 	MaxTextBytes int `json:"max_text_bytes,omitempty"`
+	// Models lists the encoders the collection indexes; empty means BM25
+	// only. Set when the collection is created, never changed after.
+	Models []Model `json:"models,omitempty"`
 }
 
 // DefaultSchema is the schema of a collection created without one: a BEIR
@@ -106,6 +145,7 @@ func DefaultSchema() *Schema {
 func (s *Schema) Clone() *Schema {
 	c := *s
 	c.Fields = slices.Clone(s.Fields)
+	c.Models = slices.Clone(s.Models)
 	return &c
 }
 
@@ -151,6 +191,20 @@ func (s *Schema) Validate() error {
 	}
 	if s.MaxTextBytes < 0 {
 		return fmt.Errorf("tandem: schema: negative max_text_bytes")
+	}
+	models := map[string]bool{}
+	for i, m := range s.Models {
+		switch {
+		case m.Name == "" || strings.ContainsAny(m.Name, "/\\:"):
+			return fmt.Errorf("tandem: schema model %d: invalid name %q", i, m.Name)
+		case models[m.Name]:
+			return fmt.Errorf("tandem: schema model %q: listed twice", m.Name)
+		case !m.Dense && !m.Late:
+			return fmt.Errorf("tandem: schema model %q: neither dense nor late", m.Name)
+		case m.Dense && m.Dim <= 0, m.Late && m.TokenDim <= 0:
+			return fmt.Errorf("tandem: schema model %q: missing dimension", m.Name)
+		}
+		models[m.Name] = true
 	}
 	return nil
 }

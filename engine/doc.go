@@ -11,14 +11,17 @@
 //	<dir>/snapshots  snapshot files of derived indexes
 //	<dir>/bleve      the BM25 index (package sparse), derived
 //
+// The dense (package dense) and late-interaction (package latecollect)
+// indexes are derived too: rebuilt from the blobs in Badger, or loaded from
+// their snapshots, which Close saves when they changed.
+//
 // # Guarantees
 //
 //   - Acknowledged means durable: when Index, IndexJSONL, Delete or Write
 //     returns, every batch it reports as committed is fsynced in Badger
 //     (unless Options.NoSync). Each batch is atomic. A failing batch stores
 //     nothing; batches committed before it stay.
-//   - Derived indexes (BM25 now; dense and late interaction later) are
-//     updated from the change log after each commit, and caught up from
+//   - Derived indexes (BM25, dense, late interaction) are updated from the change log after each commit, and caught up from
 //     their own applied sequence when Open runs. After a crash at any
 //     point, Open restores every acknowledged document to every index and
 //     removes every deleted one (TestCrash kills a writer 24 times).
@@ -27,12 +30,42 @@
 //     concurrent write a search may therefore return fewer than K hits.
 //   - Writers are serialised; searches run concurrently with them and with
 //     each other.
+//   - A document's vectors are committed in the same atomic batch as the
+//     document: Index encodes each batch's texts once per model (pooled
+//     and token vectors from one forward pass when the model serves both
+//     retrievers), attaches them as blobs "vec/<model>" and
+//     "tok/<model>", then writes. A document the schema rejects fails its
+//     batch before any encoding.
+//   - With a filter, every hit satisfies it: bm25 applies it inside Bleve,
+//     dense and late inside FAISS through the filter's bitmap, and each
+//     materialised hit is checked once more against its stored fields
+//     (filter.Match), so an update applied between two indexes cannot leak.
 //
-// # Retrievers
+// # Models
+//
+// A collection records in its schema (tandem.Schema.Models) which encoder
+// models it indexes, for dense retrieval, late interaction or both, with
+// their dimensions. Options.Dense and Options.Late choose them for a new
+// collection; Open loads the stored ones for an existing collection, fails
+// with ErrModel when one is not installed, and refuses (encoder.ErrDimMismatch)
+// a model whose vectors no longer have the stored dimension. The engine owns
+// the encoders: loaded by Open, capped at Options.EncoderThreads threads per
+// run, closed by Close.
+//
+// # Retrievers and fusion
 //
 // Each derived index implements a small interface declared here (Name,
 // AppliedSeq, Apply, Close). Request.Retrievers names the rankings to run:
-// "bm25" now, "dense:<model>" and "late:<model>" later, fused by
-// Request.Fusion. Retrievers that need a filter as a bitmap of internal
-// document numbers use Engine.FilterBitmap.
+// "bm25", "dense:<model>" and "late:<model>" (Engine.Retrievers lists the
+// collection's). They run concurrently, joined before Search returns; the
+// query is encoded once per model. Each contributes its top Depth hits
+// (DefaultDepth) to fusion.Fuse with Request.Fusion (DefaultFusion), and
+// each fused hit carries, per retriever, its rank, raw score and share of
+// the fused score (tandem.Source). Ties break by document number, so
+// equal requests on equal collections give equal rankings.
+//
+// # Usage
+//
+// See Example_hybrid: Open with Options.Dense and Options.Late, Index or
+// IndexJSONL, Search with Retrievers: e.Retrievers() and a Filter, Close.
 package engine

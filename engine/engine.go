@@ -2,18 +2,16 @@ package engine
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
-	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"time"
-	"unicode/utf8"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/sparse"
 	"github.com/tandemsearch/tandem/storage"
@@ -32,15 +30,26 @@ type Options struct {
 	// tandem.DefaultSchema (a BEIR corpus). Ignored for an existing one.
 	Schema *tandem.Schema
 	// BatchSize is the number of documents Index commits per atomic
-	// batch; 0 means 1000.
+	// batch; 0 means 1000, or 256 when the collection encodes documents
+	// (so that progress is reported every few seconds).
 	BatchSize int
 	// NoSync skips fsync on commit (see storage.Options.NoSync).
 	NoSync bool
+	// Dense and Late name the installed encoder models (see encoder.Find)
+	// a new collection indexes for dense retrieval and for late
+	// interaction. A model in both is run once per document. Empty means
+	// BM25 only. Like Schema, they are stored with the collection and
+	// ignored when it exists: its stored models are loaded instead.
+	Dense, Late []string
+	// EncoderThreads caps the threads of one ONNX Runtime model run;
+	// 0 means min(NumCPU, 4). Model runs are serialised per encoder, so
+	// this caps the cores encoding takes.
+	EncoderThreads int
 }
 
 func (o *Options) fill() error {
-	if o.BatchSize == 0 {
-		o.BatchSize = 1000
+	if o.EncoderThreads == 0 {
+		o.EncoderThreads = defaultEncoderThreads()
 	}
 	if o.BatchSize < 0 {
 		return fmt.Errorf("%w: negative BatchSize", ErrBadRequest)
@@ -88,6 +97,7 @@ type Engine struct {
 	opts   Options
 	st     *storage.Store
 	sparse *sparse.Index
+	models []*model // the collection's encoders and their indexes
 
 	derivedMu sync.Mutex // guards derived (appended to by Attach)
 	derived   []derived
@@ -119,7 +129,28 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
-	st, err := storage.Open(dir, &storage.Options{Schema: o.Schema, NoSync: o.NoSync})
+	// Models requested for a new collection are loaded first, to record
+	// their dimensions in its schema; an existing collection keeps its own.
+	var loaded map[string]*encoder.Encoder
+	schema := o.Schema
+	if _, err := os.Stat(filepath.Join(dir, "badger")); os.IsNotExist(err) && len(o.Dense)+len(o.Late) > 0 {
+		specs, encs, err := requestedModels(&o)
+		if err != nil {
+			return nil, err
+		}
+		loaded = encs
+		if schema == nil {
+			schema = tandem.DefaultSchema()
+		}
+		schema = schema.Clone()
+		schema.Models = specs
+	}
+	defer func() {
+		for _, enc := range loaded { // those the collection did not take
+			enc.Close()
+		}
+	}()
+	st, err := storage.Open(dir, &storage.Options{Schema: schema, NoSync: o.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -133,6 +164,26 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		if err := catchUp(context.Background(), st, d); err != nil {
 			e.closeAll()
 			return nil, fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
+		}
+	}
+	ms, err := openModels(context.Background(), st, st.Schema().Models, loaded, o.EncoderThreads)
+	if err != nil {
+		e.closeAll()
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
+	e.models = ms
+	for _, m := range ms {
+		if m.dense != nil {
+			e.derived = append(e.derived, m.dense)
+		}
+		if m.late != nil {
+			e.derived = append(e.derived, m.late)
+		}
+	}
+	if e.opts.BatchSize == 0 {
+		e.opts.BatchSize = 1000
+		if len(ms) > 0 {
+			e.opts.BatchSize = 256
 		}
 	}
 	return e, nil
@@ -192,13 +243,17 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.mu.closed = true
-	return e.closeAll()
+	snapErr := snapshotModels(context.Background(), e.models)
+	return errors.Join(snapErr, e.closeAll())
 }
 
 func (e *Engine) closeAll() error {
 	var errs []error
 	for _, d := range e.derived {
 		errs = append(errs, d.Close())
+	}
+	for _, m := range e.models {
+		errs = append(errs, m.enc.Close())
 	}
 	errs = append(errs, e.st.Close())
 	return errors.Join(errs...)
@@ -253,23 +308,45 @@ func (e *Engine) Index(ctx context.Context, docs []tandem.Doc) (IndexResult, err
 // atomic. It returns the documents written and the batches committed; a
 // *storage.BatchError's Index is relative to docs.
 func (e *Engine) putSplitting(ctx context.Context, docs []tandem.Doc) (put, batches int, err error) {
+	if err := e.enter(); err != nil {
+		return 0, 0, err
+	}
+	blobs, err := e.encodeBlobs(ctx, docs)
+	e.mu.RUnlock()
+	if err != nil {
+		return 0, 0, err
+	}
+	return e.writeSplitting(ctx, docs, blobs)
+}
+
+// writeSplitting is putSplitting once the blobs (nil, or one map per
+// document) are encoded.
+func (e *Engine) writeSplitting(ctx context.Context, docs []tandem.Doc, blobs []map[string][]byte) (put, batches int, err error) {
 	var b storage.Batch
-	for _, d := range docs {
-		b.Put(d, nil)
+	for i, d := range docs {
+		var bl map[string][]byte
+		if blobs != nil {
+			bl = blobs[i]
+		}
+		b.Put(d, bl)
 	}
 	r, err := e.Write(ctx, &b)
 	if errors.Is(err, storage.ErrBatchTooLarge) && len(docs) > 1 {
 		half := len(docs) / 2
-		p1, b1, err := e.putSplitting(ctx, docs[:half])
-		if err != nil {
-			return p1, b1, err
+		var b1, b2 []map[string][]byte
+		if blobs != nil {
+			b1, b2 = blobs[:half], blobs[half:]
 		}
-		p2, b2, err := e.putSplitting(ctx, docs[half:])
+		p1, n1, err := e.writeSplitting(ctx, docs[:half], b1)
+		if err != nil {
+			return p1, n1, err
+		}
+		p2, n2, err := e.writeSplitting(ctx, docs[half:], b2)
 		var be *storage.BatchError
 		if errors.As(err, &be) {
 			be.Index += half
 		}
-		return p1 + p2, b1 + b2, err
+		return p1 + p2, n1 + n2, err
 	}
 	if err != nil {
 		return 0, 0, err
@@ -315,127 +392,6 @@ func (e *Engine) Write(ctx context.Context, b *storage.Batch) (storage.WriteResu
 		}
 	}
 	return r, nil
-}
-
-// Request is a search.
-type Request struct {
-	// Text is the query text.
-	Text string
-	// Filter is a JSON filter (see package filter); empty means none.
-	Filter []byte
-	// K is the number of hits; 0 means 10. Offset skips hits, for paging.
-	K, Offset int
-	// Retrievers lists the rankings to run and fuse: "bm25" now, later
-	// "dense:<model>" and "late:<model>". Empty means ["bm25"].
-	Retrievers []string
-	// Fusion names the fusion method when several retrievers run
-	// (reserved; only one retriever is supported now).
-	Fusion string
-	// IDsOnly skips loading stored fields: hits carry id and score only.
-	// Evaluation runs use it; it is several times faster for large K.
-	IDsOnly bool
-	// Fields restricts BM25 to these text fields with these boosts (0 means
-	// the schema's boost). Empty searches every text field as one.
-	Fields map[string]float64
-}
-
-// Result is a search result.
-type Result struct {
-	Hits []tandem.Hit  `json:"hits"`
-	Took time.Duration `json:"-"`
-}
-
-// MaxQueryBytes bounds query text: each distinct term becomes a clause.
-const MaxQueryBytes = 16 << 10
-
-// maxK bounds K+Offset so that one request cannot allocate without limit.
-const maxK = 100_000
-
-// Search runs req. Hits are materialised from storage, so a document
-// deleted after the derived index last caught up is never returned.
-func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
-	start := time.Now()
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	if req.K == 0 {
-		req.K = 10
-	}
-	if req.K < 0 || req.Offset < 0 || req.K+req.Offset > maxK {
-		return nil, fmt.Errorf("%w: k=%d offset=%d (k+offset must be at most %d)", ErrBadRequest, req.K, req.Offset, maxK)
-	}
-	if len(req.Retrievers) == 0 {
-		req.Retrievers = []string{"bm25"}
-	}
-	for _, r := range req.Retrievers {
-		if r != "bm25" {
-			return nil, fmt.Errorf("%w: %q (available: bm25)", ErrUnknownRetriever, r)
-		}
-	}
-	if len(req.Retrievers) > 1 {
-		return nil, fmt.Errorf("%w: fusion of several retrievers is not available yet", ErrBadRequest)
-	}
-	schema := e.st.Schema()
-	var fe filter.Expr
-	if len(strings.TrimSpace(string(req.Filter))) > 0 {
-		var err error
-		if fe, err = filter.Parse(req.Filter); err != nil {
-			return nil, err
-		}
-		if err := filter.Check(fe, schema); err != nil {
-			return nil, err
-		}
-	}
-	if !utf8.ValidString(req.Text) {
-		return nil, fmt.Errorf("%w: query text is not valid UTF-8", ErrBadRequest)
-	}
-	if len(req.Text) > MaxQueryBytes {
-		return nil, fmt.Errorf("%w: query text of %d bytes (limit %d)", ErrBadRequest, len(req.Text), MaxQueryBytes)
-	}
-	if strings.TrimSpace(req.Text) == "" && fe == nil {
-		return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
-	}
-	hits, err := e.sparse.Search(ctx, schema, sparse.Query{Text: req.Text, Fields: req.Fields, Filter: fe, K: req.K + req.Offset})
-	if err != nil {
-		return nil, err
-	}
-	if req.Offset >= len(hits) {
-		hits = nil
-	} else {
-		hits = hits[req.Offset:]
-	}
-	nums := make([]uint64, len(hits))
-	for i, h := range hits {
-		nums[i] = h.DocNum
-	}
-	res := &Result{Hits: make([]tandem.Hit, 0, len(hits))}
-	if req.IDsOnly {
-		idOf, err := e.st.IDs(nums)
-		if err != nil {
-			return nil, fmt.Errorf("engine: load hits: %w", err)
-		}
-		for _, h := range hits {
-			if id, ok := idOf[h.DocNum]; ok { // else deleted since the index was updated
-				res.Hits = append(res.Hits, tandem.Hit{ID: id, DocNum: h.DocNum, Score: h.Score})
-			}
-		}
-		res.Took = time.Since(start)
-		return res, nil
-	}
-	docs, err := e.st.GetMany(nums)
-	if err != nil {
-		return nil, fmt.Errorf("engine: load hits: %w", err)
-	}
-	for _, h := range hits {
-		d, ok := docs[h.DocNum]
-		if !ok {
-			continue // deleted since the index was updated
-		}
-		res.Hits = append(res.Hits, tandem.Hit{ID: d.ID, DocNum: h.DocNum, Score: h.Score, Fields: d.Fields})
-	}
-	res.Took = time.Since(start)
-	return res, nil
 }
 
 // FilterBitmap returns the internal numbers of the documents matching a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 )
 
@@ -31,7 +32,8 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("index", stderr)
 	dir := fs.String("dir", "", "collection directory (created if absent)")
 	corpus := fs.String("corpus", "", "JSONL file to index ('-' for stdin)")
-	batch := fs.Int("batch", 1000, "documents per atomic batch")
+	batch := fs.Int("batch", 0, "documents per atomic batch (default 1000, or 256 when encoding)")
+	models := fs.String("models", "", "new collection: encoder models for dense and late retrieval, comma-separated; 'none' for BM25 only (default: the installed default model, or none if it is not installed)")
 	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
 	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")
@@ -66,15 +68,27 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	}
 	_, statErr := os.Stat(*dir)
 	existed := statErr == nil
-	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch})
+	names, err := modelNames(*models, stderr)
+	if err != nil {
+		return err
+	}
+	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch, Dense: names, Late: names})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0) {
-		fmt.Fprintf(stderr, "note: %s exists; its stored schema is used and --schema, --id-field, --strict and --field are ignored\n", *dir)
+	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0 || *models != "") {
+		fmt.Fprintf(stderr, "note: %s exists; its stored schema and models are used and --schema, --id-field, --strict, --field and --models are ignored\n", *dir)
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "retrievers: %s\n", strings.Join(e.Retrievers(), ", "))
 	}
 	var last time.Time
+	defer func() {
+		if err := e.Close(); err != nil {
+			fmt.Fprintf(stderr, "close: %v\n", err)
+		}
+	}()
 	opts := engine.JSONLOptions{
 		SkipBad: *skipBad,
 		OnSkip:  func(err error) { fmt.Fprintf(stderr, "skipped: %v\n", err) },
@@ -99,6 +113,30 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "indexed %d documents (%d lines, %d skipped) in %s\n", p.Docs, p.Lines, p.Skipped, p.Elapsed.Round(time.Millisecond))
 	return nil
+}
+
+// modelNames turns --models into model names: "" is the installed default
+// model (none when it is not installed), "none" is BM25 only.
+func modelNames(flag string, stderr io.Writer) ([]string, error) {
+	switch strings.TrimSpace(flag) {
+	case "none":
+		return nil, nil
+	case "":
+		if _, err := encoder.Find(""); err != nil {
+			fmt.Fprintf(stderr, "note: default model %s is not installed (%v); indexing for BM25 only\n", encoder.DefaultModel, err)
+			return nil, nil
+		}
+		return []string{encoder.DefaultModel}, nil
+	}
+	var out []string
+	for _, n := range strings.Split(flag, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			return nil, fmt.Errorf("--models: empty name in %q", flag)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func progressLine(p engine.Progress, size int64) string {

@@ -1,0 +1,65 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// Example_hybrid embeds Tandem: a collection indexed with the default
+// encoder for dense and late-interaction retrieval when it is installed
+// (BM25 only otherwise, so the example runs anywhere), then a filtered
+// search fusing every retriever, each hit explaining its sources.
+func Example_hybrid() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "tandem-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+
+	opts := &engine.Options{}
+	if _, err := encoder.Find(encoder.DefaultModel); err == nil {
+		opts.Dense = []string{encoder.DefaultModel}
+		opts.Late = []string{encoder.DefaultModel}
+	}
+	e, err := engine.Open(dir, opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+
+	corpus := `{"_id":"1","title":"Cats","text":"Cats are small felines kept as pets.","lang":"en"}
+{"_id":"2","title":"Chats","text":"Les chats sont de petits félins.","lang":"fr"}
+{"_id":"3","title":"Markets","text":"Stock prices fell as investors sold shares.","lang":"en"}
+`
+	if _, err := e.IndexJSONL(ctx, strings.NewReader(corpus), engine.JSONLOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := e.Search(ctx, engine.Request{
+		Text:       "pet cats",
+		Filter:     []byte(`{"term":{"lang":"en"}}`),
+		Retrievers: e.Retrievers(), // bm25, plus dense:<model> and late:<model>
+		K:          1,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, h := range res.Hits {
+		fmt.Println(h.ID, h.Fields["title"])
+		// One source per retriever: its rank, raw score and share of
+		// h.Score.
+		fmt.Println(len(h.Sources) == len(res.Retrievers), h.Sources[0].Retriever, h.Sources[0].Rank)
+	}
+	// Output:
+	// 1 Cats
+	// true bm25 1
+}

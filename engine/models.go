@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// ErrModel reports a model the collection needs that cannot serve it: not
+// installed, not loadable, or of another dimension than the collection's
+// vectors.
+var ErrModel = errors.New("engine: model")
+
+// model is one encoder of the collection and the retrievers it feeds.
+type model struct {
+	spec  tandem.Model
+	enc   *encoder.Encoder
+	dense *dense.Index       // nil unless spec.Dense
+	late  *latecollect.Index // nil unless spec.Late
+
+	// Sequences at the last snapshot, so that Close snapshots only an
+	// index that changed.
+	denseSnap, lateSnap uint64
+}
+
+// defaultEncoderThreads caps the ONNX Runtime threads of one model run
+// when Options.EncoderThreads is 0: a library must not take every core of
+// its host, and beyond 4 threads a small BERT gains little per run.
+func defaultEncoderThreads() int { return max(1, min(runtime.NumCPU(), 4)) }
+
+// loadEncoder loads an installed model by name.
+func loadEncoder(name string, threads int) (*encoder.Encoder, error) {
+	dir, err := encoder.Find(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
+	}
+	enc, err := encoder.Load(dir, &encoder.Options{IntraOpThreads: threads})
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
+	}
+	return enc, nil
+}
+
+// requestedModels loads the encoders Options.Dense and Options.Late name
+// and describes them for the schema of a new collection. The caller closes
+// the returned encoders.
+func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, error) {
+	encs := map[string]*encoder.Encoder{}
+	var specs []tandem.Model
+	closeAll := func() {
+		for _, e := range encs {
+			e.Close()
+		}
+	}
+	index := map[string]int{}
+	add := func(name string, late bool) error {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return fmt.Errorf("%w: empty model name", ErrBadRequest)
+		}
+		enc, ok := encs[name]
+		if !ok {
+			var err error
+			if enc, err = loadEncoder(name, o.EncoderThreads); err != nil {
+				return err
+			}
+			encs[name] = enc
+		}
+		i, ok := index[enc.Name()]
+		if !ok {
+			i = len(specs)
+			index[enc.Name()] = i
+			specs = append(specs, tandem.Model{Name: enc.Name()})
+			encs[enc.Name()] = enc
+		}
+		if late {
+			if enc.TokenDim() == 0 {
+				return fmt.Errorf("%w %q: cannot serve late interaction: %w", ErrModel, name, encoder.ErrNoTokens)
+			}
+			specs[i].Late, specs[i].TokenDim = true, enc.TokenDim()
+		} else {
+			if enc.Dim() == 0 {
+				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval", ErrModel, name, enc.Pooling())
+			}
+			specs[i].Dense, specs[i].Dim = true, enc.Dim()
+		}
+		return nil
+	}
+	for _, n := range o.Dense {
+		if err := add(n, false); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	for _, n := range o.Late {
+		if err := add(n, true); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	// encs may hold one encoder under two keys (the requested name and
+	// its own); keep one per model name.
+	byName := map[string]*encoder.Encoder{}
+	for _, e := range encs {
+		byName[e.Name()] = e
+	}
+	return specs, byName, nil
+}
+
+// openModels loads (or takes from loaded) the encoder of every model the
+// stored schema lists, checks its dimensions against the collection's,
+// and opens its dense and late indexes, which catch up with the log.
+func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, loaded map[string]*encoder.Encoder, threads int) ([]*model, error) {
+	var out []*model
+	fail := func(err error) ([]*model, error) {
+		closeModels(out)
+		return nil, err
+	}
+	for _, spec := range specs {
+		enc, ok := loaded[spec.Name]
+		if ok {
+			delete(loaded, spec.Name)
+		} else {
+			var err error
+			if enc, err = loadEncoder(spec.Name, threads); err != nil {
+				return fail(fmt.Errorf("%w (the collection was indexed with it)", err))
+			}
+		}
+		m := &model{spec: spec, enc: enc}
+		out = append(out, m)
+		if spec.Dense {
+			if err := enc.CheckDim(spec.Dim); err != nil {
+				return fail(fmt.Errorf("%w %q: dense vectors: %w", ErrModel, spec.Name, err))
+			}
+			x, err := dense.Open(ctx, st, &dense.Options{Model: spec.Name, Dim: spec.Dim})
+			if err != nil {
+				return fail(fmt.Errorf("engine: open dense index of %q: %w", spec.Name, err))
+			}
+			m.dense, m.denseSnap = x, x.AppliedSeq()
+		}
+		if spec.Late {
+			if err := enc.CheckTokenDim(spec.TokenDim); err != nil {
+				return fail(fmt.Errorf("%w %q: token vectors: %w", ErrModel, spec.Name, err))
+			}
+			x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: spec.Name, Dim: spec.TokenDim})
+			if err != nil {
+				return fail(fmt.Errorf("engine: open late-interaction index of %q: %w", spec.Name, err))
+			}
+			m.late, m.lateSnap = x, x.AppliedSeq()
+		}
+	}
+	return out, nil
+}
+
+// closeModels closes encoders only; the indexes are derived indexes,
+// closed with the others.
+func closeModels(ms []*model) error {
+	var errs []error
+	for _, m := range ms {
+		if m.dense != nil {
+			errs = append(errs, m.dense.Close())
+		}
+		if m.late != nil {
+			errs = append(errs, m.late.Close())
+		}
+		errs = append(errs, m.enc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// snapshotModels saves the snapshot of every model index that applied
+// changes since its last one, so that the next Open loads it instead of
+// rebuilding (for late interaction, a rebuild retrains the token index).
+func snapshotModels(ctx context.Context, ms []*model) error {
+	var errs []error
+	for _, m := range ms {
+		if m.dense != nil && m.dense.AppliedSeq() != m.denseSnap {
+			if err := m.dense.Snapshot(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("engine: snapshot %s: %w", m.dense.Name(), err))
+			} else {
+				m.denseSnap = m.dense.AppliedSeq()
+			}
+		}
+		if m.late != nil && m.late.AppliedSeq() != m.lateSnap {
+			if err := m.late.Snapshot(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("engine: snapshot %s: %w", m.late.Name(), err))
+			} else {
+				m.lateSnap = m.late.AppliedSeq()
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// docText is the text a model encodes for a document: its text fields'
+// values in schema order, joined by a space (title + " " + text for BEIR).
+func docText(fields []tandem.Field, doc tandem.Doc) string {
+	var b strings.Builder
+	for _, f := range fields {
+		s, ok := doc.Fields[f.Name].(string)
+		if !ok || s == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+		if b.Len() >= maxEncodeBytes {
+			break
+		}
+	}
+	s := b.String()
+	if len(s) > maxEncodeBytes {
+		cut := maxEncodeBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// maxEncodeBytes bounds the text given to an encoder per document: models
+// read at most a few hundred tokens (bge-small 512, about 3 KB of English),
+// so a longer text only costs tokenization.
+const maxEncodeBytes = 64 << 10
+
+// encodeBlobs checks docs against the schema and encodes their texts once
+// per model (token output too when the model serves late interaction),
+// returning each document's blobs. Nothing is stored. A document's error
+// is a *storage.BatchError naming it.
+func (e *Engine) encodeBlobs(ctx context.Context, docs []tandem.Doc) ([]map[string][]byte, error) {
+	if len(e.models) == 0 || len(docs) == 0 {
+		return nil, nil
+	}
+	schema := e.st.Schema()
+	texts := make([]string, len(docs))
+	for i, d := range docs {
+		norm, added, err := schema.Check(d)
+		if err != nil {
+			return nil, &storage.BatchError{Index: i, ID: d.ID, Err: err}
+		}
+		fields := schema.TextFields()
+		for _, f := range added {
+			if f.Type == tandem.Text {
+				fields = append(fields, f)
+			}
+		}
+		texts[i] = docText(fields, norm)
+	}
+	blobs := make([]map[string][]byte, len(docs))
+	for i := range blobs {
+		blobs[i] = map[string][]byte{}
+	}
+	for _, m := range e.models {
+		out, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts, Tokens: m.spec.Late})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("engine: encode %d documents (from %q) with %s: %w", len(docs), docs[0].ID, m.spec.Name, err)
+		}
+		for i := range docs {
+			if m.spec.Dense {
+				v := out.Vectors[i]
+				if err := dense.CheckVector(v, m.spec.Dim); err != nil {
+					return nil, &storage.BatchError{Index: i, ID: docs[i].ID, Err: fmt.Errorf("%s vector: %w", m.spec.Name, err)}
+				}
+				blobs[i][dense.BlobName(m.spec.Name)] = dense.EncodeVector(v)
+			}
+			if m.spec.Late {
+				t := out.Tokens[i]
+				b, err := latecollect.EncodeTokens(t.Vectors, t.Dim, latecollect.F16)
+				if err != nil {
+					return nil, &storage.BatchError{Index: i, ID: docs[i].ID, Err: fmt.Errorf("%s tokens: %w", m.spec.Name, err)}
+				}
+				blobs[i][latecollect.BlobName(m.spec.Name)] = b
+			}
+		}
+	}
+	return blobs, nil
+}

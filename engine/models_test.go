@@ -1,0 +1,271 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// needModel skips when the default model is not installed.
+func needModel(t testing.TB) {
+	t.Helper()
+	if _, err := encoder.Find(""); err != nil {
+		t.Skipf("default model %s not installed (run scripts/setup.sh): %v", encoder.DefaultModel, err)
+	}
+}
+
+// animals is a small corpus where each topic has one obvious document, in
+// words that BM25 cannot match from the queries below.
+var animals = []tandem.Doc{
+	{ID: "cat", Fields: map[string]any{"title": "Cats", "text": "Domestic cats are small felines that purr and hunt mice.", "lang": "en", "year": 2001.0}},
+	{ID: "dog", Fields: map[string]any{"title": "Dogs", "text": "Dogs are loyal canines that bark and fetch sticks.", "lang": "en", "year": 2005.0}},
+	{ID: "chat", Fields: map[string]any{"title": "Chats", "text": "Les chats domestiques sont de petits félins qui ronronnent.", "lang": "fr", "year": 2010.0}},
+	{ID: "stock", Fields: map[string]any{"title": "Stock markets", "text": "Equity prices fell sharply as investors sold shares.", "lang": "en", "year": 2015.0}},
+	{ID: "rain", Fields: map[string]any{"title": "Weather", "text": "Heavy rain and thunderstorms are expected this weekend.", "lang": "en", "year": 2020.0}},
+	{ID: "heart", Fields: map[string]any{"title": "Cardiology", "text": "Myocardial infarction is caused by blocked coronary arteries.", "lang": "en", "year": 2022.0}},
+}
+
+func modelOpts() *Options {
+	return &Options{Dense: []string{encoder.DefaultModel}, Late: []string{encoder.DefaultModel}}
+}
+
+func TestHybridSearchWithModel(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openT(t, dir, modelOpts())
+	want := []string{"bm25", "dense:" + encoder.DefaultModel, "late:" + encoder.DefaultModel}
+	if got := e.Retrievers(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("Retrievers = %v, want %v", got, want)
+	}
+	if _, err := e.Index(ctx, animals); err != nil {
+		t.Fatal(err)
+	}
+	// Semantic queries with no word in common with the answer.
+	for _, tc := range []struct{ query, want string }{
+		{"kitten", "cat"},
+		{"heart attack", "heart"},
+		{"puppy", "dog"},
+	} {
+		for _, r := range []string{"dense", "late"} {
+			res, err := e.Search(ctx, Request{Text: tc.query, Retrievers: []string{r}, K: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Hits) == 0 || res.Hits[0].ID != tc.want {
+				t.Errorf("%s %q: hits %v, want %s first", r, tc.query, ids(res.Hits), tc.want)
+			}
+		}
+	}
+	// Hybrid: each hit explains all three retrievers, and the shares add
+	// up to the score.
+	for _, method := range []string{"rrf", "wrrf", "minmax", "zscore", "max", "dbsf", "combsum", "combmnz"} {
+		res, err := e.Search(ctx, Request{Text: "cats purr", Retrievers: e.Retrievers(), Fusion: method, K: 4})
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if res.Fusion != method || len(res.Hits) != 4 || res.Hits[0].ID != "cat" {
+			t.Fatalf("%s: fusion %q, hits %v, want cat first of 4", method, res.Fusion, ids(res.Hits))
+		}
+		for _, h := range res.Hits {
+			if len(h.Sources) != 3 {
+				t.Fatalf("%s: hit %s has %d sources", method, h.ID, len(h.Sources))
+			}
+			sum := 0.0
+			for i, s := range h.Sources {
+				if s.Retriever != want[i] {
+					t.Errorf("%s: source %d is %q, want %q", method, i, s.Retriever, want[i])
+				}
+				sum += s.Contribution
+			}
+			if math.Abs(sum-h.Score) > 1e-9 {
+				t.Errorf("%s: hit %s: contributions add to %v, score %v", method, h.ID, sum, h.Score)
+			}
+		}
+		top := res.Hits[0].Sources
+		if top[0].Rank != 1 || top[1].Rank != 1 || top[2].Rank != 1 || top[1].Score <= 0.5 {
+			t.Errorf("%s: cat's sources %+v, want rank 1 in each", method, top)
+		}
+	}
+	// Filters apply to every retriever.
+	for _, r := range append(e.Retrievers(), "hybrid") {
+		rs := []string{r}
+		if r == "hybrid" {
+			rs = e.Retrievers()
+		}
+		res, err := e.Search(ctx, Request{Text: "cats", Retrievers: rs, Filter: []byte(`{"term":{"lang":"fr"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(ids(res.Hits), ",") != "chat" && !(r == "bm25" && len(res.Hits) == 0) {
+			t.Errorf("%s filtered to fr: hits %v, want [chat]", r, ids(res.Hits))
+		}
+		res, err = e.Search(ctx, Request{Text: "cats", Retrievers: rs, Filter: []byte(`{"term":{"lang":"de"}}`)})
+		if err != nil || len(res.Hits) != 0 {
+			t.Errorf("%s filtered to nothing: %v, %v", r, ids(res.Hits), err)
+		}
+	}
+	// Deletes reach the dense and late indexes.
+	if _, err := e.Delete(ctx, []string{"cat"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Search(ctx, Request{Text: "kitten", Retrievers: []string{"dense"}, K: 10})
+	if err != nil || len(res.Hits) != len(animals)-1 || strings.Contains(strings.Join(ids(res.Hits), ","), "cat,") {
+		t.Fatalf("after delete: %v, %v", ids(res.Hits), err)
+	}
+	// Reopening without options keeps the models, and the indexes come
+	// back from their snapshots with the same results.
+	before, err := e.Search(ctx, Request{Text: "kitten", Retrievers: e.Retrievers(), K: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2 := openT(t, dir, nil)
+	if got := e2.Retrievers(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("reopened: Retrievers = %v, want %v", got, want)
+	}
+	after, err := e2.Search(ctx, Request{Text: "kitten", Retrievers: e2.Retrievers(), K: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids(before.Hits)) != fmt.Sprint(ids(after.Hits)) {
+		t.Errorf("reopened: hits %v, before %v", ids(after.Hits), ids(before.Hits))
+	}
+}
+
+func TestModelErrors(t *testing.T) {
+	ctx := context.Background()
+	// A model that is not installed: clear error, nothing created.
+	dir := t.TempDir()
+	_, err := Open(dir, &Options{Dense: []string{"no-such-model"}})
+	if !errors.Is(err, encoder.ErrNotInstalled) || !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "no-such-model") {
+		t.Fatalf("missing model: %v", err)
+	}
+	needModel(t)
+	// A collection whose stored dimension differs from the model's is
+	// refused, naming the model.
+	dir = t.TempDir()
+	sc := tandem.DefaultSchema()
+	sc.Models = []tandem.Model{{Name: encoder.DefaultModel, Dense: true, Dim: 768}}
+	st, err := storage.Open(dir, &storage.Options{Schema: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	_, err = Open(dir, nil)
+	if !errors.Is(err, encoder.ErrDimMismatch) || !strings.Contains(err.Error(), encoder.DefaultModel) {
+		t.Fatalf("dimension mismatch: %v", err)
+	}
+	// Unknown retrievers and bad options are caller errors.
+	e := openT(t, t.TempDir(), modelOpts())
+	if _, err := e.Index(ctx, animals[:2]); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []Request{
+		{Text: "x", Retrievers: []string{"dense:other"}},
+		{Text: "x", Retrievers: []string{"sparse"}},
+		{Text: "x", Retrievers: []string{"bm25", "bm25"}},
+		{Text: "x", Retrievers: []string{"bm25", "dense"}, Fusion: "borda"},
+		{Text: "x", Retrievers: []string{"late"}, LateScoring: "max"},
+		{Text: "x", Retrievers: []string{"dense"}, Depth: map[string]int{"late": 5}},
+		{Text: "", Retrievers: []string{"dense"}, Filter: []byte(`{"term":{"lang":"en"}}`)},
+	} {
+		if _, err := e.Search(ctx, req); !errors.Is(err, ErrBadRequest) && !errors.Is(err, ErrUnknownRetriever) {
+			t.Errorf("%+v: err %v, want a bad request", req, err)
+		}
+	}
+	// A bad document is rejected before encoding, naming it; nothing of
+	// its batch is stored.
+	bad := []tandem.Doc{{ID: "ok", Fields: map[string]any{"text": "fine"}}, {ID: "bad", Fields: map[string]any{"text": "\xff"}}}
+	_, err = e.Index(ctx, bad)
+	var be *storage.BatchError
+	if !errors.As(err, &be) || be.ID != "bad" || be.Index != 1 {
+		t.Fatalf("bad document: %v", err)
+	}
+	if e.Count() != 2 {
+		t.Fatalf("count %d after rejected batch, want 2", e.Count())
+	}
+}
+
+// TestConcurrentHybrid searches (filtered, all retrievers fused) while
+// documents are indexed and deleted: no error, and every hit satisfies the
+// filter. Run it with -race.
+func TestConcurrentHybrid(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{Dense: []string{encoder.DefaultModel}, Late: []string{encoder.DefaultModel}, BatchSize: 4})
+	if _, err := e.Index(ctx, animals); err != nil {
+		t.Fatal(err)
+	}
+	const fjson = `{"range":{"year":{"gte":2010}}}`
+	fe, err := filter.Parse([]byte(fjson))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := filter.Check(fe, e.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	rounds := 6
+	if testing.Short() {
+		rounds = 2
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 100)
+	wg.Add(1)
+	go func() { // writer: add, update (year flips across the filter), delete
+		defer wg.Done()
+		for r := range rounds {
+			var docs []tandem.Doc
+			for i := range 4 {
+				docs = append(docs, tandem.Doc{ID: fmt.Sprintf("w%d", i), Fields: map[string]any{
+					"title": "Cats and markets", "text": fmt.Sprintf("round %d: felines and equity prices", r),
+					"lang": "en", "year": float64(2000 + 15*((r+i)%2)),
+				}})
+			}
+			if _, err := e.Index(ctx, docs); err != nil {
+				errc <- err
+				return
+			}
+			if _, err := e.Delete(ctx, []string{fmt.Sprintf("w%d", r%4), "stock"}); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			methods := []string{"rrf", "minmax", "dbsf"}
+			for i := range rounds * 4 {
+				res, err := e.Search(ctx, Request{Text: "cats prices", Retrievers: e.Retrievers(), Fusion: methods[(g+i)%3], Filter: []byte(fjson), K: 10})
+				if err != nil {
+					errc <- err
+					return
+				}
+				for _, h := range res.Hits {
+					if !filter.Match(fe, e.Schema(), h.Fields) {
+						errc <- fmt.Errorf("hit %s (%v) does not satisfy %s", h.ID, h.Fields["year"], fjson)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+}

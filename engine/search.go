@@ -1,0 +1,447 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/fusion"
+	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/sparse"
+)
+
+// DefaultFusion is the fusion method when Request.Fusion is empty. It was
+// chosen on SciFact (see doc.go): of the eight methods it measured best
+// for bm25 + dense + late with the default depth.
+const DefaultFusion = "rrf"
+
+// DefaultDepth is how many hits each retriever contributes to fusion when
+// Request.Depth does not say (raised to K+Offset when that is larger).
+const DefaultDepth = 100
+
+// Request is a search.
+type Request struct {
+	// Text is the query text.
+	Text string
+	// Filter is a JSON filter (see package filter); empty means none.
+	// It is compiled once: into a Bleve clause for bm25 and a bitmap of
+	// document numbers for dense and late retrievers.
+	Filter []byte
+	// K is the number of hits; 0 means 10. Offset skips hits, for paging.
+	K, Offset int
+	// Retrievers lists the rankings to run and fuse: "bm25",
+	// "dense:<model>", "late:<model>" ("dense" and "late" alone name the
+	// collection's first model of that kind). Empty means ["bm25"];
+	// Engine.Retrievers lists every one the collection has.
+	Retrievers []string
+	// Fusion names the fusion method when several retrievers run (see
+	// fusion.ParseMethod); empty means DefaultFusion.
+	Fusion string
+	// Depth is the number of hits each retriever (by its name in
+	// Retrievers) contributes to fusion; a missing or 0 entry means
+	// DefaultDepth. Every depth is raised to K+Offset.
+	Depth map[string]int
+	// Weight is each retriever's weight, for the fusion methods that
+	// take weights; missing or 0 means 1.
+	Weight map[string]float64
+	// LateScoring is the late-interaction score: "avg-max" (default) or
+	// "sum-max". They rank alike; they differ in scale, which score-based
+	// fusion sees.
+	LateScoring string
+	// IDsOnly skips loading stored fields: hits carry id and score only.
+	// Evaluation runs use it; it is several times faster for large K.
+	IDsOnly bool
+	// Fields restricts BM25 to these text fields with these boosts (0 means
+	// the schema's boost). Empty searches every text field as one.
+	Fields map[string]float64
+}
+
+// Result is a search result.
+type Result struct {
+	Hits []tandem.Hit `json:"hits"`
+	// Retrievers are the rankings that ran, in the order of each hit's
+	// Sources; Fusion is the method that fused them ("" for one).
+	Retrievers []string      `json:"retrievers"`
+	Fusion     string        `json:"fusion,omitempty"`
+	Took       time.Duration `json:"-"`
+}
+
+// MaxQueryBytes bounds query text: each distinct term becomes a clause.
+const MaxQueryBytes = 16 << 10
+
+// maxK bounds K+Offset so that one request cannot allocate without limit.
+const maxK = 100_000
+
+// Retrievers lists the collection's retrievers: "bm25", then
+// "dense:<model>" and "late:<model>" for each model it indexes.
+func (e *Engine) Retrievers() []string {
+	out := []string{"bm25"}
+	for _, m := range e.models {
+		if m.dense != nil {
+			out = append(out, m.dense.Name())
+		}
+	}
+	for _, m := range e.models {
+		if m.late != nil {
+			out = append(out, m.late.Name())
+		}
+	}
+	return out
+}
+
+// Models describes the collection's models.
+func (e *Engine) Models() []tandem.Model {
+	out := make([]tandem.Model, len(e.models))
+	for i, m := range e.models {
+		out[i] = m.spec
+	}
+	return out
+}
+
+// retriever is one resolved entry of Request.Retrievers.
+type retriever struct {
+	name   string // canonical: bm25, dense:<model>, late:<model>
+	kind   string // bm25, dense, late
+	model  *model
+	depth  int
+	weight float64
+	hits   []fusion.Item
+}
+
+// resolve maps a requested retriever name to the collection's.
+func (e *Engine) resolve(name string) (retriever, error) {
+	kind, modelName, _ := strings.Cut(strings.TrimSpace(name), ":")
+	switch kind {
+	case "bm25":
+		if modelName == "" {
+			return retriever{name: "bm25", kind: kind}, nil
+		}
+	case "dense", "late":
+		for _, m := range e.models {
+			if modelName != "" && m.spec.Name != modelName {
+				continue
+			}
+			if kind == "dense" && m.dense != nil {
+				return retriever{name: m.dense.Name(), kind: kind, model: m}, nil
+			}
+			if kind == "late" && m.late != nil {
+				return retriever{name: m.late.Name(), kind: kind, model: m}, nil
+			}
+		}
+	}
+	return retriever{}, fmt.Errorf("%w: %q (this collection has: %s)", ErrUnknownRetriever, name, strings.Join(e.Retrievers(), ", "))
+}
+
+// Search runs req: each retriever concurrently, their rankings fused when
+// there are several. Hits are materialised from storage, so a document
+// deleted after a derived index last caught up is never returned, and
+// with a filter each hit's stored fields are checked against it, so a hit
+// never contradicts the filter even while a write is being applied.
+func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	if req.K == 0 {
+		req.K = 10
+	}
+	if req.K < 0 || req.Offset < 0 || req.K+req.Offset > maxK {
+		return nil, fmt.Errorf("%w: k=%d offset=%d (k+offset must be at most %d)", ErrBadRequest, req.K, req.Offset, maxK)
+	}
+	if len(req.Retrievers) == 0 {
+		req.Retrievers = []string{"bm25"}
+	}
+	want := req.K + req.Offset
+	rets := make([]retriever, 0, len(req.Retrievers))
+	seen := map[string]bool{}
+	needBitmap := false
+	for _, name := range req.Retrievers {
+		r, err := e.resolve(name)
+		if err != nil {
+			return nil, err
+		}
+		if seen[r.name] {
+			return nil, fmt.Errorf("%w: retriever %q listed twice", ErrBadRequest, r.name)
+		}
+		seen[r.name] = true
+		r.depth = DefaultDepth
+		if d, ok := req.Depth[name]; ok || req.Depth[r.name] != 0 {
+			if !ok {
+				d = req.Depth[r.name]
+			}
+			if d < 0 || d > maxK {
+				return nil, fmt.Errorf("%w: depth %d for %s (0 to %d)", ErrBadRequest, d, name, maxK)
+			}
+			if d > 0 {
+				r.depth = d
+			}
+		}
+		r.depth = max(r.depth, want)
+		if len(req.Retrievers) == 1 {
+			r.depth = want
+		}
+		r.weight = req.Weight[name]
+		if r.weight == 0 {
+			r.weight = req.Weight[r.name]
+		}
+		needBitmap = needBitmap || r.kind != "bm25"
+		rets = append(rets, r)
+	}
+	for n := range req.Depth {
+		if !seen[n] && !slices.Contains(req.Retrievers, n) {
+			return nil, fmt.Errorf("%w: depth given for %q, which is not among the retrievers", ErrBadRequest, n)
+		}
+	}
+	for n := range req.Weight {
+		if !seen[n] && !slices.Contains(req.Retrievers, n) {
+			return nil, fmt.Errorf("%w: weight given for %q, which is not among the retrievers", ErrBadRequest, n)
+		}
+	}
+	method := DefaultFusion
+	if req.Fusion != "" {
+		method = req.Fusion
+	}
+	fm, err := fusion.ParseMethod(method)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fusion: %w", ErrBadRequest, err)
+	}
+	var scoring latecollect.Scoring
+	switch req.LateScoring {
+	case "", string(latecollect.ScoreAvgMax):
+		scoring = latecollect.ScoreAvgMax
+	case string(latecollect.ScoreSumMax):
+		scoring = latecollect.ScoreSumMax
+	default:
+		return nil, fmt.Errorf("%w: late scoring %q (avg-max or sum-max)", ErrBadRequest, req.LateScoring)
+	}
+	schema := e.st.Schema()
+	var fe filter.Expr
+	if len(strings.TrimSpace(string(req.Filter))) > 0 {
+		if fe, err = filter.Parse(req.Filter); err != nil {
+			return nil, err
+		}
+		if err := filter.Check(fe, schema); err != nil {
+			return nil, err
+		}
+	}
+	if !utf8.ValidString(req.Text) {
+		return nil, fmt.Errorf("%w: query text is not valid UTF-8", ErrBadRequest)
+	}
+	if len(req.Text) > MaxQueryBytes {
+		return nil, fmt.Errorf("%w: query text of %d bytes (limit %d)", ErrBadRequest, len(req.Text), MaxQueryBytes)
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		if fe == nil {
+			return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
+		}
+		if needBitmap {
+			return nil, fmt.Errorf("%w: empty query text: dense and late retrievers need text (bm25 alone ranks a filter's documents)", ErrBadRequest)
+		}
+	}
+	var allow *roaring64.Bitmap
+	if fe != nil && needBitmap {
+		if allow, err = e.sparse.FilterBitmap(ctx, schema, fe); err != nil {
+			return nil, fmt.Errorf("engine: filter: %w", err)
+		}
+	}
+	if err := e.retrieve(ctx, schema, req, fe, allow, scoring, rets); err != nil {
+		return nil, err
+	}
+
+	res := &Result{Retrievers: make([]string, len(rets))}
+	for i, r := range rets {
+		res.Retrievers[i] = r.name
+	}
+	var fused []fusion.Hit
+	if len(rets) == 1 {
+		fused = make([]fusion.Hit, len(rets[0].hits))
+		for i, it := range rets[0].hits {
+			fused[i] = fusion.Hit{Doc: it.Doc, Score: it.Score, Sources: []fusion.Source{{Rank: i + 1, RawScore: it.Score, Normalised: it.Score, Contribution: it.Score}}}
+		}
+	} else {
+		res.Fusion = fm.String()
+		lists := make([]fusion.List, len(rets))
+		for i, r := range rets {
+			lists[i] = fusion.List{Name: r.name, Weight: r.weight, Depth: r.depth, Items: r.hits}
+		}
+		if fused, err = fusion.Fuse(lists, fusion.Options{Method: fm, Limit: want}); err != nil {
+			return nil, fmt.Errorf("engine: fuse: %w", err)
+		}
+	}
+	if req.Offset >= len(fused) {
+		fused = nil
+	} else {
+		fused = fused[req.Offset:min(len(fused), want)]
+	}
+	if err := e.materialise(ctx, schema, req, fe, res, fused); err != nil {
+		return nil, err
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// retrieve runs the retrievers concurrently, filling each one's hits. The
+// goroutines are joined before it returns; the first error cancels the
+// others.
+func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Request, fe filter.Expr, allow *roaring64.Bitmap, scoring latecollect.Scoring, rets []retriever) error {
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(rets))
+	// One query encoding per model, shared by its dense and late
+	// retrievers: the forward pass gives the pooled and token vectors.
+	type encoded struct {
+		once sync.Once
+		out  *encoder.Batch
+		err  error
+	}
+	enc := map[*model]*encoded{}
+	needTokens := map[*model]bool{}
+	for _, r := range rets {
+		if r.model != nil {
+			enc[r.model] = &encoded{}
+			needTokens[r.model] = needTokens[r.model] || r.kind == "late"
+		}
+	}
+	encode := func(m *model) (*encoder.Batch, error) {
+		x := enc[m]
+		x.once.Do(func() {
+			x.out, x.err = m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: needTokens[m]})
+			if x.err != nil {
+				x.err = fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, x.err)
+			}
+		})
+		return x.out, x.err
+	}
+	empty := allow != nil && allow.IsEmpty()
+	for i := range rets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &rets[i]
+			var err error
+			switch r.kind {
+			case "bm25":
+				var hits []sparse.Hit
+				hits, err = e.sparse.Search(ctx, schema, sparse.Query{Text: req.Text, Fields: req.Fields, Filter: fe, K: r.depth})
+				r.hits = make([]fusion.Item, len(hits))
+				for j, h := range hits {
+					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: h.Score}
+				}
+			case "dense":
+				var q *encoder.Batch
+				if q, err = encode(r.model); err != nil || empty {
+					break
+				}
+				var hits []dense.Hit
+				hits, err = r.model.dense.Search(ctx, q.Vectors[0], r.depth, allow)
+				r.hits = make([]fusion.Item, len(hits))
+				for j, h := range hits {
+					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}
+				}
+			case "late":
+				var q *encoder.Batch
+				if q, err = encode(r.model); err != nil || empty {
+					break
+				}
+				var hits []latecollect.Hit
+				hits, err = r.model.late.Search(ctx, q.Tokens[0].Vectors, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring})
+				r.hits = make([]fusion.Item, len(hits))
+				for j, h := range hits {
+					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}
+				}
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("engine: %s: %w", r.name, err)
+				cancel()
+				return
+			}
+			if r.kind != "bm25" {
+				// Deterministic ties: score descending, then docnum.
+				slices.SortStableFunc(r.hits, func(a, b fusion.Item) int {
+					if c := cmp.Compare(b.Score, a.Score); c != 0 {
+						return c
+					}
+					return cmp.Compare(a.Doc, b.Doc)
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	// The first failure cancelled the others: report it, not theirs.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// materialise turns fused hits into result hits, dropping documents
+// deleted since their index caught up and, with a filter, documents whose
+// stored fields no longer match it.
+func (e *Engine) materialise(ctx context.Context, schema *tandem.Schema, req Request, fe filter.Expr, res *Result, fused []fusion.Hit) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	nums := make([]uint64, len(fused))
+	for i, h := range fused {
+		nums[i] = h.Doc
+	}
+	res.Hits = make([]tandem.Hit, 0, len(fused))
+	add := func(h fusion.Hit, id string, fields map[string]any) {
+		src := make([]tandem.Source, len(h.Sources))
+		for i, s := range h.Sources {
+			src[i] = tandem.Source{Retriever: res.Retrievers[i], Rank: s.Rank, Score: s.RawScore, Contribution: s.Contribution}
+		}
+		res.Hits = append(res.Hits, tandem.Hit{ID: id, DocNum: h.Doc, Score: h.Score, Fields: fields, Sources: src})
+	}
+	if req.IDsOnly && fe == nil {
+		idOf, err := e.st.IDs(nums)
+		if err != nil {
+			return fmt.Errorf("engine: load hits: %w", err)
+		}
+		for _, h := range fused {
+			if id, ok := idOf[h.Doc]; ok { // else deleted since the index was updated
+				add(h, id, nil)
+			}
+		}
+		return nil
+	}
+	docs, err := e.st.GetMany(nums)
+	if err != nil {
+		return fmt.Errorf("engine: load hits: %w", err)
+	}
+	for _, h := range fused {
+		d, ok := docs[h.Doc]
+		if !ok {
+			continue // deleted since the index was updated
+		}
+		if fe != nil && !filter.Match(fe, schema, d.Fields) {
+			continue // updated since the index was; the filter is the contract
+		}
+		fields := d.Fields
+		if req.IDsOnly {
+			fields = nil
+		}
+		add(h, d.ID, fields)
+	}
+	return nil
+}
