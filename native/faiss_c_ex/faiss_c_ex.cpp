@@ -202,6 +202,12 @@ size_t index_bytes(const faiss::Index* index) {
     return 0;
 }
 
+void check_direct_map_type(int type) {
+    FAISS_THROW_IF_NOT_MSG(
+            type >= faiss::DirectMap::NoMap && type <= faiss::DirectMap::Hashtable,
+            "invalid direct map type");
+}
+
 void check_no_selector_binary(const faiss::SearchParameters* params) {
     FAISS_THROW_IF_NOT_MSG(
             params == nullptr || params->sel == nullptr,
@@ -229,6 +235,49 @@ void copy_out(const std::vector<uint8_t>& data, size_t* size, unsigned char** bu
     memcpy(out, data.data(), data.size());
     *buf = out;
     *size = data.size();
+}
+
+// list_vector_count fills counts[l] with the number of vectors of list l
+// that sel selects (all of them when sel is NULL), for float and binary IVF.
+template <typename IVF>
+void list_vector_count(const IVF* ivf, idx_t* counts, size_t nlist, const faiss::SearchParameters* params) {
+    FAISS_THROW_IF_NOT_MSG(nlist <= ivf->nlist, "nlist exceeds the index's lists");
+    const faiss::IDSelector* sel = params ? params->sel : nullptr;
+    for (size_t l = 0; l < nlist; l++) {
+        size_t size = ivf->invlists->list_size(l);
+        if (sel == nullptr) {
+            counts[l] = idx_t(size);
+            continue;
+        }
+        faiss::InvertedLists::ScopedIds ids(ivf->invlists, l);
+        idx_t count = 0;
+        for (size_t j = 0; j < size; j++) {
+            count += sel->is_member(ids[j]) ? 1 : 0;
+        }
+        counts[l] = count;
+    }
+}
+
+// centroids_and_cardinality copies each list's centroid (stride elements
+// of T), size and number, for float and binary IVF; NULL outputs are skipped.
+template <typename IVF, typename T>
+void centroids_and_cardinality(
+        const IVF* ivf,
+        size_t stride,
+        T* centroids,
+        size_t* cardinalities,
+        idx_t* centroid_ids) {
+    for (size_t l = 0; l < ivf->nlist; l++) {
+        if (centroids) {
+            ivf->quantizer->reconstruct(l, centroids + l * stride);
+        }
+        if (cardinalities) {
+            cardinalities[l] = ivf->invlists->list_size(l);
+        }
+        if (centroid_ids) {
+            centroid_ids[l] = idx_t(l);
+        }
+    }
 }
 
 } // namespace
@@ -423,10 +472,7 @@ int faiss_Set_quantizers(FaissIndex* index, FaissIndex* src) {
 
 int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type) {
     try {
-        FAISS_THROW_IF_NOT_MSG(
-                direct_map_type >= faiss::DirectMap::NoMap &&
-                        direct_map_type <= faiss::DirectMap::Hashtable,
-                "invalid direct map type");
+        check_direct_map_type(direct_map_type);
         reinterpret_cast<faiss::IndexIVF*>(index)->set_direct_map_type(
                 faiss::DirectMap::Type(direct_map_type));
     }
@@ -443,26 +489,11 @@ int faiss_IndexIVF_list_vector_count(
         size_t nlist,
         const FaissSearchParameters* params) {
     try {
-        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
-        FAISS_THROW_IF_NOT_MSG(nlist <= ivf->nlist, "nlist exceeds the index's lists");
-        const faiss::IDSelector* sel = params
-                ? reinterpret_cast<const faiss::SearchParameters*>(params)->sel
-                : nullptr;
-        for (size_t l = 0; l < nlist; l++) {
-            size_t size = ivf->invlists->list_size(l);
-            if (sel == nullptr) {
-                list_counts[l] = idx_t(size);
-                continue;
-            }
-            faiss::InvertedLists::ScopedIds ids(ivf->invlists, l);
-            idx_t count = 0;
-            for (size_t j = 0; j < size; j++) {
-                if (sel->is_member(ids[j])) {
-                    count++;
-                }
-            }
-            list_counts[l] = count;
-        }
+        list_vector_count(
+                reinterpret_cast<const faiss::IndexIVF*>(index),
+                list_counts,
+                nlist,
+                reinterpret_cast<const faiss::SearchParameters*>(params));
     }
     CATCH_AND_HANDLE
 }
@@ -527,17 +558,7 @@ int faiss_IndexIVF_get_centroids_and_cardinality(
         idx_t* centroid_ids) {
     try {
         auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
-        for (size_t l = 0; l < ivf->nlist; l++) {
-            if (centroids) {
-                ivf->quantizer->reconstruct(l, centroids + l * ivf->d);
-            }
-            if (cardinalities) {
-                cardinalities[l] = ivf->invlists->list_size(l);
-            }
-            if (centroid_ids) {
-                centroid_ids[l] = idx_t(l);
-            }
-        }
+        centroids_and_cardinality(ivf, ivf->d, centroids, cardinalities, centroid_ids);
     }
     CATCH_AND_HANDLE
 }
@@ -643,10 +664,7 @@ void faiss_IndexBinaryIVF_set_nprobe(FaissIndexBinaryIVF* index, size_t nprobe) 
 
 int faiss_IndexBinaryIVF_set_direct_map(FaissIndexBinaryIVF* index, int direct_map_type) {
     try {
-        FAISS_THROW_IF_NOT_MSG(
-                direct_map_type >= faiss::DirectMap::NoMap &&
-                        direct_map_type <= faiss::DirectMap::Hashtable,
-                "invalid direct map type");
+        check_direct_map_type(direct_map_type);
         reinterpret_cast<faiss::IndexBinaryIVF*>(index)->set_direct_map_type(
                 faiss::DirectMap::Type(direct_map_type));
     }
@@ -667,24 +685,11 @@ int faiss_IndexBinaryIVF_list_vector_count(
         size_t nlist,
         const FaissSearchParameters* params) {
     try {
-        auto ivf = reinterpret_cast<const faiss::IndexBinaryIVF*>(index);
-        FAISS_THROW_IF_NOT_MSG(nlist <= ivf->nlist, "nlist exceeds the index's lists");
-        const faiss::IDSelector* sel = params
-                ? reinterpret_cast<const faiss::SearchParameters*>(params)->sel
-                : nullptr;
-        for (size_t l = 0; l < nlist; l++) {
-            size_t size = ivf->invlists->list_size(l);
-            if (sel == nullptr) {
-                list_counts[l] = idx_t(size);
-                continue;
-            }
-            faiss::InvertedLists::ScopedIds ids(ivf->invlists, l);
-            idx_t count = 0;
-            for (size_t j = 0; j < size; j++) {
-                count += sel->is_member(ids[j]) ? 1 : 0;
-            }
-            list_counts[l] = count;
-        }
+        list_vector_count(
+                reinterpret_cast<const faiss::IndexBinaryIVF*>(index),
+                list_counts,
+                nlist,
+                reinterpret_cast<const faiss::SearchParameters*>(params));
     }
     CATCH_AND_HANDLE
 }
@@ -765,17 +770,7 @@ int faiss_IndexBinaryIVF_get_centroids_and_cardinality(
         idx_t* centroid_ids) {
     try {
         auto ivf = reinterpret_cast<const faiss::IndexBinaryIVF*>(index);
-        for (size_t l = 0; l < ivf->nlist; l++) {
-            if (centroids) {
-                ivf->quantizer->reconstruct(l, centroids + l * ivf->code_size);
-            }
-            if (cardinalities) {
-                cardinalities[l] = ivf->invlists->list_size(l);
-            }
-            if (centroid_ids) {
-                centroid_ids[l] = idx_t(l);
-            }
-        }
+        centroids_and_cardinality(ivf, ivf->code_size, centroids, cardinalities, centroid_ids);
     }
     CATCH_AND_HANDLE
 }
