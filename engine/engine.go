@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/sparse"
@@ -94,6 +96,7 @@ func (b bm25) Apply(ctx context.Context, changes []storage.Change) error {
 // Engine is an open collection. All methods are safe for concurrent use:
 // searches run in parallel with each other and with one writer at a time.
 type Engine struct {
+	dir    string
 	opts   Options
 	st     *storage.Store
 	sparse *sparse.Index
@@ -159,7 +162,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		st.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{opts: o, st: st, sparse: sp, derived: []derived{bm25{sp, st}}}
+	e := &Engine{dir: dir, opts: o, st: st, sparse: sp, derived: []derived{bm25{sp, st}}}
 	for _, d := range e.derived {
 		if err := catchUp(context.Background(), st, d); err != nil {
 			e.closeAll()
@@ -419,9 +422,28 @@ type Stats struct {
 	LastSeq    uint64            `json:"last_seq"`
 	AppliedSeq map[string]uint64 `json:"applied_seq"`
 	Schema     *tandem.Schema    `json:"schema"`
+	// Retrievers lists the collection's retrievers (Engine.Retrievers).
+	Retrievers []string `json:"retrievers"`
+	// Dense and Late describe each model's index.
+	Dense []dense.Stats `json:"dense,omitempty"`
+	Late  []LateStats   `json:"late,omitempty"`
+	// DiskBytes is the size on disk of each part of the collection
+	// directory: badger, bleve, snapshots.
+	DiskBytes map[string]int64 `json:"disk_bytes"`
 }
 
-// Stats reports counts and sequences.
+// LateStats describes one model's late-interaction index.
+type LateStats struct {
+	Model       string `json:"model"`
+	Docs        int    `json:"docs"`
+	Tokens      int64  `json:"tokens"`       // stored token vectors
+	TokenKeys   int64  `json:"token_keys"`   // token vectors in FAISS
+	StoredBytes int64  `json:"stored_bytes"` // token blobs in Badger
+	IndexBytes  uint64 `json:"index_bytes"`  // FAISS memory
+	Description string `json:"description"`
+}
+
+// Stats reports counts, sequences, models and sizes.
 func (e *Engine) Stats() (Stats, error) {
 	if err := e.enter(); err != nil {
 		return Stats{}, err
@@ -431,11 +453,42 @@ func (e *Engine) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	s := Stats{Docs: e.st.Count(), BleveDocs: n, LastSeq: e.st.LastSeq(), AppliedSeq: map[string]uint64{}, Schema: e.st.Schema()}
+	s := Stats{Docs: e.st.Count(), BleveDocs: n, LastSeq: e.st.LastSeq(), AppliedSeq: map[string]uint64{}, Schema: e.st.Schema(),
+		Retrievers: e.Retrievers(), DiskBytes: map[string]int64{}}
 	for _, d := range e.derivedList() {
 		s.AppliedSeq[d.Name()] = d.AppliedSeq()
 	}
+	for _, m := range e.models {
+		if m.dense != nil {
+			s.Dense = append(s.Dense, m.dense.Stats())
+		}
+		if m.late != nil {
+			ls, err := m.late.Stats()
+			if err != nil {
+				return Stats{}, fmt.Errorf("engine: %s: %w", m.late.Name(), err)
+			}
+			s.Late = append(s.Late, LateStats{Model: m.spec.Name, Docs: ls.Docs, Tokens: ls.Tokens, TokenKeys: ls.TokenKeys,
+				StoredBytes: ls.StoredBytes, IndexBytes: ls.IndexBytes, Description: ls.Description})
+		}
+	}
+	for _, part := range []string{"badger", "bleve", "snapshots"} {
+		s.DiskBytes[part] = dirSize(filepath.Join(e.dir, part))
+	}
 	return s, nil
+}
+
+// dirSize is the disk space of the regular files under dir (0 if absent).
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += allocated(info)
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // Store exposes the source of truth, for retrievers that read blobs and

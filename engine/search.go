@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -49,12 +50,13 @@ type Request struct {
 	// Fusion names the fusion method when several retrievers run (see
 	// fusion.ParseMethod); empty means DefaultFusion.
 	Fusion string
-	// Depth is the number of hits each retriever (by its name in
-	// Retrievers) contributes to fusion; a missing or 0 entry means
-	// DefaultDepth. Every depth is raised to K+Offset.
+	// Depth is the number of hits each retriever contributes to fusion,
+	// keyed by its name in Retrievers, its full name or its kind ("bm25",
+	// "dense", "late"); a missing or 0 entry means DefaultDepth. Every
+	// depth is raised to K+Offset.
 	Depth map[string]int
-	// Weight is each retriever's weight, for the fusion methods that
-	// take weights; missing or 0 means 1.
+	// Weight is each retriever's weight, keyed like Depth, for the fusion
+	// methods that take weights; missing or 0 means 1.
 	Weight map[string]float64
 	// LateScoring is the late-interaction score: "avg-max" (default) or
 	// "sum-max". They rank alike; they differ in scale, which score-based
@@ -178,36 +180,34 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 		}
 		seen[r.name] = true
 		r.depth = DefaultDepth
-		if d, ok := req.Depth[name]; ok || req.Depth[r.name] != 0 {
-			if !ok {
-				d = req.Depth[r.name]
-			}
+		if d := lookup(req.Depth, name, r); d != 0 {
 			if d < 0 || d > maxK {
 				return nil, fmt.Errorf("%w: depth %d for %s (0 to %d)", ErrBadRequest, d, name, maxK)
 			}
-			if d > 0 {
-				r.depth = d
-			}
+			r.depth = d
 		}
 		r.depth = max(r.depth, want)
 		if len(req.Retrievers) == 1 {
 			r.depth = want
 		}
-		r.weight = req.Weight[name]
-		if r.weight == 0 {
-			r.weight = req.Weight[r.name]
-		}
+		r.weight = lookup(req.Weight, name, r)
 		needBitmap = needBitmap || r.kind != "bm25"
 		rets = append(rets, r)
 	}
+	known := func(n string) bool {
+		return seen[n] || slices.Contains(req.Retrievers, n) || slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == n })
+	}
 	for n := range req.Depth {
-		if !seen[n] && !slices.Contains(req.Retrievers, n) {
+		if !known(n) {
 			return nil, fmt.Errorf("%w: depth given for %q, which is not among the retrievers", ErrBadRequest, n)
 		}
 	}
-	for n := range req.Weight {
-		if !seen[n] && !slices.Contains(req.Retrievers, n) {
+	for n, w := range req.Weight {
+		if !known(n) {
 			return nil, fmt.Errorf("%w: weight given for %q, which is not among the retrievers", ErrBadRequest, n)
+		}
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("%w: weight %v for %q", ErrBadRequest, w, n)
 		}
 	}
 	method := DefaultFusion
@@ -291,6 +291,17 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	}
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// lookup finds a retriever's entry in a per-retriever map: under the name
+// the request used, its full name, or its kind ("dense").
+func lookup[T int | float64](m map[string]T, name string, r retriever) T {
+	for _, k := range []string{name, r.name, r.kind} {
+		if v, ok := m[k]; ok {
+			return v
+		}
+	}
+	return 0
 }
 
 // retrieve runs the retrievers concurrently, filling each one's hits. The

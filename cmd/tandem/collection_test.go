@@ -87,7 +87,7 @@ func TestCollectionCommands(t *testing.T) {
 	if code, out, _ := tandemRun(t, "index", "--dir", dir, "--corpus", bad, "--skip-bad", "--quiet"); code != 0 || !strings.Contains(out, "1 skipped") {
 		t.Errorf("--skip-bad: code %d out %q", code, out)
 	}
-	if code, out, _ := tandemRun(t, "stats", "--dir", dir); code != 0 || !strings.Contains(out, `"docs": 3`) {
+	if code, out, _ := tandemRun(t, "stats", "--dir", dir, "--json"); code != 0 || !strings.Contains(out, `"docs": 3`) {
 		t.Errorf("stats: %d %s", code, out)
 	}
 

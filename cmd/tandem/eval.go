@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"time"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/evaluate"
@@ -17,20 +19,32 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "collection directory")
 	queriesPath := fs.String("queries", "", "BEIR queries.jsonl")
 	qrelsPath := fs.String("qrels", "", "BEIR qrels TSV (query-id, corpus-id, score)")
-	mode := fs.String("mode", "bm25", "retriever: bm25")
+	modes := fs.String("mode", "bm25", "modes to evaluate, comma-separated: bm25, dense, late, hybrid, or retrievers joined by '+'")
+	fusions := fs.String("fusion", "", "fusion methods for modes with several retrievers, comma-separated, or 'all' (default "+engine.DefaultFusion+")")
 	k := fs.Int("k", 100, "hits retrieved per query")
-	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"}`)
+	depth := fs.Int("depth", 0, fmt.Sprintf("hits each retriever contributes to fusion (default %d)", engine.DefaultDepth))
+	weightsFlag := fs.String("weights", "", "fusion weights per retriever, e.g. bm25=1,dense=2,late=1")
+	runsDir := fs.String("runs", "", "write one TREC run file per row into this directory")
+	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"} for one mode; with several rows, one JSON object per row with "mode" and "p50_ms" added`)
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" || *queriesPath == "" || *qrelsPath == "" {
-		fmt.Fprintln(stderr, "usage: tandem eval --dir DIR --queries queries.jsonl --qrels qrels.tsv [--mode bm25] [--json]")
+		fmt.Fprintln(stderr, "usage: tandem eval --dir DIR --queries queries.jsonl --qrels qrels.tsv [--mode bm25,dense,late,hybrid] [--fusion a,b] [--runs DIR] [--json]")
 		return errUsage
 	}
 	fields, err := parseBoosts(*fieldsFlag)
 	if err != nil {
 		return err
+	}
+	weights, err := parseWeights(*weightsFlag)
+	if err != nil {
+		return err
+	}
+	methods := strings.Split(*fusions, ",")
+	if *fusions == "all" {
+		methods = []string{"rrf", "wrrf", "minmax", "zscore", "max", "dbsf", "combsum", "combmnz"}
 	}
 	queries, err := evaluate.LoadQueries(*queriesPath)
 	if err != nil {
@@ -45,40 +59,95 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
-	run := evaluate.Run{}
-	var took time.Duration
-	n := 0
-	for _, q := range queries {
-		if _, judged := qrels[q.ID]; !judged {
+
+	type row struct {
+		name string
+		req  engine.Request
+	}
+	var rows []row
+	for _, m := range strings.Split(*modes, ",") {
+		m = strings.TrimSpace(m)
+		rets, err := e.Mode(m)
+		if err != nil {
+			return err
+		}
+		req := engine.Request{K: *k, Retrievers: rets, Fields: fields, Weight: weights}
+		if *depth != 0 {
+			req.Depth = map[string]int{}
+			for _, r := range rets {
+				req.Depth[r] = *depth
+			}
+		}
+		if len(rets) == 1 {
+			rows = append(rows, row{m, req})
 			continue
 		}
-		start := time.Now()
-		res, err := e.Search(context.Background(), engine.Request{Text: q.Text, K: *k, Retrievers: []string{*mode}, IDsOnly: true, Fields: fields})
-		took += time.Since(start)
-		n++
-		if errors.Is(err, engine.ErrBadRequest) {
-			continue // an empty query scores 0, as trec_eval counts it
+		for _, f := range methods {
+			r := req
+			r.Fusion = strings.TrimSpace(f)
+			name := m
+			if len(methods) > 1 || r.Fusion != "" {
+				name += "/" + r.Fusion
+			}
+			rows = append(rows, row{name, r})
 		}
-		if err != nil {
-			return fmt.Errorf("query %s: %w", q.ID, err)
-		}
-		rs := make([]evaluate.Result, len(res.Hits))
-		for i, h := range res.Hits {
-			rs[i] = evaluate.Result{DocID: h.ID, Score: h.Score}
-		}
-		run[q.ID] = rs
 	}
-	rep, err := evaluate.Evaluate(qrels, run)
+	if *runsDir != "" {
+		if err := os.MkdirAll(*runsDir, 0o755); err != nil {
+			return err
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	if !*asJSON {
+		fmt.Fprintln(tw, "mode\tnDCG@10\tMRR@10\tR@100\tMAP\tp50 ms\t")
+	}
+	enc := json.NewEncoder(stdout)
+	for _, r := range rows {
+		res, err := e.Evaluate(context.Background(), queries, qrels, r.req)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		m := res.Report.Mean
+		p50 := float64(res.P50.Microseconds()) / 1000
+		fmt.Fprintf(stderr, "%s: %d queries, p50 %.2f ms, mean %.2f ms\n", r.name, res.Queries, p50, float64(res.Mean.Microseconds())/1000)
+		if *runsDir != "" {
+			if err := writeRun(filepath.Join(*runsDir, runFileName(r.name)), res.Run, r.name); err != nil {
+				return err
+			}
+		}
+		switch {
+		case *asJSON && len(rows) == 1:
+			if err := enc.Encode(m); err != nil {
+				return err
+			}
+		case *asJSON:
+			if err := enc.Encode(map[string]any{"mode": r.name, "ndcg@10": m.NDCG10, "mrr@10": m.MRR10, "recall@100": m.Recall100, "map": m.MAP, "p50_ms": p50}); err != nil {
+				return err
+			}
+		default:
+			fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\t\n", r.name, m.NDCG10, m.MRR10, m.Recall100, m.MAP, p50)
+		}
+	}
+	if !*asJSON {
+		return tw.Flush()
+	}
+	return nil
+}
+
+// runFileName is a mode's TREC file name: "hybrid/rrf" → "hybrid_rrf.trec".
+func runFileName(mode string) string {
+	r := strings.NewReplacer("/", "_", ":", "_", "+", "-")
+	return r.Replace(mode) + ".trec"
+}
+
+func writeRun(path string, run evaluate.Run, tag string) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		fmt.Fprintf(stderr, "%d queries, %.2f ms/query\n", n, float64(took.Microseconds())/1000/float64(n))
+	if err := evaluate.WriteTREC(f, run, strings.NewReplacer("/", "_", " ", "_").Replace(tag)); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(rep.Mean)
-	}
-	m := rep.Mean
-	fmt.Fprintf(stdout, "nDCG@10    %.4f\nMRR@10     %.4f\nRecall@100 %.4f\nMAP        %.4f\n", m.NDCG10, m.MRR10, m.Recall100, m.MAP)
-	return nil
+	return f.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/tandemsearch/tandem/engine"
 )
@@ -11,11 +12,12 @@ import (
 func runStats(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("stats", stderr)
 	dir := fs.String("dir", "", "collection directory")
+	asJSON := fs.Bool("json", false, "print every statistic (and the schema) as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {
-		fmt.Fprintln(stderr, "usage: tandem stats --dir DIR")
+		fmt.Fprintln(stderr, "usage: tandem stats --dir DIR [--json]")
 		return errUsage
 	}
 	e, err := engine.Open(*dir, nil)
@@ -27,7 +29,43 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	fmt.Fprintf(stdout, "documents   %d (bm25 index: %d)\n", s.Docs, s.BleveDocs)
+	fmt.Fprintf(stdout, "retrievers  %s\n", strings.Join(s.Retrievers, ", "))
+	for _, m := range s.Schema.Models {
+		var kinds []string
+		if m.Dense {
+			kinds = append(kinds, fmt.Sprintf("dense %d-d", m.Dim))
+		}
+		if m.Late {
+			kinds = append(kinds, fmt.Sprintf("late %d-d tokens", m.TokenDim))
+		}
+		fmt.Fprintf(stdout, "model       %s (%s)\n", m.Name, strings.Join(kinds, ", "))
+	}
+	for _, d := range s.Dense {
+		fmt.Fprintf(stdout, "dense       %s: %d vectors, FAISS %s, %s in memory\n", d.Model, d.Vectors, d.Description, size(int64(d.MemoryBytes)))
+	}
+	for _, l := range s.Late {
+		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory, %s of token blobs\n",
+			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, size(int64(l.IndexBytes)), size(l.StoredBytes))
+	}
+	fmt.Fprintf(stdout, "disk        badger %s, bleve %s, snapshots %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]))
+	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
+	return nil
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
