@@ -80,6 +80,28 @@
 // 0.05% random filters at 100k, and 0.99 under a 5% filter correlated with
 // the vectors (TestRecallDefaultANN, BenchmarkDense).
 //
+// # Measurements
+//
+// BenchmarkDense, 100k synthetic 384-d vectors (clustered, intrinsic
+// dimension 32; see synth in helpers_test.go), 2 shared cores, 100
+// queries, k=10. Recall is against exact (filtered) search; build is Open
+// from storage without a snapshot; bytes are FAISS's native memory.
+//
+//	index            recall@10  p50 ms  p95 ms  build s  bytes
+//	Flat                 1.000    50.2   115.1      0.8  158 MB
+//	auto (IVF1264)       1.000     1.4     1.8      9.6  156 MB
+//	HNSW32 (ef 16)       0.760     0.4     0.7     71.1  185 MB
+//	IVF1264,SQ8          0.995     1.3     1.6      6.8   41 MB
+//
+// With random filters keeping 50%, 5%, 0.5% and 0.05%, the automatic index
+// has recall@10 1.000 at each, p50 1.7, 1.4, 0.8 and 0.6 ms; IVF-SQ8
+// 0.994, 0.996, 1.0, 1.0 (the last two exact over stored vectors, 5.1 and
+// 0.4 ms); HNSW32 0.737 and 0.591 at 50% and 5% (FAISS 1.7.3 applies the
+// selector within an efSearch-16 search), 1.0 below (exact). At 1M
+// vectors Flat takes over a second per query (p50 1.19 s under load).
+// Opening 100k vectors from a snapshot and catching up 1,000 changes takes
+// 0.46 s, against 13.9 s to rebuild (BenchmarkOpen).
+//
 // # Concurrency
 //
 // An Index is safe for concurrent use: searches share a read lock; Apply,
