@@ -35,11 +35,13 @@ const maxTranslatableID = math.MaxInt32 * 8
 // see the README for the sweeps behind them.
 const (
 	// DefaultKPrime is the number of document tokens each query token
-	// collects from FAISS.
+	// collects from FAISS. At k'=16 and 32 recall@10 stayed below 0.97
+	// whatever the cap.
 	DefaultKPrime = 64
 	// DefaultCandidateCap bounds the documents rescored exactly per query;
-	// rescoring cost grows linearly with it.
-	DefaultCandidateCap = 512
+	// rescoring cost grows linearly with it. With k'=64, recall@10
+	// against exhaustive was 0.967 at 64, 0.977 at 128 and 0.993 at 256.
+	DefaultCandidateCap = 256
 	// DefaultNProbe is the number of IVF lists visited per query token.
 	DefaultNProbe = 16
 	// DefaultSnapshotEvery is the number of applied changes after which
@@ -64,7 +66,8 @@ type Options struct {
 	// Description is the FAISS factory description of the token index
 	// ("Flat", "HNSW32", "IVF512,Flat", "IVF512,SQ8", "IVF512,PQ48"...).
 	// Empty means automatic: Flat up to 100,000 tokens, then
-	// "IVF<n>,SQ8" with n ≈ sqrt(tokens)/2. Indexes that need training
+	// "IVF<n>,SQ8" with n the least power of two ≥ sqrt(tokens)/4
+	// (512 for SciFact's 1.23M tokens). Indexes that need training
 	// start as Flat and are rebuilt once there are 40 tokens per list.
 	Description string
 	// KPrime is the number of document tokens each query token
@@ -407,7 +410,7 @@ func (x *Index) targetDescription() string {
 		return "Flat"
 	}
 	nlist := 64
-	for nlist*nlist*4 < int(x.mu.tokens) && nlist < 8192 {
+	for nlist*nlist*16 < int(x.mu.tokens) && nlist < 8192 {
 		nlist *= 2
 	}
 	return fmt.Sprintf("IVF%d,SQ8", nlist)
