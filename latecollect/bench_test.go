@@ -14,9 +14,11 @@ import (
 // BenchmarkSciFact reports, on SciFact with the default knobs, query
 // latency p50/p95 of both modes (one query per iteration, cycling through
 // the 300 test queries; run with -benchtime 300x for every query once),
-// bytes per stored token, and the time to build the token index.
+// bytes per stored token, and the time to build the token index (one
+// build takes tens of seconds, so run build with -benchtime 1x).
 //
-//	go test -run '^$' -bench SciFact -benchtime 300x ./latecollect/
+//	go test -run '^$' -bench 'SciFact$/(candidates|exhaustive)' -benchtime 300x ./latecollect/
+//	go test -run '^$' -bench 'SciFact$/build' -benchtime 1x ./latecollect/
 func BenchmarkSciFact(b *testing.B) {
 	f := loadSciFact(b)
 	ctx := context.Background()

@@ -68,11 +68,22 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if sciFix != nil {
-		sciFix.x.Close()
-		sciFix.st.Close()
-		os.RemoveAll(sciFix.dir)
+		sciFix.close()
 	}
 	os.Exit(code)
+}
+
+// close releases the fixture and removes its store.
+func (f *sciFact) close() {
+	if f.x != nil {
+		f.x.Close()
+	}
+	if f.st != nil {
+		f.st.Close()
+	}
+	if f.dir != "" {
+		os.RemoveAll(f.dir)
+	}
 }
 
 // loadSciFact returns the fixture, skipping when the data, ONNX Runtime or
@@ -83,7 +94,13 @@ func loadSciFact(tb testing.TB) *sciFact {
 	if testing.Short() {
 		tb.Skip("skipping SciFact late-interaction run in -short mode")
 	}
-	sciOnce.Do(func() { sciFix, sciSkip, sciErr = buildSciFact(tb) })
+	sciOnce.Do(func() {
+		sciFix, sciSkip, sciErr = buildSciFact(tb)
+		if sciErr != nil && sciFix != nil {
+			sciFix.close()
+			sciFix = nil
+		}
+	})
 	if sciSkip != "" {
 		tb.Skip(sciSkip)
 	}
@@ -123,8 +140,9 @@ func buildSciFact(tb testing.TB) (*sciFact, string, error) {
 	if f.dir, err = os.MkdirTemp("", "latecollect-scifact-"); err != nil {
 		return nil, "", err
 	}
+	fail := func(err error) (*sciFact, string, error) { return f, "", err }
 	if f.st, err = storage.Open(f.dir, &storage.Options{NoSync: true}); err != nil {
-		return nil, "", err
+		return fail(err)
 	}
 	name := BlobName(enc.Name())
 	for start := 0; start < len(ids); start += 50 {
@@ -132,34 +150,34 @@ func buildSciFact(tb testing.TB) (*sciFact, string, error) {
 		for i := start; i < min(start+50, len(ids)); i++ {
 			blob, err := EncodeTokens(tokens[i], enc.TokenDim(), F16)
 			if err != nil {
-				return nil, "", fmt.Errorf("document %s: %w", ids[i], err)
+				return fail(fmt.Errorf("document %s: %w", ids[i], err))
 			}
 			b.Put(tandem.Doc{ID: ids[i], Fields: map[string]any{"text": texts[i]}}, map[string][]byte{name: blob})
 		}
 		if _, err := f.st.Write(ctx, &b); err != nil {
-			return nil, "", err
+			return fail(err)
 		}
 	}
 	tokens = nil
 	for _, id := range ids {
 		num, _, err := f.st.Lookup(id)
 		if err != nil {
-			return nil, "", err
+			return fail(err)
 		}
 		f.ids[num] = id
 	}
 	start := time.Now()
 	f.x, err = Open(ctx, f.st, &Options{Model: enc.Name(), Dim: enc.TokenDim(), SnapshotEvery: -1})
 	if err != nil {
-		return nil, "", err
+		return fail(err)
 	}
 	f.build = time.Since(start)
 	if f.qrels, err = evaluate.LoadQrels(filepath.Join(sciFactDir, "qrels", "test.tsv")); err != nil {
-		return nil, "", err
+		return fail(err)
 	}
 	all, err := evaluate.LoadQueries(filepath.Join(sciFactDir, "queries.jsonl"))
 	if err != nil {
-		return nil, "", err
+		return fail(err)
 	}
 	var qtexts []string
 	for _, q := range all {
@@ -170,7 +188,7 @@ func buildSciFact(tb testing.TB) (*sciFact, string, error) {
 	}
 	qb, err := enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: qtexts, Tokens: true})
 	if err != nil {
-		return nil, "", err
+		return fail(err)
 	}
 	for _, t := range qb.Tokens {
 		f.qtok = append(f.qtok, t.Vectors)
