@@ -337,6 +337,32 @@ func (x *Index) Close() error {
 	return nil
 }
 
+// SetEfSearch sets how many graph candidates an HNSW index explores per
+// query (FAISS's default is 16, which trades recall for speed). It applies
+// to every later search; indexes that are not HNSW return an error.
+func (x *Index) SetEfSearch(ef int) error {
+	if ef <= 0 {
+		return fmt.Errorf("faiss: efSearch must be positive, got %d", ef)
+	}
+	if !strings.Contains(strings.ToUpper(x.desc), "HNSW") {
+		return fmt.Errorf("faiss: efSearch: %s is not an HNSW index", x.desc)
+	}
+	ps, err := gofaiss.NewParameterSpace()
+	if err != nil {
+		return fmt.Errorf("faiss: efSearch: %w", err)
+	}
+	defer ps.Delete()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	if err := ps.SetIndexParameter(x.mu.idx, "efSearch", float64(ef)); err != nil {
+		return fmt.Errorf("faiss: set efSearch=%d on %s: %w", ef, x.desc, err)
+	}
+	return nil
+}
+
 // SetThreads sets the number of OpenMP threads FAISS uses process-wide.
 func SetThreads(n int) {
 	if n > 0 {

@@ -28,6 +28,7 @@ func (*Index) Add([]int64, []float32) error         { return ErrNoCgo }
 func (*Index) Remove([]int64) (int, error)          { return 0, ErrNoCgo }
 func (*Index) Reconstruct(int64) ([]float32, error) { return nil, ErrNoCgo }
 func (*Index) Marshal() ([]byte, error)             { return nil, ErrNoCgo }
+func (*Index) SetEfSearch(int) error                { return ErrNoCgo }
 func (*Index) Close() error                         { return nil }
 
 // Search returns ErrNoCgo.

@@ -161,3 +161,37 @@ func TestIndexBadInput(t *testing.T) {
 		t.Errorf("rejected adds left %d vectors", x.Len())
 	}
 }
+
+// TestIndexEfSearch checks that a wider HNSW search finds at least as many
+// true neighbours, and that efSearch is refused for other index types.
+func TestIndexEfSearch(t *testing.T) {
+	c := newCollection(24)
+	x := newIndex(t, c, "HNSW16")
+	recall := func() float64 {
+		res, err := x.Search(context.Background(), c.queries, testK, SearchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r float64
+		for q := range res {
+			r += recallAt(res[q].IDs, bruteForce(c.vecs, c.ids, c.query(q), testK, gofaiss.MetricInnerProduct, nil))
+		}
+		return r / float64(len(res))
+	}
+	if err := x.SetEfSearch(8); err != nil {
+		t.Fatal(err)
+	}
+	narrow := recall()
+	if err := x.SetEfSearch(256); err != nil {
+		t.Fatal(err)
+	}
+	wide := recall()
+	t.Logf("HNSW16 recall@%d: efSearch 8 %.3f, 256 %.3f", testK, narrow, wide)
+	if wide < 0.9 || wide < narrow {
+		t.Fatalf("efSearch 256 recall %.3f (efSearch 8: %.3f)", wide, narrow)
+	}
+	flat := newIndex(t, c, "Flat")
+	if err := flat.SetEfSearch(64); err == nil {
+		t.Fatal("efSearch accepted on a flat index")
+	}
+}
