@@ -13,9 +13,15 @@ A document's text is its title and text joined by a space (the engine
 joins the schema's text fields in order, skipping empty ones).
 
     pip install onnxruntime tokenizers numpy pytrec_eval-terrier
-    python3 scripts/crosscheck/scifact_dense_reference.py [model] [data-dir]
+    python3 scripts/crosscheck/scifact_dense_reference.py [model] [data-dir] [subset]
 
-About 20 CPU-minutes for bge-small-en-v1.5 at 512 tokens.
+About 20 CPU-minutes for bge-small-en-v1.5 at 512 tokens. With subset M,
+the corpus is cut to its first M documents (file order) plus every document
+judged in qrels/test.tsv, exactly as engine's TestSciFact does with
+TANDEM_SCIFACT_SUBSET=M, and the figure goes to
+engine/testdata/scifact_dense_<model>_subset<M>.json. The qrels are not cut:
+a relevant document outside the subset is simply never retrieved, on both
+sides.
 """
 import json
 import os
@@ -71,6 +77,7 @@ def encode(sess, tok, cfg, side, texts, batch=16):
 def main():
     model = sys.argv[1] if len(sys.argv) > 1 else "bge-small-en-v1.5"
     data = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "..", "shared", "data", "scifact")
+    subset = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     d = os.path.join(ROOT, ".native", "models", model)
     cfg = json.load(open(os.path.join(d, "tandem.json")))
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
@@ -78,18 +85,21 @@ def main():
     so.intra_op_num_threads = int(os.environ.get("THREADS", "2"))
     sess = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"])
 
-    ids, texts = [], []
-    with open(os.path.join(data, "corpus.jsonl"), encoding="utf-8") as f:
-        for line in f:
-            o = json.loads(line)
-            ids.append(str(o["_id"]))
-            texts.append(" ".join(t for t in (o.get("title", ""), o.get("text", "")) if t))
     qrels = {}
     with open(os.path.join(data, "qrels", "test.tsv")) as f:
         next(f)
         for line in f:
             q, doc, g = line.rstrip("\n").split("\t")
             qrels.setdefault(q, {})[doc] = int(g)
+    judged = {doc for q in qrels for doc in qrels[q]}
+    ids, texts = [], []
+    with open(os.path.join(data, "corpus.jsonl"), encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            o = json.loads(line)
+            if subset and n >= subset and str(o["_id"]) not in judged:
+                continue
+            ids.append(str(o["_id"]))
+            texts.append(" ".join(t for t in (o.get("title", ""), o.get("text", "")) if t))
     queries = {}
     with open(os.path.join(data, "queries.jsonl"), encoding="utf-8") as f:
         for line in f:
@@ -121,7 +131,10 @@ def main():
         "method": "onnxruntime + tokenizers, exact cosine over all documents, pytrec_eval",
         "encode_seconds": round(secs, 1),
     }
-    path = os.path.join(ROOT, "engine", "testdata", f"scifact_dense_{model}.json")
+    if subset:
+        out["subset"] = subset
+    suffix = f"_subset{subset}" if subset else ""
+    path = os.path.join(ROOT, "engine", "testdata", f"scifact_dense_{model}{suffix}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
