@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/engine"
 )
 
 func TestHybridCommands(t *testing.T) {
@@ -55,7 +56,7 @@ func TestHybridCommands(t *testing.T) {
 		}
 	}
 	code, out, errs = tandemRun(t, "search", "--dir", dir, "--mode", "hybrid", "kitten")
-	if code != 0 || !strings.Contains(out, "fused with rrf") || !strings.Contains(out, "contribution") || !strings.Contains(out, "dense:"+encoder.DefaultModel) {
+	if code != 0 || !strings.Contains(out, "fused with "+engine.DefaultFusion) || !strings.Contains(out, "contribution") || !strings.Contains(out, "dense:"+encoder.DefaultModel) {
 		t.Fatalf("search: %d %q %q", code, out, errs)
 	}
 	if code, _, errs := tandemRun(t, "search", "--dir", dir, "--mode", "sparse", "x"); code != 1 || !strings.Contains(errs, "unknown retriever") {
