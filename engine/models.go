@@ -145,7 +145,7 @@ func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, lo
 			if err != nil {
 				return fail(fmt.Errorf("engine: open dense index of %q: %w", spec.Name, err))
 			}
-			m.dense, m.denseSnap = x, x.AppliedSeq()
+			m.dense, m.denseSnap = x, snapshotSeq(st, dense.SnapshotName(spec.Name))
 		}
 		if spec.Late {
 			if err := enc.CheckTokenDim(spec.TokenDim); err != nil {
@@ -155,10 +155,22 @@ func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, lo
 			if err != nil {
 				return fail(fmt.Errorf("engine: open late-interaction index of %q: %w", spec.Name, err))
 			}
-			m.late, m.lateSnap = x, x.AppliedSeq()
+			m.late, m.lateSnap = x, snapshotSeq(st, "late-"+spec.Name)
 		}
 	}
 	return out, nil
+}
+
+// snapshotSeq is the sequence of the named snapshot, 0 when there is none:
+// an index rebuilt at Open (after a crash, say) then differs from its
+// snapshot, and Close saves one.
+func snapshotSeq(st *storage.Store, name string) uint64 {
+	rc, seq, err := st.OpenSnapshot(name)
+	if err != nil {
+		return 0
+	}
+	rc.Close()
+	return seq
 }
 
 // closeModels closes encoders only; the indexes are derived indexes,
