@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup build test test-short testrace bench lint demo clean-native
+.PHONY: all setup build test test-short testrace eval-scifact bench lint demo clean-native
 
 all: build
 
@@ -33,6 +33,13 @@ test-short: setup
 
 testrace: setup
 	go test $(GOFLAGS_BUILD) -race -count=1 -timeout 60m ./...
+
+# The SciFact acceptance run of dense, late and hybrid search (engine's
+# TestSciFact): indexes SciFact with the default model, then evaluates every
+# mode and fusion. TANDEM_SCIFACT_DIR keeps the indexed collection between
+# runs; TANDEM_SCIFACT_SUBSET=M cuts the corpus for a quick look.
+eval-scifact: setup
+	TANDEM_SCIFACT=1 go test $(GOFLAGS_BUILD) -count=1 -timeout 150m -run '^TestSciFact$$' -v ./engine/
 
 bench: setup
 	go test $(GOFLAGS_BUILD) -run '^$$' -bench . -benchmem -timeout 120m ./...
