@@ -20,20 +20,18 @@ func beirDir(t testing.TB, name string) string {
 	return path
 }
 
-func evalBEIR(t testing.TB, name string, skipBad bool) evaluate.Metrics {
-	ctx := context.Background()
+// indexBEIR indexes ../shared/data/<name> into a new collection (BM25
+// only) and returns it with the collection's test queries and qrels.
+func indexBEIR(t testing.TB, name string, skipBad bool) (*Engine, []evaluate.Query, evaluate.Qrels) {
+	t.Helper()
 	data := beirDir(t, name)
-	e, err := Open(t.TempDir(), &Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openT(t, t.TempDir(), &Options{NoSync: true})
 	f, err := os.Open(filepath.Join(data, "corpus.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := e.IndexJSONL(ctx, f, JSONLOptions{SkipBad: skipBad}); err != nil {
+	if _, err := e.IndexJSONL(context.Background(), f, JSONLOptions{SkipBad: skipBad}); err != nil {
 		t.Fatal(err)
 	}
 	queries, err := evaluate.LoadQueries(filepath.Join(data, "queries.jsonl"))
@@ -44,23 +42,16 @@ func evalBEIR(t testing.TB, name string, skipBad bool) evaluate.Metrics {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := evaluate.Run{}
-	for _, q := range queries {
-		if _, ok := qrels[q.ID]; !ok {
-			continue
-		}
-		res, err := e.Search(ctx, Request{Text: q.Text, K: 100, IDsOnly: true})
-		if err != nil {
-			t.Fatalf("query %s: %v", q.ID, err)
-		}
-		for _, h := range res.Hits {
-			run[q.ID] = append(run[q.ID], evaluate.Result{DocID: h.ID, Score: h.Score})
-		}
-	}
-	rep, err := evaluate.Evaluate(qrels, run)
+	return e, queries, qrels
+}
+
+func evalBEIR(t testing.TB, name string, skipBad bool) evaluate.Metrics {
+	e, queries, qrels := indexBEIR(t, name, skipBad)
+	res, err := e.Evaluate(context.Background(), queries, qrels, Request{Retrievers: []string{"bm25"}, K: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := res.Report
 	t.Logf("%s bm25: nDCG@10 %.4f MRR@10 %.4f R@100 %.4f MAP %.4f over %d queries",
 		name, rep.Mean.NDCG10, rep.Mean.MRR10, rep.Mean.Recall100, rep.Mean.MAP, rep.Queries)
 	return rep.Mean

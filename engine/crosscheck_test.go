@@ -79,24 +79,7 @@ func TestCrossCheckRuns(t *testing.T) {
 
 	// Determinism: the engine regenerates the committed BM25 run.
 	ctx := context.Background()
-	data := beirDir(t, "cranfield")
-	e := openT(t, t.TempDir(), &Options{NoSync: true})
-	f, err := os.Open(filepath.Join(data, "corpus.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := e.IndexJSONL(ctx, f, JSONLOptions{SkipBad: true}); err != nil {
-		t.Fatal(err)
-	}
-	queries, err := evaluate.LoadQueries(filepath.Join(data, "queries.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qrels, err := evaluate.LoadQrels(filepath.Join(data, "qrels", "test.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, queries, qrels := indexBEIR(t, "cranfield", true)
 	res, err := e.Evaluate(ctx, queries, qrels, Request{Retrievers: []string{"bm25"}, K: 100})
 	if err != nil {
 		t.Fatal(err)
