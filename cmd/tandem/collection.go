@@ -7,6 +7,7 @@ func collectionCommands() map[string]command {
 		"index":  {"index a JSONL corpus (BEIR or JSON objects) into a collection", runIndex},
 		"search": {"search a collection", runSearch},
 		"eval":   {"evaluate a collection on BEIR queries and qrels", runEval},
+		"tune":   {"choose fusion method, weights and depth on judged queries", runTune},
 		"delete": {"delete documents by id", runDelete},
 		"stats":  {"print a collection's counts, sequences and schema", runStats},
 	}

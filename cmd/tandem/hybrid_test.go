@@ -89,6 +89,22 @@ func TestHybridCommands(t *testing.T) {
 			t.Errorf("run file %s: %v %q", f, err, b)
 		}
 	}
+	// tune: q1 to tune on, q2 held out; the holdout must not overlap.
+	train := filepath.Join(tmp, "train.tsv")
+	os.WriteFile(train, []byte("query-id\tcorpus-id\tscore\nq1\tcat\t1\n"), 0o644)
+	test := filepath.Join(tmp, "test.tsv")
+	os.WriteFile(test, []byte("query-id\tcorpus-id\tscore\nq2\theart\t1\n"), 0o644)
+	code, out, errs = tandemRun(t, "tune", "--dir", dir, "--queries", queries, "--qrels", train, "--holdout", test, "--fusion", "rrf,minmax", "--weights", "1,2", "--depths", "100", "--top", "3")
+	if code != 0 {
+		t.Fatalf("tune: %d %s", code, errs)
+	}
+	if lines := strings.Split(out, "\n"); len(lines) < 4 || !strings.Contains(lines[0], "configuration") || !strings.Contains(lines[1], "1.0000") ||
+		!strings.Contains(out, "scored on "+test+" (1 queries") || !strings.Contains(out, "nDCG@10 1.0000") {
+		t.Errorf("tune output:\n%s", out)
+	}
+	if code, _, errs := tandemRun(t, "tune", "--dir", dir, "--queries", queries, "--qrels", qrels, "--holdout", test); code != 1 || !strings.Contains(errs, "must not overlap") {
+		t.Errorf("overlapping holdout: %d %q", code, errs)
+	}
 	code, out, _ = tandemRun(t, "stats", "--dir", dir)
 	if code != 0 || !strings.Contains(out, "documents   4") || !strings.Contains(out, "tokens") || !strings.Contains(out, "model       "+encoder.DefaultModel) {
 		t.Errorf("stats: %d %s", code, out)
