@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup build test test-short testrace eval-scifact bench lint demo clean-native
+.PHONY: all setup build test test-short testrace eval-scifact eval-cranfield bench lint demo clean-native
 
 all: build
 
@@ -40,6 +40,10 @@ testrace: setup
 # runs; TANDEM_SCIFACT_SUBSET=M cuts the corpus for a quick look.
 eval-scifact: setup
 	TANDEM_SCIFACT=1 go test $(GOFLAGS_BUILD) -count=1 -timeout 150m -run '^TestSciFact$$' -v ./engine/
+
+# The same table for Cranfield through the CLI (scripts/eval-beir.sh).
+eval-cranfield: build
+	bash scripts/eval-beir.sh cranfield
 
 bench: setup
 	go test $(GOFLAGS_BUILD) -run '^$$' -bench . -benchmem -timeout 120m ./...

