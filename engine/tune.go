@@ -44,6 +44,9 @@ type TuneRequest struct {
 	// LateScoring); its Text, K, Retrievers, Fusion, Depth and Weight are
 	// ignored.
 	Base Request
+	// Progress, if set, is called after each query's retrievers have run,
+	// with the number of judged queries done and their total.
+	Progress func(done, total int)
 }
 
 // DefaultTuneWeights is the weight grid Tune tries per retriever.
@@ -182,7 +185,7 @@ func (e *Engine) Tune(ctx context.Context, queries []evaluate.Query, qrels evalu
 		}
 		names[i] = r.name
 	}
-	stored, err := e.tuneRankings(ctx, queries, qrels, tr.Base, names, maxDepth)
+	stored, err := e.tuneRankings(ctx, queries, qrels, tr.Base, names, maxDepth, tr.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -282,11 +285,17 @@ func weightVectors(grid []float64, n int) [][]float64 {
 }
 
 // tuneRankings runs each retriever alone at depth over the judged queries.
-func (e *Engine) tuneRankings(ctx context.Context, queries []evaluate.Query, qrels evaluate.Qrels, base Request, names []string, depth int) ([]tuneQuery, error) {
-	var out []tuneQuery
+func (e *Engine) tuneRankings(ctx context.Context, queries []evaluate.Query, qrels evaluate.Qrels, base Request, names []string, depth int, progress func(done, total int)) ([]tuneQuery, error) {
+	var judged []evaluate.Query
 	for _, q := range queries {
-		if _, judged := qrels[q.ID]; !judged {
-			continue
+		if _, ok := qrels[q.ID]; ok {
+			judged = append(judged, q)
+		}
+	}
+	var out []tuneQuery
+	for n, q := range judged {
+		if progress != nil && n > 0 {
+			progress(n, len(judged))
 		}
 		tq := tuneQuery{id: q.ID, lists: make([][]fusion.Item, len(names))}
 		num := map[string]uint64{}
@@ -314,6 +323,9 @@ func (e *Engine) tuneRankings(ctx context.Context, queries []evaluate.Query, qre
 			tq.lists[i] = items
 		}
 		out = append(out, tq)
+	}
+	if progress != nil && len(judged) > 0 {
+		progress(len(judged), len(judged))
 	}
 	return out, nil
 }

@@ -43,10 +43,17 @@ func TestTuneMatchesSearch(t *testing.T) {
 		"q5": {"heart": 2, "rain": 1},
 	}
 	rets := e.Retrievers()
-	tr := TuneRequest{Retrievers: rets, Weights: []float64{1, 2}, Depths: []int{4, 6}, K: 4}
+	var progress [][2]int
+	tr := TuneRequest{Retrievers: rets, Weights: []float64{1, 2}, Depths: []int{4, 6}, K: 4,
+		Progress: func(done, total int) { progress = append(progress, [2]int{done, total}) }}
 	results, err := e.Tune(ctx, queries, qrels, tr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Five judged queries (q6 is not judged): progress after each but the
+	// first, ending at 5 of 5.
+	if len(progress) != 5 || progress[4] != [2]int{5, 5} {
+		t.Errorf("progress calls %v", progress)
 	}
 	// 3 unweighted methods × 2 depths + 5 weighted × 2 depths × 7 vectors.
 	if want := 3*2 + 5*2*7; len(results) != want {

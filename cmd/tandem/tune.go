@@ -85,6 +85,15 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	results, err := e.Tune(ctx, queries, qrels, engine.TuneRequest{
 		Retrievers: rets, Methods: methods, Weights: weights, Depths: depths,
 		Metric: *metric, Base: engine.Request{Fields: fields},
+		Progress: func(done, total int) {
+			if done%50 != 0 && done != total {
+				return
+			}
+			el := time.Since(start)
+			rate := float64(done) / el.Seconds()
+			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
+			fmt.Fprintf(stderr, "tune: %d of %d queries, %.1f queries/s, ETA %s\n", done, total, rate, eta.Round(time.Second))
+		},
 	})
 	if err != nil {
 		return err
