@@ -1,0 +1,54 @@
+package latecollect
+
+// dot4x2AVX2 sets out[i] to the inner product of q_i with d0 and out[4+i]
+// to that with d1, over n values; n must be a positive multiple of 8. The
+// pointers must address n readable values each. Implemented in
+// kernel_amd64.s with AVX2 fused multiply-adds.
+//
+//go:noescape
+func dot4x2AVX2(q0, q1, q2, q3, d0, d1 *float32, n int, out *[8]float32)
+
+// decodeF16F16C converts n little-endian float16 values at src to float32
+// at dst with the F16C instruction VCVTPH2PS; n must be a multiple of 8.
+//
+//go:noescape
+func decodeF16F16C(dst *float32, src *byte, n int)
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+
+func xgetbv() (eax uint32)
+
+// haveAVX2 reports whether the CPU and the operating system support AVX2
+// and FMA (CPUID leaf 1: FMA, OSXSAVE, AVX; XCR0: XMM and YMM state;
+// leaf 7: AVX2).
+func haveAVX2() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
+	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
+		return false
+	}
+	if xgetbv()&6 != 6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}
+
+// haveF16C reports whether the CPU has F16C (CPUID leaf 1, ECX bit 29)
+// with AVX state enabled by the operating system.
+func haveF16C() bool {
+	_, _, ecx1, _ := cpuid(1, 0)
+	const f16c, osxsave, avx = 1 << 29, 1 << 27, 1 << 28
+	return ecx1&(f16c|osxsave|avx) == f16c|osxsave|avx && xgetbv()&6 == 6
+}
+
+// useAVX2 and useF16C select the assembly kernels; tests and benchmarks
+// turn them off to compare with the portable code.
+var (
+	useAVX2 = haveAVX2()
+	useF16C = haveF16C()
+)

@@ -1,0 +1,16 @@
+//go:build !amd64
+
+package latecollect
+
+var (
+	useAVX2 = false
+	useF16C = false
+)
+
+func dot4x2AVX2(q0, q1, q2, q3, d0, d1 *float32, n int, out *[8]float32) {
+	panic("latecollect: dot4x2AVX2 without amd64")
+}
+
+func decodeF16F16C(dst *float32, src *byte, n int) {
+	panic("latecollect: decodeF16F16C without amd64")
+}

@@ -1,0 +1,113 @@
+package latecollect
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func skipWithoutAVX2(t *testing.T) {
+	t.Helper()
+	if !useAVX2 {
+		t.Skip("no AVX2 and FMA on this machine: the portable kernel is the only one")
+	}
+}
+
+// On small integers every summation order is exact, so the assembly
+// kernel must match one dot product per pair bit for bit, for query and
+// document lengths around its block sizes, masked or not.
+func TestMaxSimAVX2MatchesPairwise(t *testing.T) {
+	skipWithoutAVX2(t)
+	for _, dim := range []int{8, 16, 24, 384} {
+		for nq := range 10 {
+			for nd := range 7 {
+				q, d := make([]float32, nq*dim), make([]float32, nd*dim)
+				for i := range q {
+					q[i] = float32((i*7)%11) - 5
+				}
+				for i := range d {
+					d[i] = float32((i*5)%13) - 6
+				}
+				none, last := make([]bool, nd), make([]bool, nd)
+				if nd > 0 {
+					last[nd-1] = true
+				}
+				for _, mask := range [][]bool{nil, alternate(nd), none, last} {
+					got := make([]float32, nq)
+					maxSimAVX2(q, d, dim, mask, got)
+					for i := range nq {
+						want := float32(math.Inf(-1))
+						for j := range nd {
+							if mask == nil || mask[j] {
+								want = max(want, dot(q[i*dim:(i+1)*dim], d[j*dim:(j+1)*dim]))
+							}
+						}
+						if got[i] != want {
+							t.Fatalf("dim=%d nq=%d nd=%d mask=%v: best[%d] = %v, want %v", dim, nq, nd, mask, i, got[i], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// On real-valued unit vectors the two kernels differ only by rounding,
+// and the assembly kernel gives a query token the same maximum whether it
+// is scored alone or within a block.
+func TestMaxSimAVX2CloseToGo(t *testing.T) {
+	skipWithoutAVX2(t)
+	r := rand.New(rand.NewPCG(7, 7))
+	const dim = 384
+	for _, n := range [][2]int{{1, 1}, {5, 3}, {20, 238}, {32, 511}} {
+		nq, nd := n[0], n[1]
+		q, d := randomUnit(r, nq, dim), randomUnit(r, nd, dim)
+		fast, slow := make([]float32, nq), make([]float32, nq)
+		maxSimAVX2(q, d, dim, nil, fast)
+		maxSimGo(q, d, dim, nil, slow)
+		for i := range nq {
+			if math.Abs(float64(fast[i]-slow[i])) > 1e-6 {
+				t.Errorf("nq=%d nd=%d: best[%d] AVX2 %v, Go %v", nq, nd, i, fast[i], slow[i])
+			}
+			alone := make([]float32, 1)
+			maxSimAVX2(q[i*dim:(i+1)*dim], d, dim, nil, alone)
+			if alone[0] != fast[i] {
+				t.Errorf("nq=%d nd=%d: best[%d] %v in a block, %v alone", nq, nd, i, fast[i], alone[0])
+			}
+		}
+	}
+}
+
+// The F16C decoder gives every float16 value (NaNs aside, which it makes
+// quiet) the same float32 as the table, whatever the length.
+func TestDecodeF16F16CMatchesTable(t *testing.T) {
+	if !useF16C {
+		t.Skip("no F16C on this machine")
+	}
+	const n = 1 << 16
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float16Value(uint16(i))
+	}
+	raw := make([]byte, headerSize+2*n)
+	for i := range n {
+		raw[headerSize+2*i], raw[headerSize+2*i+1] = byte(i), byte(i>>8)
+	}
+	for _, rows := range []int{1, 3, 8, 1 << 16} {
+		h := blobHeader{enc: F16, dim: n / rows, count: rows}
+		for _, from := range []int{0, rows / 2} {
+			got := make([]float32, (rows-from)*h.dim)
+			decodeRows(raw, h, from, rows, got)
+			for k, g := range got {
+				want := vals[from*h.dim+k]
+				if math.IsNaN(float64(want)) {
+					if !math.IsNaN(float64(g)) {
+						t.Fatalf("rows=%d from=%d: value %#04x decoded to %v, want NaN", rows, from, from*h.dim+k, g)
+					}
+				} else if math.Float32bits(g) != math.Float32bits(want) {
+					t.Fatalf("rows=%d from=%d: value %#04x decoded to %v, want %v", rows, from, from*h.dim+k, g, want)
+				}
+			}
+		}
+	}
+}
