@@ -221,24 +221,29 @@ func readCorpus(path string) (ids, texts []string, err error) {
 
 // corpusTokens encodes the corpus, or reads the result of an earlier run
 // from the user cache directory (outside the repository). The cache key
-// covers the corpus file and the model files, so a change to either
-// re-encodes.
+// hashes the contents of the corpus and of the model files, so a change to
+// either re-encodes, while a fresh clone or a reinstalled model with the
+// same bytes reuses the cache. Writing a new entry removes the model's
+// older ones (each is about 2 GB).
 func corpusTokens(tb testing.TB, ctx context.Context, enc *encoder.Encoder, modelDir string, ids, texts []string) ([][]float32, error) {
 	h := sha256.New()
 	for _, p := range []string{filepath.Join(sciFactDir, "corpus.jsonl"), filepath.Join(modelDir, "model.onnx"), filepath.Join(modelDir, encoder.ConfigFile)} {
-		fi, err := os.Stat(p)
+		f, err := os.Open(p)
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
-	cfg, _ := os.ReadFile(filepath.Join(modelDir, encoder.ConfigFile))
-	h.Write(cfg)
 	cacheDir, err := os.UserCacheDir()
 	if err != nil {
 		cacheDir = os.TempDir()
 	}
-	cache := filepath.Join(cacheDir, "tandem-test", "latecollect-scifact-"+enc.Name()+"-"+hex.EncodeToString(h.Sum(nil)[:8])+".tok")
+	prefix := filepath.Join(cacheDir, "tandem-test", "latecollect-scifact-"+enc.Name()+"-")
+	cache := prefix + hex.EncodeToString(h.Sum(nil)[:8]) + ".tok"
 	if tokens, err := readTokenCache(cache, len(ids), enc.TokenDim()); err == nil {
 		tb.Logf("SciFact tokens read from cache %s", cache)
 		return tokens, nil
@@ -257,6 +262,12 @@ func corpusTokens(tb testing.TB, ctx context.Context, enc *encoder.Encoder, mode
 	}
 	if err := writeTokenCache(cache, tokens, enc.TokenDim()); err != nil {
 		tb.Logf("token cache not written: %v", err)
+	} else if old, _ := filepath.Glob(prefix + "*.tok"); len(old) > 1 {
+		for _, o := range old {
+			if o != cache {
+				os.Remove(o)
+			}
+		}
 	}
 	return tokens, nil
 }
