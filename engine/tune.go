@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -73,13 +74,7 @@ func (t TuneResult) Request(base Request, retrievers []string, k int) Request {
 	for _, r := range retrievers {
 		req.Depth[r] = t.Depth
 	}
-	req.Weight = nil
-	if t.Weight != nil {
-		req.Weight = map[string]float64{}
-		for r, w := range t.Weight {
-			req.Weight[r] = w
-		}
-	}
+	req.Weight = maps.Clone(t.Weight) // nil stays nil
 	return req
 }
 
@@ -88,13 +83,7 @@ func (t TuneResult) Request(base Request, retrievers []string, k int) Request {
 func (t TuneResult) String() string {
 	s := fmt.Sprintf("%s depth=%d", t.Fusion, t.Depth)
 	if t.Weight != nil {
-		names := slices.Sorted(func(yield func(string) bool) {
-			for n := range t.Weight {
-				if !yield(n) {
-					return
-				}
-			}
-		})
+		names := slices.Sorted(maps.Keys(t.Weight))
 		parts := make([]string, len(names))
 		for i, n := range names {
 			parts[i] = n + "=" + strconv.FormatFloat(t.Weight[n], 'g', -1, 64)
@@ -142,19 +131,16 @@ func (e *Engine) Tune(ctx context.Context, queries []evaluate.Query, qrels evalu
 	if k == 0 {
 		k = 100
 	}
-	methods := tr.Methods
-	if len(methods) == 0 {
-		for m := fusion.RRF; m <= fusion.CombMNZ; m++ {
-			methods = append(methods, m.String())
+	parsed := fusion.Methods()
+	if len(tr.Methods) > 0 {
+		parsed = make([]fusion.Method, len(tr.Methods))
+		for i, name := range tr.Methods {
+			m, err := fusion.ParseMethod(strings.TrimSpace(name))
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+			}
+			parsed[i] = m
 		}
-	}
-	parsed := make([]fusion.Method, len(methods))
-	for i, name := range methods {
-		m, err := fusion.ParseMethod(strings.TrimSpace(name))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		parsed[i] = m
 	}
 	weights := tr.Weights
 	if len(weights) == 0 {
@@ -199,7 +185,7 @@ func (e *Engine) Tune(ctx context.Context, queries []evaluate.Query, qrels evalu
 	vectors := weightVectors(weights, len(names))
 	for _, m := range parsed {
 		for _, d := range depths {
-			if !weighted(m) {
+			if !m.Weighted() {
 				configs = append(configs, config{m, nil, d})
 				continue
 			}
@@ -248,11 +234,6 @@ func (e *Engine) Tune(ctx context.Context, queries []evaluate.Query, qrels evalu
 		out[i] = results[j]
 	}
 	return out, nil
-}
-
-// weighted reports whether a fusion method uses per-retriever weights.
-func weighted(m fusion.Method) bool {
-	return m != fusion.RRF && m != fusion.CombSUM && m != fusion.CombMNZ
 }
 
 // weightVectors lists every assignment of grid weights to n retrievers,

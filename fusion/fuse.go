@@ -112,7 +112,7 @@ func Fuse(lists []List, opts Options) ([]Hit, error) {
 			return nil, fmt.Errorf("%w: %s: Weight = %v, want a finite value ≥ 0", ErrInvalid, where(), l.Weight)
 		}
 		weights[i] = 1
-		if l.Weight != 0 && opts.Method.weighted() {
+		if l.Weight != 0 && opts.Method.Weighted() {
 			weights[i] = l.Weight
 		}
 		items := l.Items

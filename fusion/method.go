@@ -63,7 +63,16 @@ func ParseMethod(name string) (Method, error) {
 	return 0, fmt.Errorf("%w %q (want one of %s)", ErrUnknownMethod, name, strings.Join(methodNames[:], ", "))
 }
 
-// weighted reports whether the method uses List.Weight.
-func (m Method) weighted() bool {
+// Methods lists every method, in the order of their constants.
+func Methods() []Method {
+	out := make([]Method, len(methodNames))
+	for i := range out {
+		out[i] = Method(i)
+	}
+	return out
+}
+
+// Weighted reports whether the method uses List.Weight.
+func (m Method) Weighted() bool {
 	return m != RRF && m != CombSUM && m != CombMNZ
 }

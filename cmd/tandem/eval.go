@@ -12,6 +12,7 @@ import (
 
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/evaluate"
+	"github.com/tandemsearch/tandem/fusion"
 )
 
 func runEval(args []string, stdout, stderr io.Writer) error {
@@ -44,7 +45,10 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	methods := strings.Split(*fusions, ",")
 	if *fusions == "all" {
-		methods = []string{"rrf", "wrrf", "minmax", "zscore", "max", "dbsf", "combsum", "combmnz"}
+		methods = methods[:0]
+		for _, m := range fusion.Methods() {
+			methods = append(methods, m.String())
+		}
 	}
 	queries, err := evaluate.LoadQueries(*queriesPath)
 	if err != nil {

@@ -35,6 +35,9 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem tune --dir DIR --queries queries.jsonl --qrels train.tsv [--holdout test.tsv] [--mode hybrid] [--fusion all] [--weights 0.5,1,2,3] [--depths 100,200]")
 		return errUsage
 	}
+	if *top < 1 {
+		return fmt.Errorf("--top %d: want at least 1", *top)
+	}
 	weights, err := parseFloats("--weights", *weightsFlag)
 	if err != nil {
 		return err
