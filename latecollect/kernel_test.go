@@ -35,13 +35,7 @@ func TestMaxSimAVX2MatchesPairwise(t *testing.T) {
 				for _, mask := range [][]bool{nil, alternate(nd), none, last} {
 					got := make([]float32, nq)
 					maxSimAVX2(q, d, dim, mask, got)
-					for i := range nq {
-						want := float32(math.Inf(-1))
-						for j := range nd {
-							if mask == nil || mask[j] {
-								want = max(want, dot(q[i*dim:(i+1)*dim], d[j*dim:(j+1)*dim]))
-							}
-						}
+					for i, want := range naiveMaxSim(q, d, dim, mask, nq) {
 						if got[i] != want {
 							t.Fatalf("dim=%d nq=%d nd=%d mask=%v: best[%d] = %v, want %v", dim, nq, nd, mask, i, got[i], want)
 						}

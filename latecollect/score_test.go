@@ -119,13 +119,7 @@ func TestMaxSimMatchesPairwise(t *testing.T) {
 			for _, mask := range [][]bool{nil, alternate(nd)} {
 				got := make([]float32, nq)
 				maxSim(q, d, dim, mask, got)
-				for i := range nq {
-					want := float32(math.Inf(-1))
-					for j := range nd {
-						if mask == nil || mask[j] {
-							want = max(want, dot(q[i*dim:(i+1)*dim], d[j*dim:(j+1)*dim]))
-						}
-					}
+				for i, want := range naiveMaxSim(q, d, dim, mask, nq) {
 					if got[i] != want {
 						t.Fatalf("nq=%d nd=%d mask=%v: best[%d] = %v, want %v", nq, nd, mask != nil, i, got[i], want)
 					}
@@ -141,4 +135,19 @@ func alternate(n int) []bool {
 		m[i] = i%2 == 0
 	}
 	return m
+}
+
+// naiveMaxSim is the reference for maxSim: for each of the nq query
+// tokens, the largest dot product with a counted document token, or -Inf.
+func naiveMaxSim(q, d []float32, dim int, mask []bool, nq int) []float32 {
+	best := make([]float32, nq)
+	for i := range best {
+		best[i] = float32(math.Inf(-1))
+		for j := range len(d) / dim {
+			if mask == nil || mask[j] {
+				best[i] = max(best[i], dot(q[i*dim:(i+1)*dim], d[j*dim:(j+1)*dim]))
+			}
+		}
+	}
+	return best
 }
