@@ -34,6 +34,13 @@ func indexBEIR(t testing.TB, name string, skipBad bool) (*Engine, []evaluate.Que
 	if _, err := e.IndexJSONL(context.Background(), f, JSONLOptions{SkipBad: skipBad}); err != nil {
 		t.Fatal(err)
 	}
+	queries, qrels := beirTest(t, data)
+	return e, queries, qrels
+}
+
+// beirTest loads a BEIR collection's queries and its test qrels.
+func beirTest(t testing.TB, data string) ([]evaluate.Query, evaluate.Qrels) {
+	t.Helper()
 	queries, err := evaluate.LoadQueries(filepath.Join(data, "queries.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +49,7 @@ func indexBEIR(t testing.TB, name string, skipBad bool) (*Engine, []evaluate.Que
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, queries, qrels
+	return queries, qrels
 }
 
 func evalBEIR(t testing.TB, name string, skipBad bool) evaluate.Metrics {

@@ -143,14 +143,8 @@ func TestSciFact(t *testing.T) {
 	}
 	e, data, indexTook, subset := openSciFact(t)
 	ctx := context.Background()
-	queries, err := evaluate.LoadQueries(filepath.Join(data, "queries.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qrels, err := evaluate.LoadQrels(filepath.Join(data, "qrels", "test.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	queries, qrels := beirTest(t, data)
+	var err error
 	var rows []*sciFactRow
 	add := func(mode, fusion string, req Request) *sciFactRow {
 		req.Fusion = fusion
