@@ -129,9 +129,6 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
-	}
 	// Models requested for a new collection are loaded first, to record
 	// their dimensions in its schema; an existing collection keeps its own.
 	var loaded map[string]*encoder.Encoder
@@ -153,6 +150,11 @@ func Open(dir string, opts *Options) (*Engine, error) {
 			enc.Close()
 		}
 	}()
+	// The directory is made only once the requested models have loaded,
+	// so that a bad model name leaves nothing behind.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
 	st, err := storage.Open(dir, &storage.Options{Schema: schema, NoSync: o.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

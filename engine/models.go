@@ -89,7 +89,7 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 			specs[i].Late, specs[i].TokenDim = true, enc.TokenDim()
 		} else {
 			if enc.Dim() == 0 {
-				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval", ErrModel, name, enc.Pooling())
+				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval (request it for late interaction only, e.g. late:%s)", ErrModel, name, enc.Pooling(), name)
 			}
 			specs[i].Dense, specs[i].Dim = true, enc.Dim()
 		}

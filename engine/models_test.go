@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -147,10 +149,13 @@ func TestHybridSearchWithModel(t *testing.T) {
 func TestModelErrors(t *testing.T) {
 	ctx := context.Background()
 	// A model that is not installed: clear error, nothing created.
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "new")
 	_, err := Open(dir, &Options{Dense: []string{"no-such-model"}})
 	if !errors.Is(err, encoder.ErrNotInstalled) || !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "no-such-model") {
 		t.Fatalf("missing model: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a failed Open left %s behind (stat: %v)", dir, err)
 	}
 	needModel(t)
 	// A collection whose stored dimension differs from the model's is

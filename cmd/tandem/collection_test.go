@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,6 +129,32 @@ func TestParseBoosts(t *testing.T) {
 		}
 		if !tc.err && fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("parseBoosts(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestModelNames(t *testing.T) {
+	tests := []struct {
+		in          string
+		dense, late []string
+		err         bool
+	}{
+		{"none", nil, nil, false},
+		{"a", []string{"a"}, []string{"a"}, false},
+		{"a, late:b,dense:c", []string{"a", "c"}, []string{"a", "b"}, false},
+		{"late:b", nil, []string{"b"}, false},
+		{"a,,b", nil, nil, true},
+		{"late:", nil, nil, true},
+		{"sparse:a", nil, nil, true},
+	}
+	for _, tc := range tests {
+		dense, late, err := modelNames(tc.in, io.Discard)
+		if (err != nil) != tc.err {
+			t.Errorf("modelNames(%q) error = %v, want error %v", tc.in, err, tc.err)
+			continue
+		}
+		if !tc.err && (fmt.Sprint(dense) != fmt.Sprint(tc.dense) || fmt.Sprint(late) != fmt.Sprint(tc.late)) {
+			t.Errorf("modelNames(%q) = %v, %v; want %v, %v", tc.in, dense, late, tc.dense, tc.late)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "collection directory (created if absent)")
 	corpus := fs.String("corpus", "", "JSONL file to index ('-' for stdin)")
 	batch := fs.Int("batch", 0, "documents per atomic batch (default 1000, or 256 when encoding)")
-	models := fs.String("models", "", "new collection: encoder models for dense and late retrieval, comma-separated; 'none' for BM25 only (default: the installed default model, or none if it is not installed)")
+	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed)")
 	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
 	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")
@@ -68,11 +68,11 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	}
 	_, statErr := os.Stat(*dir)
 	existed := statErr == nil
-	names, err := modelNames(*models, stderr)
+	dense, late, err := modelNames(*models, stderr)
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch, Dense: names, Late: names})
+	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch, Dense: dense, Late: late})
 	if err != nil {
 		return err
 	}
@@ -115,28 +115,43 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// modelNames turns --models into model names: "" is the installed default
-// model (none when it is not installed), "none" is BM25 only.
-func modelNames(flag string, stderr io.Writer) ([]string, error) {
+// modelNames turns --models into the models of dense and of late
+// retrieval: "" is the installed default model for both (none when it is
+// not installed), "none" is BM25 only, NAME serves both, and dense:NAME or
+// late:NAME one of them (a token-only model such as a ColBERT checkpoint
+// is late:NAME).
+func modelNames(flag string, stderr io.Writer) (dense, late []string, err error) {
 	switch strings.TrimSpace(flag) {
 	case "none":
-		return nil, nil
+		return nil, nil, nil
 	case "":
 		if _, err := encoder.Find(""); err != nil {
 			fmt.Fprintf(stderr, "note: default model %s is not installed (%v); indexing for BM25 only\n", encoder.DefaultModel, err)
-			return nil, nil
+			return nil, nil, nil
 		}
-		return []string{encoder.DefaultModel}, nil
+		return []string{encoder.DefaultModel}, []string{encoder.DefaultModel}, nil
 	}
-	var out []string
 	for _, n := range strings.Split(flag, ",") {
 		n = strings.TrimSpace(n)
-		if n == "" {
-			return nil, fmt.Errorf("--models: empty name in %q", flag)
+		kind, name, found := strings.Cut(n, ":")
+		if !found {
+			kind, name = "", n
 		}
-		out = append(out, n)
+		if name == "" {
+			return nil, nil, fmt.Errorf("--models: empty name in %q", flag)
+		}
+		switch kind {
+		case "":
+			dense, late = append(dense, name), append(late, name)
+		case "dense":
+			dense = append(dense, name)
+		case "late":
+			late = append(late, name)
+		default:
+			return nil, nil, fmt.Errorf("--models: %q: want NAME, dense:NAME or late:NAME", n)
+		}
 	}
-	return out, nil
+	return dense, late, nil
 }
 
 func progressLine(p engine.Progress, size int64) string {
