@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func tandemRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -25,9 +26,16 @@ func TestCollectionCommands(t *testing.T) {
 	os.WriteFile(corpus, []byte(`{"_id":"d1","title":"Whales","text":"The blue whale is the largest animal.","year":2001}
 {"_id":"d2","title":"Sharks","text":"Sharks are fish.","year":2010}
 {"_id":"d3","title":"Whale song","text":"Humpback whales sing.","year":2020}
+{"_id":"d4","title":"Ångström-scale whale ééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééééé","text":"Long accented title.","year":1990}
 `), 0o644)
-	if code, out, errs := tandemRun(t, "index", "--dir", dir, "--corpus", corpus); code != 0 || !strings.Contains(out, "indexed 3 documents") || !strings.Contains(errs, "docs/s") {
+	if code, out, errs := tandemRun(t, "index", "--dir", dir, "--corpus", corpus); code != 0 || !strings.Contains(out, "indexed 4 documents") || !strings.Contains(errs, "docs/s") {
 		t.Fatalf("index: code %d out %q err %q", code, out, errs)
+	}
+
+	// The human-readable output cuts long titles at 80 characters, never
+	// inside a UTF-8 sequence.
+	if code, out, errs := tandemRun(t, "search", "--dir", dir, "--mode", "bm25", "--filter", `{"range":{"year":{"lt":2000}}}`, "whale"); code != 0 || !utf8.ValidString(out) || !strings.Contains(out, "Ångström-scale") || !strings.Contains(out, "é...") {
+		t.Errorf("search with a long accented title: code %d out %q err %q", code, out, errs)
 	}
 
 	code, out, errs := tandemRun(t, "search", "--dir", dir, "--mode", "bm25", "--filter", `{"range":{"year":{"gte":2015}}}`, "-k", "5", "--json", "whale")

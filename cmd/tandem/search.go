@@ -76,22 +76,26 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if res.Fusion != "" {
 		fmt.Fprintf(stdout, "%s fused with %s\n", strings.Join(res.Retrievers, " + "), res.Fusion)
 	}
+	width := 0
+	for _, r := range res.Retrievers {
+		width = max(width, len(r))
+	}
 	for i, h := range res.Hits {
 		title, _ := h.Fields["title"].(string)
 		if title == "" {
 			title, _ = h.Fields["text"].(string)
 		}
-		if len(title) > 80 {
-			title = title[:80] + "..."
+		if r := []rune(title); len(r) > 80 {
+			title = string(r[:80]) + "..."
 		}
 		fmt.Fprintf(stdout, "%3d  %-12s %8.4f  %s\n", i+1+*offset, h.ID, h.Score, title)
 		if len(h.Sources) > 1 {
 			for _, s := range h.Sources {
 				if s.Rank == 0 {
-					fmt.Fprintf(stdout, "       %-28s      -\n", s.Retriever)
+					fmt.Fprintf(stdout, "       %-*s      -\n", width, s.Retriever)
 					continue
 				}
-				fmt.Fprintf(stdout, "       %-28s rank %3d  score %8.4f  contribution %.4f\n", s.Retriever, s.Rank, s.Score, s.Contribution)
+				fmt.Fprintf(stdout, "       %-*s rank %3d  score %8.4f  contribution %.4f\n", width, s.Retriever, s.Rank, s.Score, s.Contribution)
 			}
 		}
 	}
