@@ -14,12 +14,16 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup build test test-short testrace eval-scifact eval-cranfield bench lint demo clean-native
+.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench lint demo clean-native
 
 all: build
 
 setup:
 	@bash scripts/setup.sh
+
+# Optional models beyond the defaults (docs/models.md).
+models-extra: setup
+	@bash scripts/setup-models.sh answerai-colbert-small-v1
 
 build: setup
 	go build $(GOFLAGS_BUILD) -o bin/tandem ./cmd/tandem

