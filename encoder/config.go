@@ -44,6 +44,20 @@ const (
 	Cosine Similarity = "cosine"
 )
 
+// Precision is the number format of a model's weights. It is
+// informational: ONNX Runtime runs whatever the graph holds, and Tandem
+// feeds and reads the same tensors either way.
+type Precision string
+
+const (
+	// Float32 is a full-precision export.
+	Float32 Precision = "float32"
+	// Int8 is a quantised model: int8 weights, and usually activations
+	// quantised per tensor at run time, so that a text's vector depends
+	// slightly on the other texts in its batch.
+	Int8 Precision = "int8"
+)
+
 // Config is the content of tandem.json. Zero fields mean defaults; see
 // docs/models.md for the format and one example per model family.
 type Config struct {
@@ -70,6 +84,9 @@ type Config struct {
 	// Query and Document configure each side.
 	Query    SideConfig `json:"query"`
 	Document SideConfig `json:"document"`
+	// Precision is float32 or int8; empty when the configuration does not
+	// say (most exports are float32). Informational, like Source.
+	Precision Precision `json:"precision,omitempty"`
 	// Source and License record where the weights come from; informational.
 	Source  string `json:"source,omitempty"`
 	License string `json:"license,omitempty"`
@@ -191,6 +208,11 @@ func (c *Config) Validate() error {
 		return bad(`field "similarity" is required: dot or cosine`)
 	default:
 		return bad(`field "similarity": %q is not dot or cosine`, c.Similarity)
+	}
+	switch c.Precision {
+	case "", Float32, Int8:
+	default:
+		return bad(`field "precision": %q is not float32 or int8`, c.Precision)
 	}
 	for _, f := range []struct{ name, v string }{{"model", c.Model}, {"tokenizer", c.Tokenizer},
 		{"query.model", c.Query.Model}, {"document.model", c.Document.Model}} {

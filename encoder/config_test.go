@@ -27,6 +27,8 @@ func TestParseConfig(t *testing.T) {
 		{"attend without augment", `{"pooling":"none","similarity":"dot","query":{"attend_to_augment":true}}`, `without "query.augment"`},
 		{"escaping model path", `{"pooling":"cls","similarity":"dot","model":"../x.onnx"}`, `inside the model directory`},
 		{"projection dims", `{"pooling":"none","similarity":"dot","projection":{"file":"p.f32","input_dim":0,"output_dim":128}}`, `"projection"`},
+		{"precision", `{"pooling":"cls","similarity":"dot","precision":"int8"}`, ""},
+		{"bad precision", `{"pooling":"cls","similarity":"dot","precision":"int4"}`, `"int4" is not float32 or int8`},
 		{"trailing data", `{"pooling":"cls","similarity":"dot"} {}`, "trailing data"},
 	}
 	for _, tc := range cases {

@@ -25,6 +25,8 @@ type Info struct {
 	Dir        string
 	Pooling    Pooling
 	Similarity Similarity
+	// Precision is as tandem.json says; empty when it does not say.
+	Precision Precision
 	// Dim and TokenDim are as Encoder reports them; zero when Err is set.
 	Dim, TokenDim int
 	Source        string
@@ -60,7 +62,8 @@ func List(modelsDir string, opts *Options) ([]Info, error) {
 		if cfg.Name != "" {
 			info.Name = cfg.Name
 		}
-		info.Pooling, info.Similarity, info.Source, info.License = cfg.Pooling, cfg.Similarity, cfg.Source, cfg.License
+		info.Pooling, info.Similarity, info.Precision = cfg.Pooling, cfg.Similarity, cfg.Precision
+		info.Source, info.License = cfg.Source, cfg.License
 		var o Options
 		if opts != nil {
 			o = *opts

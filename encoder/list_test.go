@@ -1,6 +1,7 @@
 package encoder
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	setPrecision(t, filepath.Join(root, "tiny-colbert"), Int8)
 	broken := copyTiny(t, "tiny-t5", "model.onnx")
 	if err := os.Rename(broken, filepath.Join(root, "broken")); err != nil {
 		t.Fatal(err)
@@ -32,14 +34,35 @@ func TestList(t *testing.T) {
 	for _, in := range infos {
 		byName[in.Name] = in
 	}
-	if in := byName["tiny-bert"]; in.Err != nil || in.Dim != 4 || in.Pooling != PoolCLS {
+	if in := byName["tiny-bert"]; in.Err != nil || in.Dim != 4 || in.Pooling != PoolCLS || in.Precision != "" {
 		t.Errorf("tiny-bert: %+v", in)
 	}
-	if in := byName["tiny-colbert"]; in.Err != nil || in.Dim != 0 || in.TokenDim != 128 || in.Pooling != PoolNone {
+	if in := byName["tiny-colbert"]; in.Err != nil || in.Dim != 0 || in.TokenDim != 128 || in.Pooling != PoolNone || in.Precision != Int8 {
 		t.Errorf("tiny-colbert: %+v", in)
 	}
 	if in := byName["tiny-t5"]; !errors.Is(in.Err, ErrMissingFile) {
 		t.Errorf("model without model.onnx: Err = %v, want ErrMissingFile", in.Err)
+	}
+}
+
+// setPrecision rewrites the precision of the model configuration in dir.
+func setPrecision(t *testing.T, dir string, p Precision) {
+	t.Helper()
+	path := filepath.Join(dir, ConfigFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["precision"] = p
+	if data, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

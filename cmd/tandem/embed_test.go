@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -69,4 +70,51 @@ func TestModelsCommand(t *testing.T) {
 			t.Errorf("models output lacks %q:\n%s", want, stdout.String())
 		}
 	}
+	// The tiny models do not state a precision.
+	if row := modelRow(t, stdout.String(), "tiny-bert"); !slices.Equal(row[:6], []string{"tiny-bert", "-", "4", "4", "cls", "dot"}) {
+		t.Errorf("tiny-bert row %q", row)
+	}
+
+	// A model whose tandem.json states its precision shows it.
+	dir := filepath.Join(t.TempDir(), "tiny-bert-int8")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"model.onnx", "tokenizer.json"} {
+		data, err := os.ReadFile(filepath.Join("../../encoder/testdata/tiny-bert", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := `{"name": "tiny-bert-int8", "pooling": "cls", "similarity": "dot", "precision": "int8"}`
+	if err := os.WriteFile(filepath.Join(dir, "tandem.json"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if code := run([]string{"models", "--dir", filepath.Dir(dir)}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if row := modelRow(t, stdout.String(), "tiny-bert-int8"); !slices.Equal(row, []string{"tiny-bert-int8", "int8", "4", "4", "cls", "dot", dir}) {
+		t.Errorf("tiny-bert-int8 row %q", row)
+	}
+}
+
+// modelRow returns the fields of the `tandem models` row of model name,
+// after checking the header.
+func modelRow(t *testing.T, out, name string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if h := strings.Join(strings.Fields(lines[0]), " "); h != "NAME PRECISION DIM TOKEN DIM POOLING SIMILARITY PATH" {
+		t.Fatalf("models header %q", lines[0])
+	}
+	for _, line := range lines[1:] {
+		if f := strings.Fields(line); f[0] == name {
+			return f
+		}
+	}
+	t.Fatalf("models output has no row for %s:\n%s", name, out)
+	return nil
 }

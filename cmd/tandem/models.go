@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -36,17 +37,20 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDIM\tTOKEN DIM\tPOOLING\tSIMILARITY\tPATH")
+	fmt.Fprintln(tw, "NAME\tPRECISION\tDIM\tTOKEN DIM\tPOOLING\tSIMILARITY\tPATH")
 	for _, in := range infos {
 		name := in.Name
 		if name == encoder.DefaultModel {
 			name += " (default)"
 		}
+		// A configuration without "precision" does not say; show that
+		// rather than guess float32.
+		precision := cmp.Or(string(in.Precision), "-")
 		if in.Err != nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t%s\t%s\t%s\terror: %v\n", name, in.Pooling, in.Similarity, in.Dir, in.Err)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%s\t%s\t%s\terror: %v\n", name, precision, in.Pooling, in.Similarity, in.Dir, in.Err)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", name, in.Dim, in.TokenDim, in.Pooling, in.Similarity, in.Dir)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", name, precision, in.Dim, in.TokenDim, in.Pooling, in.Similarity, in.Dir)
 	}
 	return tw.Flush()
 }
