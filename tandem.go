@@ -20,10 +20,17 @@ import (
 	"unicode/utf8"
 )
 
-// Doc is one document: an external id and its field values.
+// Doc is one document: an external id, its field values and, optionally,
+// vectors computed elsewhere.
 type Doc struct {
 	ID     string         `json:"id"`
 	Fields map[string]any `json:"fields"`
+	// Vectors brings precomputed vectors, keyed by model name, for models
+	// of the collection: Tandem checks them (Model.CheckVectors) and stores
+	// them instead of encoding the document with that model. An external
+	// model's vectors are required. They are stored as blobs, never as
+	// fields.
+	Vectors map[string]Vectors `json:"vectors,omitempty"`
 }
 
 // Hit is one ranked result.
@@ -68,6 +75,15 @@ type Model struct {
 	// TokenDim values.
 	Late     bool `json:"late,omitempty"`
 	TokenDim int  `json:"token_dim,omitempty"`
+	// Similarity is how the model's vectors compare, Cosine or Dot. For
+	// an installed model it is recorded from the model when the collection
+	// is created; "" (collections made before it was recorded) means
+	// Cosine, which every default model uses.
+	Similarity string `json:"similarity,omitempty"`
+	// External marks a model Tandem does not run: only its name,
+	// dimensions and similarity are known. Every document brings its
+	// vectors (Doc.Vectors) and every search its query vectors.
+	External bool `json:"external,omitempty"`
 }
 
 // FieldType is the type of a schema field.
@@ -103,6 +119,10 @@ type Field struct {
 	// per-field scoring; 0 means 1.
 	Boost float64 `json:"boost,omitempty"`
 }
+
+// maxModelDim bounds a model's dimensions: token blobs store the
+// dimension in 16 bits.
+const maxModelDim = 65535
 
 // DefaultAnalyzer is the analyzer of text fields that name none.
 const DefaultAnalyzer = "en"
@@ -203,6 +223,12 @@ func (s *Schema) Validate() error {
 			return fmt.Errorf("tandem: schema model %q: neither dense nor late", m.Name)
 		case m.Dense && m.Dim <= 0, m.Late && m.TokenDim <= 0:
 			return fmt.Errorf("tandem: schema model %q: missing dimension", m.Name)
+		case m.Dim < 0 || m.TokenDim < 0 || m.Dim > maxModelDim || m.TokenDim > maxModelDim:
+			return fmt.Errorf("tandem: schema model %q: dimension out of range 1..%d", m.Name, maxModelDim)
+		case m.Similarity != "" && m.Similarity != Cosine && m.Similarity != Dot:
+			return fmt.Errorf("tandem: schema model %q: similarity %q (want %q or %q)", m.Name, m.Similarity, Cosine, Dot)
+		case m.External && m.Similarity == "":
+			return fmt.Errorf("tandem: schema model %q: an external model needs a similarity (%q or %q)", m.Name, Cosine, Dot)
 		}
 		models[m.Name] = true
 	}
@@ -480,17 +506,18 @@ func DecodeJSON(data []byte, idField string) (Doc, error) {
 		}
 		return Doc{}, fmt.Errorf("%w at byte %d", ErrInvalidUTF8, off)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
-		return Doc{}, fmt.Errorf("malformed JSON: %w", err)
+	var (
+		obj     map[string]any
+		vectors json.RawMessage
+		err     error
+	)
+	if bytes.Contains(data, []byte(`"`+VectorsKey+`"`)) {
+		obj, vectors, err = decodeWithVectors(data)
+	} else {
+		obj, err = decodeObject(data)
 	}
-	if obj == nil {
-		return Doc{}, fmt.Errorf("malformed JSON: want an object")
-	}
-	if dec.More() {
-		return Doc{}, fmt.Errorf("malformed JSON: trailing data after the object")
+	if err != nil {
+		return Doc{}, err
 	}
 	doc := Doc{Fields: map[string]any{}}
 	switch id := obj[idField].(type) {
@@ -504,8 +531,62 @@ func DecodeJSON(data []byte, idField string) (Doc, error) {
 		return Doc{}, &FieldError{Field: idField, Err: fmt.Errorf("%w: want a string id, got %s", ErrWrongType, typeName(id))}
 	}
 	delete(obj, idField)
+	if vectors != nil && string(bytes.TrimSpace(vectors)) != "null" {
+		vs, err := decodeVectors(vectors)
+		if err != nil {
+			return Doc{}, err
+		}
+		doc.Vectors = vs
+	}
 	flatten("", obj, doc.Fields)
 	return doc, nil
+}
+
+// decodeObject decodes one JSON object with numbers as json.Number.
+func decodeObject(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("malformed JSON: %w", err)
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("malformed JSON: want an object")
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("malformed JSON: trailing data after the object")
+	}
+	return obj, nil
+}
+
+// decodeWithVectors is decodeObject for a line that may carry VectorsKey:
+// its value is returned raw, to be parsed as float32 without a
+// json.Number per value.
+func decodeWithVectors(data []byte) (map[string]any, json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, nil, fmt.Errorf("malformed JSON: %w", err)
+	}
+	if raw == nil {
+		return nil, nil, fmt.Errorf("malformed JSON: want an object")
+	}
+	if dec.More() {
+		return nil, nil, fmt.Errorf("malformed JSON: trailing data after the object")
+	}
+	vectors := raw[VectorsKey]
+	delete(raw, VectorsKey)
+	obj := make(map[string]any, len(raw))
+	for k, v := range raw {
+		vd := json.NewDecoder(bytes.NewReader(v))
+		vd.UseNumber()
+		var x any
+		if err := vd.Decode(&x); err != nil {
+			return nil, nil, fmt.Errorf("malformed JSON: %w", err)
+		}
+		obj[k] = x
+	}
+	return obj, vectors, nil
 }
 
 func flatten(prefix string, obj map[string]any, out map[string]any) {

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tandemsearch/tandem/internal/ort"
@@ -418,6 +419,9 @@ type Batch struct {
 	// Tokens holds the token output per text; nil unless asked for, and
 	// always set when pooling is none.
 	Tokens []Tokens
+	// InputTokens is the number of tokens the model read, special tokens
+	// included and padding excluded: the unit of encoding throughput.
+	InputTokens int
 }
 
 // Tokens is the token output of one text: the vectors of attended tokens
@@ -517,19 +521,66 @@ func (e *Encoder) encode(ctx context.Context, side Side, texts []string, tokens 
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(seqs[a].ids), len(seqs[b].ids)) })
 
 	out := &Batch{}
+	for _, sq := range seqs {
+		out.InputTokens += len(sq.ids)
+	}
 	if e.cfg.Pooling != PoolNone {
 		out.Vectors = make([][]float32, len(texts))
 	}
 	if tokens {
 		out.Tokens = make([]Tokens, len(texts))
 	}
+	var batches [][]int
 	for start := 0; start < len(order); start += e.opts.BatchSize {
-		if err := ctx.Err(); err != nil {
+		batches = append(batches, order[start:min(start+e.opts.BatchSize, len(order))])
+	}
+	// Up to MaxConcurrentRuns batches run at once, so that a machine
+	// with more cores than one run's threads is kept busy; each batch
+	// writes only its own texts' slots of out.
+	workers := min(cap(e.sem), len(batches))
+	if workers <= 1 {
+		for _, b := range batches {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if err := e.runBatch(ctx, spec, seqs, b, out); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make([]error, workers)
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batches) || ctx.Err() != nil {
+					return
+				}
+				if err := e.runBatch(ctx, spec, seqs, batches[i], out); err != nil {
+					errs[w] = err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		if err := e.runBatch(ctx, spec, seqs, order[start:min(start+e.opts.BatchSize, len(order))], out); err != nil {
-			return nil, err
-		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -42,6 +42,8 @@ type Options struct {
 	// interaction. A model in both is run once per document. Empty means
 	// BM25 only. Like Schema, they are stored with the collection and
 	// ignored when it exists: its stored models are loaded instead.
+	// External models, which Tandem does not run, are declared in
+	// Schema.Models with External set.
 	Dense, Late []string
 	// EncoderThreads caps the threads of one ONNX Runtime model run;
 	// 0 means min(NumCPU, 4). Model runs are serialised per encoder, so
@@ -81,7 +83,20 @@ type DerivedIndex interface {
 	Close() error
 }
 
-type derived = DerivedIndex
+// derived is an attached DerivedIndex with the lock that serialises its
+// catch-up, so that the writer and the ingest pipeline's appliers never
+// apply the same changes twice.
+type derived struct {
+	DerivedIndex
+	applyMu sync.Mutex
+}
+
+// catchUp applies every change after d's AppliedSeq.
+func (d *derived) catchUp(ctx context.Context, st *storage.Store) error {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	return catchUp(ctx, st, d.DerivedIndex)
+}
 
 // bm25 adapts sparse.Index, which needs the current schema to apply.
 type bm25 struct {
@@ -103,7 +118,7 @@ type Engine struct {
 	models []*model // the collection's encoders and their indexes
 
 	derivedMu sync.Mutex // guards derived (appended to by Attach)
-	derived   []derived
+	derived   []*derived
 
 	// writeMu serialises Index and Delete, so that derived indexes see
 	// batches in commit order.
@@ -143,7 +158,8 @@ func Open(dir string, opts *Options) (*Engine, error) {
 			schema = tandem.DefaultSchema()
 		}
 		schema = schema.Clone()
-		schema.Models = specs
+		// Models the schema declares itself (external ones) come first.
+		schema.Models = append(schema.Models, specs...)
 	}
 	defer func() {
 		for _, enc := range loaded { // those the collection did not take
@@ -164,9 +180,9 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		st.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{dir: dir, opts: o, st: st, sparse: sp, derived: []derived{bm25{sp, st}}}
+	e := &Engine{dir: dir, opts: o, st: st, sparse: sp, derived: []*derived{{DerivedIndex: bm25{sp, st}}}}
 	for _, d := range e.derived {
-		if err := catchUp(context.Background(), st, d); err != nil {
+		if err := d.catchUp(context.Background(), st); err != nil {
 			e.closeAll()
 			return nil, fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
 		}
@@ -179,10 +195,10 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	e.models = ms
 	for _, m := range ms {
 		if m.dense != nil {
-			e.derived = append(e.derived, m.dense)
+			e.derived = append(e.derived, &derived{DerivedIndex: m.dense})
 		}
 		if m.late != nil {
-			e.derived = append(e.derived, m.late)
+			e.derived = append(e.derived, &derived{DerivedIndex: m.late})
 		}
 	}
 	if e.opts.BatchSize == 0 {
@@ -194,7 +210,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	return e, nil
 }
 
-func catchUp(ctx context.Context, st *storage.Store, d derived) error {
+func catchUp(ctx context.Context, st *storage.Store, d DerivedIndex) error {
 	for {
 		changes, err := st.Changes(ctx, d.AppliedSeq(), catchUpChunk)
 		if err != nil {
@@ -223,20 +239,21 @@ func (e *Engine) Attach(ctx context.Context, d DerivedIndex) error {
 			return fmt.Errorf("%w: a derived index named %q is attached already", ErrBadRequest, d.Name())
 		}
 	}
-	if err := catchUp(ctx, e.st, d); err != nil {
+	x := &derived{DerivedIndex: d}
+	if err := x.catchUp(ctx, e.st); err != nil {
 		return fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
 	}
 	e.derivedMu.Lock()
-	e.derived = append(e.derived, d)
+	e.derived = append(e.derived, x)
 	e.derivedMu.Unlock()
 	return nil
 }
 
 // derivedList returns the attached derived indexes.
-func (e *Engine) derivedList() []derived {
+func (e *Engine) derivedList() []*derived {
 	e.derivedMu.Lock()
 	defer e.derivedMu.Unlock()
-	return append([]derived(nil), e.derived...)
+	return append([]*derived(nil), e.derived...)
 }
 
 // Close releases the collection. It waits for running calls and is
@@ -258,7 +275,9 @@ func (e *Engine) closeAll() error {
 		errs = append(errs, d.Close())
 	}
 	for _, m := range e.models {
-		errs = append(errs, m.enc.Close())
+		if m.enc != nil {
+			errs = append(errs, m.enc.Close())
+		}
 	}
 	errs = append(errs, e.st.Close())
 	return errors.Join(errs...)
@@ -285,78 +304,24 @@ type IndexResult struct {
 
 // Index upserts docs by external id, in atomic batches of
 // Options.BatchSize (a batch too large for one Badger transaction is split
-// in halves until each part fits). When Index returns, every batch it committed is
-// durable; on error, the batches before the failing one are committed and
-// the rest are not (IndexResult says how many documents were written). A
-// document's error is a *storage.BatchError naming the document and, when
-// a field is at fault, wrapping a *tandem.FieldError.
+// in halves until each part fits), through the write pipeline that
+// IndexJSONL uses: checking, encoding, committing and index updates of
+// successive batches overlap. Documents bring vectors in Doc.Vectors;
+// the others are encoded with the collection's models.
+//
+// When Index returns, every batch it committed is durable and applied to
+// every index. On error, the batches before the failing document's batch
+// are committed and the rest are not (IndexResult says how many documents
+// were written). A document's error is a *storage.BatchError naming the
+// document by its index in docs and, when a field or a supplied vector is
+// at fault, wrapping a *tandem.FieldError or a *tandem.VectorError.
 func (e *Engine) Index(ctx context.Context, docs []tandem.Doc) (IndexResult, error) {
-	var res IndexResult
-	for start := 0; start < len(docs); start += e.opts.BatchSize {
-		end := min(start+e.opts.BatchSize, len(docs))
-		n, batches, err := e.putSplitting(ctx, docs[start:end])
-		res.Put += n
-		res.Batches += batches
-		if err != nil {
-			var be *storage.BatchError
-			if errors.As(err, &be) {
-				be.Index += start
-			}
-			return res, err
-		}
+	p, err := e.ingest(ctx, &sliceSource{docs: docs}, pipelineOptions{})
+	var de *docError
+	if errors.As(err, &de) {
+		err = &storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}
 	}
-	return res, nil
-}
-
-// putSplitting commits docs as one batch or, if that is too large for one
-// Badger transaction, as two halves, recursively. Each committed part is
-// atomic. It returns the documents written and the batches committed; a
-// *storage.BatchError's Index is relative to docs.
-func (e *Engine) putSplitting(ctx context.Context, docs []tandem.Doc) (put, batches int, err error) {
-	if err := e.enter(); err != nil {
-		return 0, 0, err
-	}
-	blobs, err := e.encodeBlobs(ctx, docs)
-	e.mu.RUnlock()
-	if err != nil {
-		return 0, 0, err
-	}
-	return e.writeSplitting(ctx, docs, blobs)
-}
-
-// writeSplitting is putSplitting once the blobs (nil, or one map per
-// document) are encoded.
-func (e *Engine) writeSplitting(ctx context.Context, docs []tandem.Doc, blobs []map[string][]byte) (put, batches int, err error) {
-	var b storage.Batch
-	for i, d := range docs {
-		var bl map[string][]byte
-		if blobs != nil {
-			bl = blobs[i]
-		}
-		b.Put(d, bl)
-	}
-	r, err := e.Write(ctx, &b)
-	if errors.Is(err, storage.ErrBatchTooLarge) && len(docs) > 1 {
-		half := len(docs) / 2
-		var b1, b2 []map[string][]byte
-		if blobs != nil {
-			b1, b2 = blobs[:half], blobs[half:]
-		}
-		p1, n1, err := e.writeSplitting(ctx, docs[:half], b1)
-		if err != nil {
-			return p1, n1, err
-		}
-		p2, n2, err := e.writeSplitting(ctx, docs[half:], b2)
-		var be *storage.BatchError
-		if errors.As(err, &be) {
-			be.Index += half
-		}
-		return p1 + p2, n1 + n2, err
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	return r.Put, 1, nil
+	return IndexResult{Put: p.Docs, Batches: p.Batches}, err
 }
 
 // Delete removes documents by external id in one atomic batch; unknown ids
@@ -383,16 +348,14 @@ func (e *Engine) Write(ctx context.Context, b *storage.Batch) (storage.WriteResu
 		return storage.WriteResult{}, err
 	}
 	defer e.mu.RUnlock()
-	e.writeMu.Lock()
-	defer e.writeMu.Unlock()
-	r, err := e.st.Write(ctx, b)
+	r, err := e.commit(ctx, b)
 	if err != nil {
-		return r, fmt.Errorf("engine: %w", err)
+		return r, err
 	}
 	for _, d := range e.derivedList() {
 		// Apply from the index's own applied sequence, not just this
 		// batch, so an earlier failed apply is retried here.
-		if err := catchUp(context.WithoutCancel(ctx), e.st, d); err != nil {
+		if err := d.catchUp(context.WithoutCancel(ctx), e.st); err != nil {
 			return r, fmt.Errorf("engine: batch committed, but updating %s failed (it catches up on reopen): %w", d.Name(), err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem"
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // DefaultMaxLineBytes bounds one JSONL line when JSONLOptions.MaxLineBytes
@@ -29,12 +28,18 @@ type JSONLOptions struct {
 	MaxLineBytes int
 }
 
-// Progress reports ingestion so far.
+// Progress reports ingestion so far. Every count is of committed
+// (acknowledged) work, except Lines and Bytes, which are the input read up
+// to the last committed batch.
 type Progress struct {
 	Docs    int   // documents committed
 	Skipped int   // bad lines skipped
 	Lines   int   // lines read
 	Bytes   int64 // bytes read
+	// Tokens is the number of tokens the encoders read for the committed
+	// documents (0 when every document brought its vectors).
+	Tokens  int64
+	Batches int // atomic batches committed
 	Elapsed time.Duration
 }
 
@@ -49,109 +54,72 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 // IndexJSONL streams JSON objects, one per line, into the collection: BEIR
 // corpus lines ({"_id", "title", "text", ...}) or any objects whose id is
-// under the schema's id field. Blank lines are ignored. Documents are
-// committed in atomic batches of Options.BatchSize; on error, batches
-// already committed stay, and the error is a *LineError naming the line
-// (and, through *tandem.FieldError, the field).
+// under the schema's id field. A line may bring precomputed vectors under
+// tandem.VectorsKey ("_vectors"). Blank lines are ignored. Documents go
+// through the write pipeline (see Index) in atomic batches of
+// Options.BatchSize; on error, batches already committed stay, and the
+// error is a *LineError naming the line (and, through *tandem.FieldError
+// or *tandem.VectorError, the field or the model); nothing of the bad
+// line's batch is stored. IndexJSONL returns when every committed batch is
+// applied to every index, after the reader's Read in progress returns.
 func (e *Engine) IndexJSONL(ctx context.Context, r io.Reader, opts JSONLOptions) (Progress, error) {
-	start := time.Now()
-	idField := e.Schema().IDField
 	maxLine := opts.MaxLineBytes
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLineBytes
 	}
 	cr := &countingReader{r: r}
-	br := bufio.NewReaderSize(cr, 1<<20)
-	var p Progress
-	type pending struct {
-		doc  tandem.Doc
-		line int
+	src := &jsonlSource{cr: cr, br: bufio.NewReaderSize(cr, 1<<20), max: maxLine, idField: e.Schema().IDField}
+	po := pipelineOptions{skipBad: opts.SkipBad, progress: opts.Progress}
+	if opts.OnSkip != nil {
+		po.onSkip = func(de *docError) { opts.OnSkip(&LineError{Line: de.pos, Err: de.err}) }
 	}
-	var batch []pending
-	skip := func(err error) error {
-		if !opts.SkipBad {
-			return err
-		}
-		p.Skipped++
-		if opts.OnSkip != nil {
-			opts.OnSkip(err)
-		}
-		return nil
+	p, err := e.ingest(ctx, src, po)
+	var de *docError
+	if errors.As(err, &de) {
+		err = &LineError{Line: de.pos, Err: de.err}
 	}
-	flush := func() error {
-		for len(batch) > 0 {
-			docs := make([]tandem.Doc, len(batch))
-			for i, pd := range batch {
-				docs[i] = pd.doc
-			}
-			n, _, err := e.putSplitting(ctx, docs)
-			p.Docs += n
-			var be *storage.BatchError
-			if errors.As(err, &be) && be.Index < len(batch) {
-				lerr := &LineError{Line: batch[be.Index].line, Err: be.Err}
-				if err := skip(lerr); err != nil {
-					return err
-				}
-				// A split batch commits a prefix of n documents before
-				// the part holding the bad one; retry the rest without it.
-				rest := make([]pending, 0, len(batch)-n)
-				rest = append(rest, batch[n:be.Index]...)
-				batch = append(rest, batch[be.Index+1:]...)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			break
-		}
-		batch = batch[:0]
-		p.Bytes = cr.n - int64(br.Buffered())
-		p.Elapsed = time.Since(start)
-		if opts.Progress != nil {
-			opts.Progress(p)
-		}
-		return nil
+	if err == nil {
+		// Lines after the last committed batch (blank ones, skipped ones)
+		// were read too.
+		p.Lines, p.Bytes = src.consumed()
 	}
+	return p, err
+}
+
+// jsonlSource reads documents from JSONL, one per non-blank line.
+type jsonlSource struct {
+	cr      *countingReader
+	br      *bufio.Reader
+	max     int
+	idField string
+	line    int
+}
+
+func (s *jsonlSource) next() (tandem.Doc, int, error) {
 	for {
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-		line, err := readLine(br, maxLine)
+		line, err := readLine(s.br, s.max)
 		if err == io.EOF && line == nil {
-			break
+			return tandem.Doc{}, 0, io.EOF
 		}
-		p.Lines++
+		s.line++
 		if err != nil && err != io.EOF {
 			if errors.Is(err, ErrLineTooLong) {
-				if serr := skip(&LineError{Line: p.Lines, Err: fmt.Errorf("%w (limit %d bytes)", err, maxLine)}); serr != nil {
-					return p, serr
-				}
-				continue
+				return tandem.Doc{}, s.line, &docError{pos: s.line, err: fmt.Errorf("%w (limit %d bytes)", err, s.max)}
 			}
-			return p, fmt.Errorf("engine: read line %d: %w", p.Lines, err)
+			return tandem.Doc{}, s.line, fmt.Errorf("engine: read line %d: %w", s.line, err)
 		}
 		if len(trimSpace(line)) == 0 {
 			continue
 		}
-		doc, derr := tandem.DecodeJSON(line, idField)
-		if derr != nil {
-			if serr := skip(&LineError{Line: p.Lines, Err: derr}); serr != nil {
-				return p, serr
-			}
-			continue
+		doc, err := tandem.DecodeJSON(line, s.idField)
+		if err != nil {
+			return tandem.Doc{}, s.line, &docError{pos: s.line, err: err}
 		}
-		batch = append(batch, pending{doc: doc, line: p.Lines})
-		if len(batch) >= e.opts.BatchSize {
-			if err := flush(); err != nil {
-				return p, err
-			}
-		}
+		return doc, s.line, nil
 	}
-	if err := flush(); err != nil {
-		return p, err
-	}
-	return p, nil
 }
+
+func (s *jsonlSource) consumed() (int, int64) { return s.line, s.cr.n - int64(s.br.Buffered()) }
 
 // ErrLineTooLong reports a JSONL line over the limit.
 var ErrLineTooLong = errors.New("engine: line too long")

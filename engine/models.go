@@ -23,7 +23,7 @@ var ErrModel = errors.New("engine: model")
 // model is one encoder of the collection and the retrievers it feeds.
 type model struct {
 	spec  tandem.Model
-	enc   *encoder.Encoder
+	enc   *encoder.Encoder   // nil for an external model
 	dense *dense.Index       // nil unless spec.Dense
 	late  *latecollect.Index // nil unless spec.Late
 
@@ -79,7 +79,7 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 		if !ok {
 			i = len(specs)
 			index[enc.Name()] = i
-			specs = append(specs, tandem.Model{Name: enc.Name()})
+			specs = append(specs, tandem.Model{Name: enc.Name(), Similarity: similarity(enc)})
 			encs[enc.Name()] = enc
 		}
 		if late {
@@ -116,6 +116,14 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 	return specs, byName, nil
 }
 
+// similarity is the tandem.Model similarity of an installed model.
+func similarity(enc *encoder.Encoder) string {
+	if enc.Similarity() == encoder.Dot {
+		return tandem.Dot
+	}
+	return tandem.Cosine
+}
+
 // openModels loads (or takes from loaded) the encoder of every model the
 // stored schema lists, checks its dimensions against the collection's,
 // and opens its dense and late indexes, which catch up with the log.
@@ -126,6 +134,16 @@ func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, lo
 		return nil, err
 	}
 	for _, spec := range specs {
+		if spec.External {
+			m, err := openIndexes(ctx, st, &model{spec: spec})
+			if m != nil {
+				out = append(out, m)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			continue
+		}
 		enc, ok := loaded[spec.Name]
 		if ok {
 			delete(loaded, spec.Name)
@@ -135,30 +153,47 @@ func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, lo
 				return fail(fmt.Errorf("%w (the collection was indexed with it)", err))
 			}
 		}
+		if spec.Similarity == "" {
+			spec.Similarity = similarity(enc)
+		}
 		m := &model{spec: spec, enc: enc}
 		out = append(out, m)
 		if spec.Dense {
 			if err := enc.CheckDim(spec.Dim); err != nil {
 				return fail(fmt.Errorf("%w %q: dense vectors: %w", ErrModel, spec.Name, err))
 			}
-			x, err := dense.Open(ctx, st, &dense.Options{Model: spec.Name, Dim: spec.Dim})
-			if err != nil {
-				return fail(fmt.Errorf("engine: open dense index of %q: %w", spec.Name, err))
-			}
-			m.dense, m.denseSnap = x, snapshotSeq(st, dense.SnapshotName(spec.Name))
 		}
 		if spec.Late {
 			if err := enc.CheckTokenDim(spec.TokenDim); err != nil {
 				return fail(fmt.Errorf("%w %q: token vectors: %w", ErrModel, spec.Name, err))
 			}
-			x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: spec.Name, Dim: spec.TokenDim})
-			if err != nil {
-				return fail(fmt.Errorf("engine: open late-interaction index of %q: %w", spec.Name, err))
-			}
-			m.late, m.lateSnap = x, snapshotSeq(st, "late-"+spec.Name)
+		}
+		if _, err := openIndexes(ctx, st, m); err != nil {
+			return fail(err)
 		}
 	}
 	return out, nil
+}
+
+// openIndexes opens m's dense and late indexes, as its spec asks. On
+// error, the indexes it opened stay in m, for the caller to close.
+func openIndexes(ctx context.Context, st *storage.Store, m *model) (*model, error) {
+	spec := m.spec
+	if spec.Dense {
+		x, err := dense.Open(ctx, st, &dense.Options{Model: spec.Name, Dim: spec.Dim})
+		if err != nil {
+			return m, fmt.Errorf("engine: open dense index of %q: %w", spec.Name, err)
+		}
+		m.dense, m.denseSnap = x, snapshotSeq(st, dense.SnapshotName(spec.Name))
+	}
+	if spec.Late {
+		x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: spec.Name, Dim: spec.TokenDim})
+		if err != nil {
+			return m, fmt.Errorf("engine: open late-interaction index of %q: %w", spec.Name, err)
+		}
+		m.late, m.lateSnap = x, snapshotSeq(st, "late-"+spec.Name)
+	}
+	return m, nil
 }
 
 // snapshotSeq is the sequence of the named snapshot, 0 when there is none:
@@ -184,7 +219,9 @@ func closeModels(ms []*model) error {
 		if m.late != nil {
 			errs = append(errs, m.late.Close())
 		}
-		errs = append(errs, m.enc.Close())
+		if m.enc != nil {
+			errs = append(errs, m.enc.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -245,59 +282,3 @@ func docText(fields []tandem.Field, doc tandem.Doc) string {
 // read at most a few hundred tokens (bge-small 512, about 3 KB of English),
 // so a longer text only costs tokenization.
 const maxEncodeBytes = 64 << 10
-
-// encodeBlobs checks docs against the schema and encodes their texts once
-// per model (token output too when the model serves late interaction),
-// returning each document's blobs. Nothing is stored. A document's error
-// is a *storage.BatchError naming it.
-func (e *Engine) encodeBlobs(ctx context.Context, docs []tandem.Doc) ([]map[string][]byte, error) {
-	if len(e.models) == 0 || len(docs) == 0 {
-		return nil, nil
-	}
-	schema := e.st.Schema()
-	texts := make([]string, len(docs))
-	for i, d := range docs {
-		norm, added, err := schema.Check(d)
-		if err != nil {
-			return nil, &storage.BatchError{Index: i, ID: d.ID, Err: err}
-		}
-		fields := schema.TextFields()
-		for _, f := range added {
-			if f.Type == tandem.Text {
-				fields = append(fields, f)
-			}
-		}
-		texts[i] = docText(fields, norm)
-	}
-	blobs := make([]map[string][]byte, len(docs))
-	for i := range blobs {
-		blobs[i] = map[string][]byte{}
-	}
-	for _, m := range e.models {
-		out, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts, Tokens: m.spec.Late})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("engine: encode %d documents (from %q) with %s: %w", len(docs), docs[0].ID, m.spec.Name, err)
-		}
-		for i := range docs {
-			if m.spec.Dense {
-				v := out.Vectors[i]
-				if err := dense.CheckVector(v, m.spec.Dim); err != nil {
-					return nil, &storage.BatchError{Index: i, ID: docs[i].ID, Err: fmt.Errorf("%s vector: %w", m.spec.Name, err)}
-				}
-				blobs[i][dense.BlobName(m.spec.Name)] = dense.EncodeVector(v)
-			}
-			if m.spec.Late {
-				t := out.Tokens[i]
-				b, err := latecollect.EncodeTokens(t.Vectors, t.Dim, latecollect.F16)
-				if err != nil {
-					return nil, &storage.BatchError{Index: i, ID: docs[i].ID, Err: fmt.Errorf("%s tokens: %w", m.spec.Name, err)}
-				}
-				blobs[i][latecollect.BlobName(m.spec.Name)] = b
-			}
-		}
-	}
-	return blobs, nil
-}

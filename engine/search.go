@@ -73,6 +73,12 @@ type Request struct {
 	// Fields restricts BM25 to these text fields with these boosts (0 means
 	// the schema's boost). Empty searches every text field as one.
 	Fields map[string]float64
+	// Vectors brings query vectors, keyed by model name: Dense for the
+	// model's dense retriever, Tokens for its late-interaction retriever.
+	// A retriever whose vector is given does not encode Text; those of an
+	// external model need it. They are checked as documents' vectors are
+	// (tandem.Model.CheckVectors).
+	Vectors map[string]tandem.Vectors
 }
 
 // Result is a search result.
@@ -125,6 +131,9 @@ type retriever struct {
 	depth  int
 	weight float64
 	hits   []fusion.Item
+	// query is the request's own query vector (dense) or row-major token
+	// matrix (late), when it brings one.
+	query []float32
 }
 
 // resolve maps a requested retriever name to the collection's.
@@ -248,13 +257,36 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	if len(req.Text) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: query text of %d bytes (limit %d)", ErrBadRequest, len(req.Text), MaxQueryBytes)
 	}
-	if strings.TrimSpace(req.Text) == "" {
-		if fe == nil {
-			return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
+	qvecs, err := e.queryVectors(req.Vectors)
+	if err != nil {
+		return nil, err
+	}
+	noText := strings.TrimSpace(req.Text) == ""
+	for i := range rets {
+		r := &rets[i]
+		if r.model == nil {
+			continue
 		}
-		if needBitmap {
-			return nil, fmt.Errorf("%w: empty query text: dense and late retrievers need text (bm25 alone ranks a filter's documents)", ErrBadRequest)
+		v := qvecs[r.model.spec.Name]
+		if r.kind == "dense" {
+			r.query = v.Dense
+		} else if v.Tokens != nil {
+			r.query = v.Flatten(r.model.spec.TokenDim)
 		}
+		switch {
+		case r.query != nil:
+		case r.model.enc == nil:
+			part := "dense"
+			if r.kind == "late" {
+				part = "tokens"
+			}
+			return nil, fmt.Errorf("%w: %s: %s is an external model, so the request must bring its query vector (Request.Vectors[%q].%s)", ErrBadRequest, r.name, r.model.spec.Name, r.model.spec.Name, strings.ToUpper(part[:1])+part[1:])
+		case noText:
+			return nil, fmt.Errorf("%w: empty query text: %s needs text or a query vector (bm25 alone ranks a filter's documents)", ErrBadRequest, r.name)
+		}
+	}
+	if noText && fe == nil && slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == "bm25" }) {
+		return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
 	}
 	var allow *roaring64.Bitmap
 	if fe != nil && needBitmap {
@@ -298,6 +330,27 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
+// queryVectors checks a request's query vectors against the collection's
+// models.
+func (e *Engine) queryVectors(vs map[string]tandem.Vectors) (map[string]tandem.Vectors, error) {
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]tandem.Vectors, len(vs))
+	for name, v := range vs {
+		i := e.modelIndex(name)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: query vectors for %q: the collection has no such model (it has: %s)", ErrBadRequest, name, e.modelNames())
+		}
+		c, err := e.models[i].spec.CheckVectors(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: query %w", ErrBadRequest, err)
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
 // lookup finds a retriever's entry in a per-retriever map: under the name
 // the request used, its full name, or its kind ("dense").
 func lookup[T int | float64](m map[string]T, name string, r retriever) T {
@@ -328,7 +381,7 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 	enc := map[*model]*encoded{}
 	needTokens := map[*model]bool{}
 	for _, r := range rets {
-		if r.model != nil {
+		if r.model != nil && r.query == nil {
 			enc[r.model] = &encoded{}
 			needTokens[r.model] = needTokens[r.model] || r.kind == "late"
 		}
@@ -359,23 +412,37 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: h.Score}
 				}
 			case "dense":
-				var q *encoder.Batch
-				if q, err = encode(r.model); err != nil || empty {
+				if empty {
 					break
 				}
+				qv := r.query
+				if qv == nil {
+					var q *encoder.Batch
+					if q, err = encode(r.model); err != nil {
+						break
+					}
+					qv = q.Vectors[0]
+				}
 				var hits []dense.Hit
-				hits, err = r.model.dense.Search(ctx, q.Vectors[0], r.depth, allow)
+				hits, err = r.model.dense.Search(ctx, qv, r.depth, allow)
 				r.hits = make([]fusion.Item, len(hits))
 				for j, h := range hits {
 					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}
 				}
 			case "late":
-				var q *encoder.Batch
-				if q, err = encode(r.model); err != nil || empty {
+				if empty {
 					break
 				}
+				qt := r.query
+				if qt == nil {
+					var q *encoder.Batch
+					if q, err = encode(r.model); err != nil {
+						break
+					}
+					qt = q.Tokens[0].Vectors
+				}
 				var hits []latecollect.Hit
-				hits, err = r.model.late.Search(ctx, q.Tokens[0].Vectors, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring})
+				hits, err = r.model.late.Search(ctx, qt, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring})
 				r.hits = make([]fusion.Item, len(hits))
 				for j, h := range hits {
 					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,13 +34,15 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "collection directory (created if absent)")
 	corpus := fs.String("corpus", "", "JSONL file to index ('-' for stdin)")
 	batch := fs.Int("batch", 0, "documents per atomic batch (default 1000, or 256 when encoding)")
-	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed)")
+	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed or --external is given)")
 	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
 	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")
 	strict := fs.Bool("strict", false, "new collection: reject fields the schema does not declare")
 	var fields fieldFlags
 	fs.Var(&fields, "field", "new collection: declare or override a field type, name=type (text, keyword, keywords, number, date, bool); repeatable")
+	var external externalFlags
+	fs.Var(&external, "external", "new collection: an external model, whose vectors every line brings under \"_vectors\", as NAME:dense=DIM,tokens=DIM,similarity=cosine|dot (dense or tokens or both); repeatable")
 	quiet := fs.Bool("quiet", false, "no progress output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -53,6 +56,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	schema.Models = append(schema.Models, external...)
 	var in io.Reader = os.Stdin
 	var size int64
 	if *corpus != "-" {
@@ -68,17 +72,20 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	}
 	_, statErr := os.Stat(*dir)
 	existed := statErr == nil
-	dense, late, err := modelNames(*models, stderr)
-	if err != nil {
-		return err
+	var dense, late []string
+	if len(external) == 0 || *models != "" {
+		// With --external alone, the collection runs no model of its own.
+		if dense, late, err = modelNames(*models, stderr); err != nil {
+			return err
+		}
 	}
 	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch, Dense: dense, Late: late})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0 || *models != "") {
-		fmt.Fprintf(stderr, "note: %s exists; its stored schema and models are used and --schema, --id-field, --strict, --field and --models are ignored\n", *dir)
+	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0 || *models != "" || len(external) > 0) {
+		fmt.Fprintf(stderr, "note: %s exists; its stored schema and models are used and --schema, --id-field, --strict, --field, --models and --external are ignored\n", *dir)
 	}
 	if !*quiet {
 		fmt.Fprintf(stderr, "retrievers: %s\n", strings.Join(e.Retrievers(), ", "))
@@ -154,13 +161,55 @@ func modelNames(flag string, stderr io.Writer) (dense, late []string, err error)
 	return dense, late, nil
 }
 
+// externalFlags collects repeated --external NAME:dense=DIM,tokens=DIM,similarity=S.
+type externalFlags []tandem.Model
+
+func (f *externalFlags) String() string { return fmt.Sprint(*f) }
+func (f *externalFlags) Set(s string) error {
+	name, spec, ok := strings.Cut(s, ":")
+	if !ok || name == "" || spec == "" {
+		return fmt.Errorf("want NAME:dense=DIM,tokens=DIM,similarity=cosine|dot, got %q", s)
+	}
+	m := tandem.Model{Name: name, External: true}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return fmt.Errorf("%s: %q: want key=value", name, kv)
+		}
+		switch k {
+		case "dense", "tokens":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%s: %s=%q: want a positive dimension", name, k, v)
+			}
+			if k == "dense" {
+				m.Dense, m.Dim = true, n
+			} else {
+				m.Late, m.TokenDim = true, n
+			}
+		case "similarity":
+			m.Similarity = v
+		default:
+			return fmt.Errorf("%s: unknown key %q (want dense, tokens, similarity)", name, k)
+		}
+	}
+	if m.Similarity == "" {
+		return fmt.Errorf("%s: similarity is required (cosine or dot)", name)
+	}
+	*f = append(*f, m)
+	return nil
+}
+
 func progressLine(p engine.Progress, size int64) string {
 	secs := p.Elapsed.Seconds()
 	rate := 0.0
 	if secs > 0 {
 		rate = float64(p.Docs) / secs
 	}
-	s := fmt.Sprintf("%d docs, %.0f docs/s", p.Docs, rate)
+	s := fmt.Sprintf("%d docs, %.1f docs/s", p.Docs, rate)
+	if p.Tokens > 0 && secs > 0 {
+		s += fmt.Sprintf(", %.0f tokens/s", float64(p.Tokens)/secs)
+	}
 	if size > 0 && p.Bytes > 0 {
 		frac := float64(p.Bytes) / float64(size)
 		eta := time.Duration(secs/frac*(1-frac)) * time.Second

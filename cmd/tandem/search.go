@@ -3,13 +3,76 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
+	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
 )
+
+// readQueryVectors reads --query-vector and --query-tokens for model
+// (default: the collection's first external model, else its first model).
+func readQueryVectors(e *engine.Engine, vectorFile, tokensFile, model string) (map[string]tandem.Vectors, string, error) {
+	if vectorFile == "" && tokensFile == "" {
+		if model != "" {
+			return nil, "", fmt.Errorf("--vector-model %s: give --query-vector or --query-tokens too", model)
+		}
+		return nil, "", nil
+	}
+	models := e.Models()
+	if model == "" {
+		for _, m := range models {
+			if m.External {
+				model = m.Name
+				break
+			}
+		}
+		if model == "" && len(models) > 0 {
+			model = models[0].Name
+		}
+		if model == "" {
+			return nil, "", fmt.Errorf("--query-vector, --query-tokens: the collection has no models")
+		}
+	}
+	var v tandem.Vectors
+	read := func(flagName, file string, dst any) error {
+		var data []byte
+		var err error
+		if file == "-" {
+			data, err = io.ReadAll(os.Stdin)
+		} else {
+			data, err = os.ReadFile(file)
+		}
+		if err != nil {
+			return fmt.Errorf("--%s: %w", flagName, err)
+		}
+		if err := json.Unmarshal(data, dst); err != nil {
+			return fmt.Errorf("--%s %s: %w", flagName, file, err)
+		}
+		return nil
+	}
+	if vectorFile != "" {
+		if err := read("query-vector", vectorFile, &v.Dense); err != nil {
+			return nil, "", err
+		}
+		if v.Dense == nil {
+			return nil, "", fmt.Errorf("--query-vector %s: want a JSON array of numbers", vectorFile)
+		}
+	}
+	if tokensFile != "" {
+		if err := read("query-tokens", tokensFile, &v.Tokens); err != nil {
+			return nil, "", err
+		}
+		if v.Tokens == nil {
+			return nil, "", fmt.Errorf("--query-tokens %s: want a JSON array of arrays of numbers", tokensFile)
+		}
+	}
+	return map[string]tandem.Vectors{model: v}, model, nil
+}
 
 func runSearch(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("search", stderr)
@@ -24,9 +87,14 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	late := fs.String("late-scoring", "", "late-interaction score: avg-max (default) or sum-max")
 	asJSON := fs.Bool("json", false, `print {"hits":[{"id","score","fields","sources":[{"retriever","rank","score","contribution"}]}],"retrievers","fusion"}`)
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
+	queryVector := fs.String("query-vector", "", "file ('-' for stdin) holding the query's pooled vector as a JSON array, used instead of encoding the text (required for an external model's dense retriever)")
+	queryTokens := fs.String("query-tokens", "", "file ('-' for stdin) holding the query's token matrix as a JSON array of arrays, used instead of encoding the text (required for an external model's late retriever)")
+	vectorModel := fs.String("vector-model", "", "model of --query-vector and --query-tokens (default: the collection's external model, else its first model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	modeSet := false
+	fs.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
 	if *dir == "" {
 		fmt.Fprintln(stderr, "usage: tandem search --dir DIR [--mode bm25|dense|late|hybrid] [--fusion METHOD] [--filter JSON] [-k N] [--json] \"query\"")
 		return errUsage
@@ -44,12 +112,29 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
+	text := strings.Join(fs.Args(), " ")
+	vectors, vmodel, err := readQueryVectors(e, *queryVector, *queryTokens, *vectorModel)
+	if err != nil {
+		return err
+	}
+	if vectors != nil && strings.TrimSpace(text) == "" && !modeSet {
+		// No text: search with what the vectors serve.
+		var parts []string
+		if vectors[vmodel].Dense != nil {
+			parts = append(parts, "dense:"+vmodel)
+		}
+		if vectors[vmodel].Tokens != nil {
+			parts = append(parts, "late:"+vmodel)
+		}
+		*mode = strings.Join(parts, "+")
+	}
 	rets, err := e.Mode(*mode)
 	if err != nil {
 		return err
 	}
 	req := engine.Request{
-		Text:        strings.Join(fs.Args(), " "),
+		Vectors:     vectors,
+		Text:        text,
 		Filter:      []byte(*filterJSON),
 		K:           *k,
 		Offset:      *offset,

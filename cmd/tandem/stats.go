@@ -44,6 +44,12 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		if m.Late {
 			kinds = append(kinds, fmt.Sprintf("late %d-d tokens", m.TokenDim))
 		}
+		if m.Similarity != "" {
+			kinds = append(kinds, m.Similarity)
+		}
+		if m.External {
+			kinds = append(kinds, "external: documents and queries bring their vectors")
+		}
 		fmt.Fprintf(stdout, "model       %s (%s)\n", m.Name, strings.Join(kinds, ", "))
 	}
 	for _, d := range s.Dense {

@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/latecollect"
+)
+
+// checked is a document that passed the schema check and whose supplied
+// vectors passed their model's check: what the encode stage needs.
+type checked struct {
+	doc tandem.Doc
+	// text is what the collection's encoders read, "" when no model has to
+	// encode the document.
+	text string
+	// vectors holds, per e.models index, the checked supplied parts (ready
+	// to store); zero when none were supplied.
+	vectors []tandem.Vectors
+	// encode lists the e.models indexes that must encode the document:
+	// those indexing a part it did not bring.
+	encode []int
+}
+
+// check validates d against schema and the collection's models. The error
+// names the field (a *tandem.FieldError) or the model (a
+// *tandem.VectorError).
+func (e *Engine) check(schema *tandem.Schema, d tandem.Doc) (checked, error) {
+	norm, added, err := schema.Check(d)
+	if err != nil {
+		return checked{}, err
+	}
+	c := checked{doc: d}
+	if len(d.Vectors) > 0 {
+		c.vectors = make([]tandem.Vectors, len(e.models))
+		for name, v := range d.Vectors {
+			i := e.modelIndex(name)
+			if i < 0 {
+				return checked{}, &tandem.VectorError{Model: name, Err: fmt.Errorf("%w: the collection has no model %q (it has: %s)", tandem.ErrBadVectors, name, e.modelNames())}
+			}
+			if c.vectors[i], err = e.models[i].spec.CheckVectors(v); err != nil {
+				return checked{}, err
+			}
+		}
+	}
+	for i, m := range e.models {
+		var v tandem.Vectors
+		if c.vectors != nil {
+			v = c.vectors[i]
+		}
+		var missing []string
+		if m.spec.Dense && v.Dense == nil {
+			missing = append(missing, "dense")
+		}
+		if m.spec.Late && v.Tokens == nil {
+			missing = append(missing, "tokens")
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if m.spec.External {
+			return checked{}, &tandem.VectorError{Model: m.spec.Name, Err: fmt.Errorf("%w: missing %s: %s is an external model, so every document brings its vectors under %q",
+				tandem.ErrBadVectors, strings.Join(missing, " and "), m.spec.Name, tandem.VectorsKey)}
+		}
+		c.encode = append(c.encode, i)
+	}
+	if len(c.encode) > 0 {
+		fields := schema.TextFields()
+		for _, f := range added {
+			if f.Type == tandem.Text {
+				fields = append(fields, f)
+			}
+		}
+		c.text = docText(fields, norm)
+	}
+	return c, nil
+}
+
+// modelIndex is the index in e.models of the named model, -1 if none.
+func (e *Engine) modelIndex(name string) int {
+	for i, m := range e.models {
+		if m.spec.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (e *Engine) modelNames() string {
+	if len(e.models) == 0 {
+		return "no models"
+	}
+	names := make([]string, len(e.models))
+	for i, m := range e.models {
+		names[i] = m.spec.Name
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// encodeChecked computes the blobs of checked documents: supplied vectors
+// as given, the rest encoded with one Encode call per model over the
+// documents that need it (the encoder sorts them by length, so batches
+// carry little padding). It returns nil blobs when the collection has no
+// models, and the number of input tokens the encoders read. A document's
+// error is a *docError naming its position in docs.
+func (e *Engine) encodeChecked(ctx context.Context, docs []checked) ([]map[string][]byte, int, error) {
+	if len(e.models) == 0 || len(docs) == 0 {
+		return nil, 0, nil
+	}
+	blobs := make([]map[string][]byte, len(docs))
+	for i := range blobs {
+		blobs[i] = make(map[string][]byte, 2*len(e.models))
+	}
+	tokens := 0
+	for mi, m := range e.models {
+		var idx []int
+		var texts []string
+		for i, d := range docs {
+			for _, x := range d.encode {
+				if x == mi {
+					idx = append(idx, i)
+					texts = append(texts, d.text)
+				}
+			}
+		}
+		var out *encoder.Batch
+		if len(idx) > 0 {
+			var err error
+			out, err = m.enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts, Tokens: m.spec.Late})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, 0, ctx.Err()
+				}
+				return nil, 0, fmt.Errorf("engine: encode %d documents (from %q) with %s: %w", len(idx), docs[idx[0]].doc.ID, m.spec.Name, err)
+			}
+			tokens += out.InputTokens
+		}
+		k := 0 // position in out of the next encoded document
+		for i, d := range docs {
+			var v tandem.Vectors
+			if d.vectors != nil {
+				v = d.vectors[mi]
+			}
+			var vec []float32
+			var toks []float32
+			var tokDim int
+			if k < len(idx) && idx[k] == i {
+				if m.spec.Dense {
+					vec = out.Vectors[k]
+				}
+				if m.spec.Late {
+					toks, tokDim = out.Tokens[k].Vectors, out.Tokens[k].Dim
+				}
+				k++
+			}
+			if v.Dense != nil {
+				vec = v.Dense
+			}
+			if v.Tokens != nil {
+				toks, tokDim = v.Flatten(m.spec.TokenDim), m.spec.TokenDim
+			}
+			if m.spec.Dense {
+				if err := dense.CheckVector(vec, m.spec.Dim); err != nil {
+					return nil, 0, &docError{pos: i, id: d.doc.ID, err: fmt.Errorf("%s vector: %w", m.spec.Name, err)}
+				}
+				blobs[i][dense.BlobName(m.spec.Name)] = dense.EncodeVector(vec)
+			}
+			if m.spec.Late {
+				b, err := latecollect.EncodeTokens(toks, tokDim, latecollect.F16)
+				if err != nil {
+					return nil, 0, &docError{pos: i, id: d.doc.ID, err: fmt.Errorf("%s tokens: %w", m.spec.Name, err)}
+				}
+				blobs[i][latecollect.BlobName(m.spec.Name)] = b
+			}
+		}
+	}
+	return blobs, tokens, nil
+}
+
+// docError is a document's error inside the write pipeline, at its
+// position in the input: a 1-based line for IndexJSONL, a 0-based index
+// for Index (and, inside encodeChecked, an index in the batch).
+type docError struct {
+	pos int
+	id  string
+	err error
+}
+
+func (e *docError) Error() string { return fmt.Sprintf("document %d (id %q): %v", e.pos, e.id, e.err) }
+func (e *docError) Unwrap() error { return e.err }
