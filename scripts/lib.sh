@@ -46,3 +46,34 @@ need_debs() {
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# VENV is the Python virtual environment of the set-up's Python steps
+# (scripts/models/quantize.py; benchmarks may add their own packages).
+VENV="$NATIVE/venv"
+
+# need_venv REQUIREMENTS... creates .native/venv when it is missing or
+# broken, then installs each pinned requirements file into it, skipping a
+# file that is installed already (stamp venv-BASENAME). Run Python steps
+# with "$VENV/bin/python".
+need_venv() {
+	local req name hash
+	if ! "$VENV/bin/python" -c '' 2>/dev/null; then
+		log "creating the Python environment $VENV"
+		rm -rf "$VENV" "$STAMPS"/venv-*
+		# Debian's python3 has the venv module but not ensurepip without
+		# python3-venv, so the first attempt may fail.
+		if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+			rm -rf "$VENV"
+			need_debs python3-venv
+			python3 -m venv "$VENV"
+		fi
+	fi
+	for req in "$@"; do
+		name=venv-$(basename "$req" .txt)
+		hash=$(inputs_hash "$req")
+		up_to_date "$name" "$hash" && continue
+		log "installing ${req#"$ROOT"/} into $VENV"
+		"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
+		mark_done "$name" "$hash"
+	done
+}

