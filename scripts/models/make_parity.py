@@ -6,15 +6,21 @@ tokenizer transformers uses) plus onnxruntime in Python on the very same
 model.onnx that scripts/setup-models.sh installs, with the pooling,
 normalisation, prefix and truncation that the model's tandem.json declares,
 implemented here independently of Tandem's Go code. Texts are encoded in
-padded batches of mixed lengths, as transformers would.
+padded batches of mixed lengths, batched exactly as TestParity's Go call
+batches them: the int8 models (NAME-int8, made by quantize.py) quantise
+their activations with one scale per batch tensor, so a text's vector
+depends on its batch, and a like-for-like comparison needs the same
+batches. (The float32 vectors do not depend on the batching: in input
+order, as the script first batched, they came out byte-identical.)
 
 <model>.json lists the cases (side, text); <model>.f32 holds one vector per
 case, little-endian float32, in the same order. encoder/parity_test.go
 requires cosine >= 0.9999 for each.
 
-Run from the repository root after scripts/setup-models.sh:
-    pip install onnxruntime tokenizers numpy
-    python3 scripts/models/make_parity.py [models-dir]
+Run from the repository root after scripts/setup.sh, in the set-up's
+Python environment (which has onnxruntime 1.30.0 and numpy):
+    .native/venv/bin/pip install tokenizers
+    .native/venv/bin/python scripts/models/make_parity.py [models-dir]
 """
 import json
 import os
@@ -26,7 +32,10 @@ from tokenizers import Tokenizer
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(ROOT, "encoder", "testdata", "parity")
-MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2"]
+MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2",
+          "bge-small-en-v1.5-int8", "all-MiniLM-L6-v2-int8", "e5-small-v2-int8"]
+# TestParity's batch size (parityBatchSize in encoder/parity_test.go).
+BATCH = 8
 
 LONG = " ".join(["Scurvy is a disease resulting from a lack of vitamin C, which is required for collagen synthesis."] * 60)
 TEXTS = [
@@ -95,18 +104,44 @@ QUERIES = [
 ]
 
 
-def encode(sess, tok, cfg, side, texts, batch=8):
+def pad_id(path, tok):
+    """The padding id as Tandem's Go tokenizer loader chooses it: the
+    tokenizer's padding configuration, else [PAD] or <pad>, else 0."""
+    padding = json.load(open(path, encoding="utf-8")).get("padding")
+    if padding:
+        return padding["pad_id"]
+    for name in ("[PAD]", "<pad>"):
+        if tok.token_to_id(name) is not None:
+            return tok.token_to_id(name)
+    return 0
+
+
+def encode(sess, tok, pad, cfg, side, texts, batch=BATCH, tokens=False):
+    """Encodes texts as the Go encoder batches them (encoder.go, encode and
+    runBatch): stably sorted by token count, special tokens included, cut
+    into batches of batch texts, each padded with pad to its longest text,
+    token_type_ids all 0. Returns the pooled vectors in input order; with
+    tokens, also a list of each text's hidden states, one row per token
+    (padding excluded, not normalised)."""
     sc = cfg.get(side, {})
     max_len = sc.get("max_length", 64 if side == "query" else 512)
     prefix = sc.get("prefix", "")
     tok.enable_truncation(max_length=max_len)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    tok.no_padding()
     names = [i.name for i in sess.get_inputs()]
-    out = []
-    for start in range(0, len(texts), batch):
-        encs = tok.encode_batch([prefix + t for t in texts[start:start + batch]])
-        ids = np.array([e.ids for e in encs], np.int64)
-        mask = np.array([e.attention_mask for e in encs], np.int64)
+    encs = tok.encode_batch([prefix + t for t in texts])
+    order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
+    out = [None] * len(texts)
+    states = [None] * len(texts)
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        width = max(len(encs[i].ids) for i in idx)
+        ids = np.full((len(idx), width), pad, np.int64)
+        mask = np.zeros((len(idx), width), np.int64)
+        for row, i in enumerate(idx):
+            n = len(encs[i].ids)
+            ids[row, :n] = encs[i].ids
+            mask[row, :n] = encs[i].attention_mask
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in names:
             feeds["token_type_ids"] = np.zeros_like(ids)
@@ -120,8 +155,12 @@ def encode(sess, tok, cfg, side, texts, batch=8):
             raise SystemExit("unsupported pooling " + cfg["pooling"])
         if cfg.get("normalize"):
             pooled = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
-        out.append(pooled.astype(np.float32))
-    return np.concatenate(out)
+        for row, i in enumerate(idx):
+            out[i] = pooled[row].astype(np.float32)
+            states[i] = hidden[row, :len(encs[i].ids)]
+    if tokens:
+        return np.stack(out), states
+    return np.stack(out)
 
 
 def main():
@@ -130,10 +169,12 @@ def main():
     for name in MODELS:
         d = os.path.join(models_dir, name)
         cfg = json.load(open(os.path.join(d, "tandem.json")))
-        tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+        tok_path = os.path.join(d, "tokenizer.json")
+        tok = Tokenizer.from_file(tok_path)
+        pad = pad_id(tok_path, tok)
         sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
-        docs = encode(sess, tok, cfg, "document", TEXTS)
-        queries = encode(sess, tok, cfg, "query", QUERIES)
+        docs = encode(sess, tok, pad, cfg, "document", TEXTS)
+        queries = encode(sess, tok, pad, cfg, "query", QUERIES)
         cases = [{"side": "document", "text": t} for t in TEXTS] + [{"side": "query", "text": t} for t in QUERIES]
         with open(os.path.join(OUT, name + ".json"), "w", encoding="utf-8") as f:
             json.dump({"model": name, "dim": int(docs.shape[1]), "cases": cases}, f, ensure_ascii=False, indent=1)
