@@ -92,8 +92,8 @@ var errStale = errors.New("dense: snapshot unusable")
 // storage failures are errors.
 func (x *Index) loadSnapshot() (bool, error) {
 	rc, seq, err := x.st.OpenSnapshot(SnapshotName(x.opts.Model))
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrCorruption) {
+		return false, nil // none, or its file is gone: rebuild
 	}
 	if err != nil {
 		return false, fmt.Errorf("dense %s: open snapshot: %w", x.opts.Model, err)

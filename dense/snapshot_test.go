@@ -162,11 +162,15 @@ func TestSnapshotCatchUp(t *testing.T) {
 			// is ignored: the index is rebuilt from storage.
 			for name, o := range map[string]*Options{
 				"damaged":     opts,
+				"missing":     opts,
 				"description": {Model: testModel, Dim: 64, Description: "IVF8,Flat"},
 			} {
 				var src Store = st
-				if name == "damaged" {
+				switch name {
+				case "damaged":
 					src = damaged{st}
+				case "missing":
+					src = missing{st}
 				}
 				x3, err := Open(ctx, src, o)
 				if err != nil {
@@ -197,6 +201,14 @@ func (d damaged) OpenSnapshot(name string) (io.ReadCloser, uint64, error) {
 	}
 	b[len(b)/2] ^= 0x40
 	return io.NopCloser(bytes.NewReader(b)), seq, nil
+}
+
+// missing serves a snapshot record whose file is gone, as storage reports
+// it.
+type missing struct{ *storage.Store }
+
+func (m missing) OpenSnapshot(name string) (io.ReadCloser, uint64, error) {
+	return nil, 0, fmt.Errorf("%w: snapshot %q: file removed", storage.ErrCorruption, name)
 }
 
 const crashEnv = "TANDEM_DENSE_CRASH_DIR"

@@ -203,8 +203,12 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	}
 	if e.opts.BatchSize == 0 {
 		e.opts.BatchSize = 1000
-		if len(ms) > 0 {
-			e.opts.BatchSize = 256
+		for _, m := range ms {
+			if m.enc != nil {
+				// Encoding: batches of a few seconds, so that progress
+				// is reported often.
+				e.opts.BatchSize = 256
+			}
 		}
 	}
 	return e, nil

@@ -438,3 +438,51 @@ func (s *sliceSource) next() (tandem.Doc, int, error) {
 }
 
 func (s *sliceSource) consumed() (int, int64) { return s.i, 0 }
+
+// StreamOptions configure IndexStream.
+type StreamOptions struct {
+	// SkipBad skips (and counts) documents that fail their checks instead
+	// of stopping at the first one.
+	SkipBad bool
+	// OnSkip, if set, is called with each skipped document's
+	// *storage.BatchError (its Index is the position in the stream).
+	OnSkip func(error)
+	// Progress, if set, is called after each committed batch.
+	Progress func(Progress)
+}
+
+// IndexStream is Index over a stream of documents: next returns them in
+// order and io.EOF after the last; any other error from next stops the
+// stream (batches before it stay committed). Documents are held in memory
+// a few batches at a time, so a stream may be far larger than memory. A
+// document's error is a *storage.BatchError whose Index is the document's
+// position in the stream; Progress.Lines counts the documents read.
+func (e *Engine) IndexStream(ctx context.Context, next func() (tandem.Doc, error), opts StreamOptions) (Progress, error) {
+	po := pipelineOptions{skipBad: opts.SkipBad, progress: opts.Progress}
+	if opts.OnSkip != nil {
+		po.onSkip = func(de *docError) { opts.OnSkip(&storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}) }
+	}
+	p, err := e.ingest(ctx, &funcSource{fn: next}, po)
+	var de *docError
+	if errors.As(err, &de) {
+		err = &storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}
+	}
+	return p, err
+}
+
+// funcSource yields the documents of a function, at their positions.
+type funcSource struct {
+	fn func() (tandem.Doc, error)
+	n  int
+}
+
+func (s *funcSource) next() (tandem.Doc, int, error) {
+	d, err := s.fn()
+	if err != nil {
+		return tandem.Doc{}, 0, err
+	}
+	s.n++
+	return d, s.n - 1, nil
+}
+
+func (s *funcSource) consumed() (int, int64) { return s.n, 0 }

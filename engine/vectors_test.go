@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -359,4 +360,47 @@ func cosine(a, b []float32) float64 {
 		bb += float64(b[i]) * float64(b[i])
 	}
 	return ab / math.Sqrt(aa*bb)
+}
+
+// TestIndexStream feeds a stream through the pipeline: a bad document
+// stops it with its stream position, after the batches before its batch;
+// an error of the stream itself stops it too; SkipBad goes on.
+func TestIndexStream(t *testing.T) {
+	ctx := context.Background()
+	stream := func(n, bad int, fail error) func() (tandem.Doc, error) {
+		i := 0
+		return func() (tandem.Doc, error) {
+			if i == n {
+				return tandem.Doc{}, io.EOF
+			}
+			i++
+			if fail != nil && i == n {
+				return tandem.Doc{}, fail
+			}
+			d := tandem.Doc{ID: fmt.Sprint("s", i-1), Fields: map[string]any{"text": fmt.Sprint("doc number ", i-1)}}
+			if i-1 == bad {
+				d.Fields["text"] = 12.0
+			}
+			return d, nil
+		}
+	}
+	e := openT(t, t.TempDir(), &Options{BatchSize: 5, NoSync: true})
+	var seen []int
+	p, err := e.IndexStream(ctx, stream(25, 17, nil), StreamOptions{Progress: func(p Progress) { seen = append(seen, p.Docs) }})
+	var be *storage.BatchError
+	if !errors.As(err, &be) || be.Index != 17 || be.ID != "s17" || !errors.Is(err, tandem.ErrWrongType) {
+		t.Fatalf("err = %v, want a BatchError for stream position 17", err)
+	}
+	if p.Docs != 15 || e.Count() != 15 || fmt.Sprint(seen) != "[5 10 15]" {
+		t.Errorf("stored %d (count %d, progress %v), want the 3 batches before position 17", p.Docs, e.Count(), seen)
+	}
+	boom := errors.New("source broke")
+	if _, err := e.IndexStream(ctx, stream(9, -1, boom), StreamOptions{}); !errors.Is(err, boom) {
+		t.Errorf("stream error: %v", err)
+	}
+	var skipped []error
+	p, err = e.IndexStream(ctx, stream(25, 17, nil), StreamOptions{SkipBad: true, OnSkip: func(err error) { skipped = append(skipped, err) }})
+	if err != nil || p.Docs != 24 || p.Skipped != 1 || p.Lines != 25 || len(skipped) != 1 {
+		t.Errorf("SkipBad: %+v, %v, skipped %v", p, err, skipped)
+	}
 }

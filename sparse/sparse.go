@@ -70,14 +70,14 @@ type Index struct {
 // 0 so that the caller replays the whole change log.
 func Open(dir string) (*Index, error) {
 	m := newMapping()
-	idx, err := bleve.Open(dir)
+	idx, err := bleve.OpenUsing(dir, scorchConfig())
 	if err != nil {
 		if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
 			if rerr := os.RemoveAll(dir); rerr != nil {
 				return nil, fmt.Errorf("sparse: open %s: %w (and cannot remove it: %v)", dir, err, rerr)
 			}
 		}
-		idx, err = bleve.New(dir, m)
+		idx, err = bleve.NewUsing(dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, scorchConfig())
 		if err != nil {
 			return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
 		}
@@ -92,6 +92,17 @@ func Open(dir string) (*Index, error) {
 		x.mu.applied.Store(binary.BigEndian.Uint64(v))
 	}
 	return x, nil
+}
+
+// scorchConfig is the configuration of the Bleve index. With unsafe_batch,
+// Apply returns as soon as a batch is searchable, and Bleve writes it to
+// disk in the background (merging small segments first) instead of
+// fsyncing each batch before returning. That is safe here because the index
+// is derived: a crash can only lose batches whose applied sequence (stored
+// in the same batch) is lost with them, and Open replays them from the
+// change log. Close waits until everything applied is on disk.
+func scorchConfig() map[string]any {
+	return map[string]any{"unsafe_batch": true}
 }
 
 func newMapping() *mapping.IndexMappingImpl {
@@ -111,7 +122,8 @@ func (x *Index) Name() string { return "bm25" }
 // AppliedSeq is the last change-log sequence the index contains.
 func (x *Index) AppliedSeq() uint64 { return x.mu.applied.Load() }
 
-// Close closes the index. It is idempotent.
+// Close waits until every applied batch is on disk, so that the next Open
+// finds the index caught up, then closes it. It is idempotent.
 func (x *Index) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -119,7 +131,30 @@ func (x *Index) Close() error {
 		return nil
 	}
 	x.mu.closed = true
-	return x.idx.Close()
+	ferr := x.flushLocked()
+	if err := x.idx.Close(); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// flushLocked writes the applied sequence once more, in a batch whose
+// persistence it waits for: Bleve persists its in-memory segments in
+// order, so every batch before it is then on disk too.
+func (x *Index) flushLocked() error {
+	x.applyMu.Lock()
+	defer x.applyMu.Unlock()
+	done := make(chan error, 1)
+	b := x.idx.NewBatch()
+	b.SetInternal(appliedKey, binary.BigEndian.AppendUint64(nil, x.mu.applied.Load()))
+	b.SetPersistedCallback(func(err error) { done <- err })
+	if err := x.idx.Batch(b); err != nil {
+		return fmt.Errorf("sparse: flush: %w", err)
+	}
+	if err := <-done; err != nil {
+		return fmt.Errorf("sparse: flush: %w", err)
+	}
+	return nil
 }
 
 // DocCount is the number of documents in the index.

@@ -2,6 +2,7 @@ package sparse
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -144,5 +145,22 @@ func TestApplySkipsOldAndPersistsSeq(t *testing.T) {
 	}
 	if n, _ := x.DocCount(); n != 1 {
 		t.Errorf("doc count = %d, want 1", n)
+	}
+	// Many batches, which Bleve writes in the background: Close waits
+	// for all of them.
+	for i := range 60 {
+		d := tandem.Doc{ID: fmt.Sprint("b", i), Fields: map[string]any{"text": fmt.Sprint("word", i)}}
+		if err := x.Apply(ctx, schema, []storage.Change{{Seq: uint64(6 + i), Op: storage.OpPut, DocNum: uint64(2 + i), ID: d.ID, Doc: &d}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.Close()
+	x, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if n, _ := x.DocCount(); x.AppliedSeq() != 65 || n != 61 {
+		t.Errorf("after 60 more batches and reopen: applied %d, %d documents; want 65, 61", x.AppliedSeq(), n)
 	}
 }

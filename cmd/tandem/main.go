@@ -28,7 +28,7 @@ func commands() map[string]command {
 		"version": {"print the version and native library locations", runVersion},
 	}
 	// Each group lives in its own file, owned by the area it drives.
-	for _, group := range []map[string]command{collectionCommands(), modelCommands()} {
+	for _, group := range []map[string]command{collectionCommands(), modelCommands(), benchCommands()} {
 		maps.Copy(cmds, group)
 	}
 	return cmds

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchIngest runs the scale benchmark on a small synthetic collection:
+// every figure of its table is reported, and every search finds hits.
+func TestBenchIngest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bench")
+	code, out, errs := tandemRun(t, "bench", "ingest", "--dir", dir, "--docs", "3000", "--queries", "20", "--quiet")
+	if code != 0 {
+		t.Fatalf("bench: code %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"| documents | 3000 ", "documents/s", "bytes/document", "| peak RSS |", "| open from snapshot |", "| open with dense rebuild |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rows := regexp.MustCompile(`\| (bm25|dense)(, 1% filter)?, top 10: p50 / p95 \| [0-9.]+ / [0-9.]+ ms \(([0-9.]+) hits a query\) \|`).FindAllStringSubmatch(out, -1)
+	if len(rows) != 4 {
+		t.Fatalf("want 4 latency rows:\n%s", out)
+	}
+	for _, r := range rows {
+		if r[3] == "0.0" {
+			t.Errorf("%s%s found nothing", r[1], r[2])
+		}
+	}
+	if code, _, errs := tandemRun(t, "bench", "ingest", "--dir", t.TempDir(), "--docs", "10"); code == 0 || !strings.Contains(errs, "exists") {
+		t.Errorf("existing directory: code %d, stderr %q", code, errs)
+	}
+}
