@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench lint demo clean-native
+.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest lint demo clean-native
 
 all: build
 
@@ -51,6 +51,19 @@ eval-cranfield: build
 
 bench: setup
 	go test $(GOFLAGS_BUILD) -run '^$$' -bench . -benchmem -timeout 120m ./...
+
+# Document encoding, Tandem against onnxruntime in Python on the same model
+# file and threads, alternating (scripts/bench/encode.sh MODEL DOCS THREADS
+# ROUNDS).
+BENCH_MODEL ?= bge-small-en-v1.5-int8
+bench-encode: build
+	bash scripts/bench/encode.sh $(BENCH_MODEL)
+
+# Ingest and search at scale: a synthetic collection whose documents bring
+# their vectors (tandem bench ingest). DOCS=1000000 is the README's run.
+DOCS ?= 1000000
+bench-ingest: build
+	bin/tandem bench ingest --dir $(or $(BENCH_DIR),$(ROOT)/.bench-ingest) --docs $(DOCS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -468,8 +468,37 @@ func (e *Encoder) EncodeDocuments(ctx context.Context, texts []string) (*Batch, 
 // Encode encodes texts in batches of Options.BatchSize, sorted by length so
 // that little padding is computed. It checks ctx between batches and
 // cancels the model run in progress. An invalid text fails the whole call
-// with ErrBadText naming its index.
+// with ErrBadText naming its index. Encode is Prepare then Run.
 func (e *Encoder) Encode(ctx context.Context, req Request) (*Batch, error) {
+	p, err := e.Prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Run(ctx, p)
+}
+
+// Prepared is a request tokenized and sorted by length, ready to Run. It
+// lets a caller tokenize the next texts while the model runs on the
+// current ones.
+type Prepared struct {
+	side   Side
+	tokens bool
+	seqs   []sequence
+	order  []int // indexes of seqs, shortest first
+}
+
+// InputTokens is the number of tokens the model will read, padding
+// excluded.
+func (p *Prepared) InputTokens() int {
+	n := 0
+	for _, sq := range p.seqs {
+		n += len(sq.ids)
+	}
+	return n
+}
+
+// Prepare checks and tokenizes req's texts. It does not run the model.
+func (e *Encoder) Prepare(req Request) (*Prepared, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.mu.closed {
@@ -482,7 +511,17 @@ func (e *Encoder) Encode(ctx context.Context, req Request) (*Batch, error) {
 	if tokens && e.cfg.Pooling == PoolModel {
 		return nil, fmt.Errorf("%w: %s pools inside the model", ErrNoTokens, e.cfg.Name)
 	}
-	return e.encode(ctx, req.Side, req.Texts, tokens)
+	return e.prepare(req.Side, req.Texts, tokens)
+}
+
+// Run runs the model on prepared texts.
+func (e *Encoder) Run(ctx context.Context, p *Prepared) (*Batch, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
+		return nil, ErrClosed
+	}
+	return e.run(ctx, p)
 }
 
 // buffers are the per-run input and output slices, pooled across runs.
@@ -499,6 +538,14 @@ func grow[T any](s []T, n int) []T {
 }
 
 func (e *Encoder) encode(ctx context.Context, side Side, texts []string, tokens bool) (*Batch, error) {
+	p, err := e.prepare(side, texts, tokens)
+	if err != nil {
+		return nil, err
+	}
+	return e.run(ctx, p)
+}
+
+func (e *Encoder) prepare(side Side, texts []string, tokens bool) (*Prepared, error) {
 	spec := e.sides[side]
 	seqs := make([]sequence, len(texts))
 	for i, text := range texts {
@@ -519,16 +566,17 @@ func (e *Encoder) encode(ctx context.Context, side Side, texts []string, tokens 
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(seqs[a].ids), len(seqs[b].ids)) })
+	return &Prepared{side: side, tokens: tokens, seqs: seqs, order: order}, nil
+}
 
-	out := &Batch{}
-	for _, sq := range seqs {
-		out.InputTokens += len(sq.ids)
-	}
+func (e *Encoder) run(ctx context.Context, p *Prepared) (*Batch, error) {
+	spec, seqs, order := e.sides[p.side], p.seqs, p.order
+	out := &Batch{InputTokens: p.InputTokens()}
 	if e.cfg.Pooling != PoolNone {
-		out.Vectors = make([][]float32, len(texts))
+		out.Vectors = make([][]float32, len(seqs))
 	}
-	if tokens {
-		out.Tokens = make([]Tokens, len(texts))
+	if p.tokens {
+		out.Tokens = make([]Tokens, len(seqs))
 	}
 	var batches [][]int
 	for start := 0; start < len(order); start += e.opts.BatchSize {

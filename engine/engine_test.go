@@ -222,38 +222,40 @@ func TestPaging(t *testing.T) {
 }
 
 // TestBatchTooLargeIsSplit indexes a batch larger than one Badger
-// transaction allows (about 9.6 MB): it is committed in parts.
+// transaction allows (about 9.6 MB of values kept in the LSM tree, those
+// under 4 KiB): it is committed in parts.
 func TestBatchTooLargeIsSplit(t *testing.T) {
 	ctx := context.Background()
-	e := openT(t, t.TempDir(), &Options{NoSync: true})
+	const n = 3200
+	e := openT(t, t.TempDir(), &Options{NoSync: true, BatchSize: n})
 	var docs []tandem.Doc
-	for i := range 14 {
+	for i := range n {
 		// Mostly spaces: large for Badger, two tokens for Bleve.
-		docs = append(docs, tandem.Doc{ID: fmt.Sprint(i), Fields: map[string]any{"text": "whale" + strings.Repeat(" ", 900_000) + fmt.Sprint("w", i)}})
+		docs = append(docs, tandem.Doc{ID: fmt.Sprint(i), Fields: map[string]any{"text": "whale" + strings.Repeat(" ", 3500) + fmt.Sprint("w", i)}})
 	}
 	res, err := e.Index(ctx, docs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Put != 14 || res.Batches < 2 {
-		t.Errorf("result %+v: want 14 documents in at least 2 batches", res)
+	if res.Put != n || res.Batches < 2 {
+		t.Errorf("result %+v: want %d documents in at least 2 batches", res, n)
 	}
-	hits, err := e.Search(ctx, Request{Text: "whale", K: 20, IDsOnly: true})
-	if err != nil || len(hits.Hits) != 14 {
+	hits, err := e.Search(ctx, Request{Text: "whale", K: n + 10, IDsOnly: true})
+	if err != nil || len(hits.Hits) != n {
 		t.Errorf("search: %d hits, %v", len(hits.Hits), err)
 	}
 	// With a bad document in a split batch, the good ones before its part
 	// stay; the error names it.
-	docs[11].Fields["text"] = 7.0
+	docs[n-11].Fields["text"] = 7.0
 	for i := range docs {
 		docs[i].ID = fmt.Sprint("again", i)
 	}
 	res, err = e.Index(ctx, docs)
 	var be *storage.BatchError
-	if !errors.As(err, &be) || be.Index != 11 || be.ID != "again11" {
-		t.Fatalf("err = %v, want a BatchError for document 11", err)
+	if !errors.As(err, &be) || be.Index != n-11 || be.ID != fmt.Sprint("again", n-11) {
+		t.Fatalf("err = %v, want a BatchError for document %d", err, n-11)
 	}
-	if int(e.Count()) != 14+res.Put || res.Put > 11 {
+	if int(e.Count()) != n+res.Put || res.Put > n-11 {
 		t.Errorf("count %d after %d more were put", e.Count(), res.Put)
 	}
 }

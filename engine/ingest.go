@@ -13,23 +13,24 @@ import (
 	"github.com/tandemsearch/tandem/storage"
 )
 
-// The write pipeline behind Index and IndexJSONL. A document passes four
+// The write pipeline behind Index and IndexJSONL. A document passes five
 // stages, each its own goroutine, joined by channels that hold one batch:
 //
-//	read    decode the input and check each document against the schema
-//	        and its supplied vectors, in input order; cut batches of
-//	        Options.BatchSize
-//	encode  encode the texts that need it, one Encode call per model over
-//	        the batch (the encoder sorts them by length, so little padding
-//	        is computed), and turn every vector into its blob
-//	commit  write the batch to Badger in one transaction, fsynced: the
-//	        batch is acknowledged when this returns
-//	apply   one goroutine per derived index (BM25, each dense and each
-//	        late-interaction index) catches up with the change log
+//	read      decode the input and check each document against the
+//	          schema and its supplied vectors, in input order; cut
+//	          batches of Options.BatchSize
+//	tokenize  tokenize the texts that need encoding, per model
+//	encode    run each model once over the batch (the encoder sorts the
+//	          texts by length, so little padding is computed), and turn
+//	          every vector into its blob
+//	commit    write the batch to Badger in one transaction, fsynced: the
+//	          batch is acknowledged when this returns
+//	apply     one goroutine per derived index (BM25, each dense and each
+//	          late-interaction index) catches up with the change log
 //
-// So while the encoder runs on batch n, batch n+1 is being read and
-// checked, batch n-1 commits and the indexes apply what came before. The
-// appliers may fall behind the commits by at most maxApplyLag batches;
+// So while the encoder runs on batch n, batch n+1 is being tokenized,
+// batch n+2 read and checked, batch n-1 commits and the indexes apply what
+// came before. The appliers may fall behind the commits by at most maxApplyLag batches;
 // committed changes they have not applied are in the change log, so a
 // crash loses none of them (Open catches every index up). The pipeline
 // returns once every index has applied every committed batch.
@@ -67,6 +68,7 @@ type pipelineOptions struct {
 type batch struct {
 	docs  []checked
 	pos   []int // input position of each document
+	input []modelInput
 	blobs []map[string][]byte
 	// tokens is the number of input tokens the encoders read for it.
 	tokens int
@@ -96,9 +98,10 @@ func (e *Engine) ingest(ctx context.Context, src docSource, opts pipelineOptions
 	defer cancel()
 
 	read := make(chan *batch, 1)
+	tokenized := make(chan *batch, 1)
 	encoded := make(chan *batch, 1)
 	var stages sync.WaitGroup
-	stages.Add(2)
+	stages.Add(3)
 	go func() {
 		defer stages.Done()
 		defer close(read)
@@ -106,8 +109,13 @@ func (e *Engine) ingest(ctx context.Context, src docSource, opts pipelineOptions
 	}()
 	go func() {
 		defer stages.Done()
+		defer close(tokenized)
+		e.tokenizeStage(ctx, read, tokenized)
+	}()
+	go func() {
+		defer stages.Done()
 		defer close(encoded)
-		e.encodeStage(ctx, read, encoded)
+		e.encodeStage(ctx, tokenized, encoded)
 	}()
 
 	appliers := e.startAppliers(context.WithoutCancel(ctx))
@@ -221,11 +229,34 @@ func (e *Engine) readStage(ctx context.Context, src docSource, opts pipelineOpti
 	send(cur)
 }
 
+// tokenizeStage tokenizes each batch's texts for the models that encode
+// them.
+func (e *Engine) tokenizeStage(ctx context.Context, in <-chan *batch, out chan<- *batch) {
+	for b := range in {
+		if b.err == nil && len(b.docs) > 0 && len(e.models) > 0 {
+			input, err := e.tokenize(b.docs)
+			if err != nil {
+				b = &batch{err: err}
+			} else {
+				b.input = input
+			}
+		}
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return
+		}
+		if b.err != nil {
+			return
+		}
+	}
+}
+
 // encodeStage computes each batch's blobs.
 func (e *Engine) encodeStage(ctx context.Context, in <-chan *batch, out chan<- *batch) {
 	for b := range in {
 		if b.err == nil && len(b.docs) > 0 {
-			blobs, tokens, err := e.encodeChecked(ctx, b.docs)
+			blobs, tokens, err := e.encodeChecked(ctx, b.docs, b.input)
 			if err != nil {
 				var de *docError
 				if errors.As(err, &de) {

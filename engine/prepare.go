@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -103,13 +104,45 @@ func (e *Engine) modelNames() string {
 	return strings.Join(names, ", ")
 }
 
+// modelInput is what one model encodes of a batch: the positions of the
+// documents that need it and their texts, tokenized.
+type modelInput struct {
+	idx      []int
+	prepared *encoder.Prepared
+}
+
+// tokenize prepares, per model, the texts of the documents that need
+// encoding, so that the next batch is tokenized while the model runs on
+// this one. A model with nothing to encode gets a zero modelInput.
+func (e *Engine) tokenize(docs []checked) ([]modelInput, error) {
+	in := make([]modelInput, len(e.models))
+	for mi, m := range e.models {
+		var texts []string
+		for i, d := range docs {
+			if slices.Contains(d.encode, mi) {
+				in[mi].idx = append(in[mi].idx, i)
+				texts = append(texts, d.text)
+			}
+		}
+		if len(texts) == 0 {
+			continue
+		}
+		p, err := m.enc.Prepare(encoder.Request{Side: encoder.Document, Texts: texts, Tokens: m.spec.Late})
+		if err != nil {
+			return nil, fmt.Errorf("engine: tokenize %d documents (from %q) for %s: %w", len(texts), docs[in[mi].idx[0]].doc.ID, m.spec.Name, err)
+		}
+		in[mi].prepared = p
+	}
+	return in, nil
+}
+
 // encodeChecked computes the blobs of checked documents: supplied vectors
-// as given, the rest encoded with one Encode call per model over the
-// documents that need it (the encoder sorts them by length, so batches
-// carry little padding). It returns nil blobs when the collection has no
-// models, and the number of input tokens the encoders read. A document's
-// error is a *docError naming its position in docs.
-func (e *Engine) encodeChecked(ctx context.Context, docs []checked) ([]map[string][]byte, int, error) {
+// as given, the rest encoded from their tokenized input (one model run per
+// model; the encoder sorts texts by length, so batches carry little
+// padding). It returns nil blobs when the collection has no models, and
+// the number of input tokens the encoders read. A document's error is a
+// *docError naming its position in docs.
+func (e *Engine) encodeChecked(ctx context.Context, docs []checked, in []modelInput) ([]map[string][]byte, int, error) {
 	if len(e.models) == 0 || len(docs) == 0 {
 		return nil, 0, nil
 	}
@@ -119,20 +152,11 @@ func (e *Engine) encodeChecked(ctx context.Context, docs []checked) ([]map[strin
 	}
 	tokens := 0
 	for mi, m := range e.models {
-		var idx []int
-		var texts []string
-		for i, d := range docs {
-			for _, x := range d.encode {
-				if x == mi {
-					idx = append(idx, i)
-					texts = append(texts, d.text)
-				}
-			}
-		}
+		idx := in[mi].idx
 		var out *encoder.Batch
-		if len(idx) > 0 {
+		if in[mi].prepared != nil {
 			var err error
-			out, err = m.enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts, Tokens: m.spec.Late})
+			out, err = m.enc.Run(ctx, in[mi].prepared)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, 0, ctx.Err()

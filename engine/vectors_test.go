@@ -404,3 +404,36 @@ func TestIndexStream(t *testing.T) {
 		t.Errorf("SkipBad: %+v, %v, skipped %v", p, err, skipped)
 	}
 }
+
+// TestFieldTypeFixedByEarlierBatch: a field's type is fixed by the first
+// batch that commits it; a later line of another type is refused by the
+// read stage or, when that batch was not yet committed, by the commit
+// stage. Either way the error names the line, and SkipBad skips it alone.
+func TestFieldTypeFixedByEarlierBatch(t *testing.T) {
+	ctx := context.Background()
+	var sb strings.Builder
+	for i := range 40 {
+		year := fmt.Sprint(2000 + i)
+		if i == 25 {
+			year = `"not a year"`
+		}
+		fmt.Fprintf(&sb, `{"_id":"y%d","text":"doc %d","year":%s}`+"\n", i, i, year)
+	}
+	for _, skip := range []bool{false, true} {
+		e := openT(t, t.TempDir(), &Options{BatchSize: 1, NoSync: true})
+		p, err := e.IndexJSONL(ctx, strings.NewReader(sb.String()), JSONLOptions{SkipBad: skip})
+		if skip {
+			if err != nil || p.Docs != 39 || p.Skipped != 1 || e.Count() != 39 {
+				t.Errorf("SkipBad: %+v, %v, count %d", p, err, e.Count())
+			}
+			continue
+		}
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 26 || !errors.Is(err, tandem.ErrWrongType) {
+			t.Fatalf("err = %v, want a LineError for line 26", err)
+		}
+		if p.Docs != 25 || e.Count() != 25 {
+			t.Errorf("stored %d (count %d), want the 25 lines before", p.Docs, e.Count())
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -303,6 +304,37 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	if x.mu.closed {
 		return ErrClosed
 	}
+	// Changes are applied in runs that end at fixed points of the log
+	// (every applyStride sequences), and a rebuild is decided only where
+	// a run starts: so the index built from a log is the same however the
+	// caller cut it into Apply calls, and a collection indexed twice
+	// ranks the same.
+	var bad []error
+	for len(changes) > 0 {
+		end := 1
+		for end < len(changes) && changes[end].Seq/applyStride == changes[0].Seq/applyStride {
+			end++
+		}
+		b, err := x.applyLocked(ctx, changes[:end])
+		if err != nil {
+			return err
+		}
+		bad = append(bad, b...)
+		changes = changes[end:]
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("latecollect: apply: %d documents left out: %w", len(bad), errors.Join(bad...))
+	}
+	return nil
+}
+
+// applyStride is the length of the runs of the change log between which
+// Apply decides whether to rebuild.
+const applyStride = 256
+
+// applyLocked applies one run of changes. It returns the errors of
+// documents left out (bad blobs) apart from a failure that stops it.
+func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
 	// The last change of each document wins; the change carries the
 	// document as it is now, so reading the current blob converges.
 	final := map[uint64]storage.Change{}
@@ -315,10 +347,20 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		last = max(last, c.Seq)
 	}
 	if len(final) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
+	}
+	// Decide on a rebuild when a new run of the log starts, from the
+	// documents of every run before it: that state does not depend on how
+	// the caller cut the log.
+	if changes[0].Seq/applyStride != x.mu.applied/applyStride {
+		if target := x.targetDescription(); target != x.mu.desc && trainable(target, x.mu.tokens) {
+			if err := x.rebuildLocked(target); err != nil {
+				return nil, fmt.Errorf("latecollect: apply: %w", err)
+			}
+		}
 	}
 	var (
 		removeIDs []int64
@@ -326,7 +368,13 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		addVecs   []float32
 		bad       []error
 	)
-	for num, c := range final {
+	nums := make([]uint64, 0, len(final))
+	for num := range final {
+		nums = append(nums, num)
+	}
+	slices.Sort(nums)
+	for _, num := range nums {
+		c := final[num]
 		if n := x.mu.keys[num]; n > 0 {
 			removeIDs = appendIDs(removeIDs, num, n)
 			delete(x.mu.keys, num)
@@ -337,7 +385,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		}
 		value, ok, err := x.st.Blob(num, x.blob)
 		if err != nil {
-			return fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, num, err)
+			return nil, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, num, err)
 		}
 		if !ok {
 			continue
@@ -350,29 +398,20 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		x.putDocLocked(num, e)
 	}
 	if _, err := x.mu.fx.Remove(removeIDs); err != nil {
-		return fmt.Errorf("latecollect: apply: remove %d token keys: %w", len(removeIDs), err)
+		return nil, fmt.Errorf("latecollect: apply: remove %d token keys: %w", len(removeIDs), err)
 	}
-	target := x.targetDescription()
-	if target != x.mu.desc && trainable(target, x.mu.tokens) {
-		// Enough tokens to train the configured index: rebuild from
-		// memory, which includes this batch.
-		if err := x.rebuildLocked(target); err != nil {
-			return fmt.Errorf("latecollect: apply: %w", err)
+	for _, num := range nums {
+		e, ok := x.mu.docs[num]
+		if !ok {
+			continue
 		}
-	} else {
-		for num := range final {
-			e, ok := x.mu.docs[num]
-			if !ok {
-				continue
-			}
-			n := e.keys()
-			addIDs = appendIDs(addIDs, num, n)
-			addVecs = appendRows(addVecs, e, n)
-			x.mu.keys[num] = n
-		}
-		if err := x.mu.fx.Add(addIDs, addVecs); err != nil {
-			return fmt.Errorf("latecollect: apply: add %d token keys: %w", len(addIDs), err)
-		}
+		n := e.keys()
+		addIDs = appendIDs(addIDs, num, n)
+		addVecs = appendRows(addVecs, e, n)
+		x.mu.keys[num] = n
+	}
+	if err := x.mu.fx.Add(addIDs, addVecs); err != nil {
+		return nil, fmt.Errorf("latecollect: apply: add %d token keys: %w", len(addIDs), err)
 	}
 	x.mu.applied = last
 	x.mu.sinceSnap += len(final)
@@ -383,10 +422,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		// snapshots stop; Snapshot still returns its error.
 		x.mu.snapErr = x.saveSnapshotLocked(ctx)
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("latecollect: apply: %d documents left out: %w", len(bad), errors.Join(bad...))
-	}
-	return nil
+	return bad, nil
 }
 
 // appendIDs appends the token ids of a document's first n rows.

@@ -447,3 +447,52 @@ func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyCutDoesNotMatter applies one change log to two indexes, in
+// Apply calls of very different lengths, across the Flat-to-IVF rebuild:
+// both end with the same index and the same rankings.
+func TestApplyCutDoesNotMatter(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, "")
+	c := newSynth(6000, 16, 11)
+	x1 := openIndex(t, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: -1})
+	x2 := openIndex(t, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: -1})
+	ids := make([]string, 0, len(c.vecs))
+	for id := range c.vecs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for i := 0; i < len(ids); i += 100 {
+		c.write(t, st, F16, ids[i:min(i+100, len(ids))]...)
+	}
+	if err := x1.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ch, err := st.Changes(ctx, x2.AppliedSeq(), 37)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ch) == 0 {
+			break
+		}
+		if err := x2.Apply(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s1, _ := x1.Stats()
+	s2, _ := x2.Stats()
+	if s1.Description != s2.Description || s1.TokenKeys != s2.TokenKeys || !strings.HasPrefix(s1.Description, "IVF") {
+		t.Fatalf("indexes differ: %+v vs %+v", s1, s2)
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for q := range 10 {
+		query := randomUnit(r, 8, 16)
+		h1, err1 := x1.Search(ctx, query, &SearchOptions{K: 10})
+		h2, err2 := x2.Search(ctx, query, &SearchOptions{K: 10})
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		sameHits(t, fmt.Sprint("query ", q), h2, h1)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -65,6 +66,10 @@ type Store struct {
 	db  *badger.DB
 	dir string
 
+	// stop ends the garbage-collection goroutine, which closes stopped.
+	stop, stopped chan struct{}
+	stopOnce      sync.Once
+
 	// life is held for reading by every operation and for writing by
 	// Close, so that reads never wait for a write's commit.
 	life   sync.RWMutex
@@ -97,17 +102,73 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 		}
 	}
-	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil)
+	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil).WithValueThreshold(valueThreshold)
 	db, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open badger in %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir}
+	s := &Store{db: db, dir: dir, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.load(o.Schema); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if o.InMemory {
+		close(s.stopped)
+	} else {
+		go s.collectGarbage()
+	}
 	return s, nil
+}
+
+// valueThreshold is the size above which Badger keeps a value in its value
+// log instead of in the LSM tree. Badger's default (1 MiB) keeps token
+// matrices (a few hundred KiB each) in the tree, where every compaction
+// rewrites them: indexing SciFact wrote its 1.3 GB of token blobs about
+// five times over. Above this threshold a value is written once, and the
+// tree holds a pointer; documents and pooled vectors (1.5 KiB at 384-d)
+// stay in the tree, where scans read them fastest.
+const valueThreshold = 4 << 10
+
+// gcInterval is how often the value log is garbage-collected: values that
+// updates and deletes replaced stay in it until a collection rewrites
+// their file.
+const gcInterval = 5 * time.Minute
+
+// collectGarbage runs Badger's value-log garbage collection every
+// gcInterval until Close: each pass rewrites the files of which at least
+// half is garbage.
+func (s *Store) collectGarbage() {
+	defer close(s.stopped)
+	t := time.NewTicker(gcInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.GC()
+		}
+	}
+}
+
+// GC rewrites the value-log files of which at least half is garbage
+// (values that later writes replaced or deleted), until none is left. The
+// store runs it every few minutes by itself.
+func (s *Store) GC() error {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	for {
+		err := s.db.RunValueLogGC(0.5)
+		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("storage: value log GC: %w", err)
+		}
+	}
 }
 
 // load reads the counters and schema, creating them on first open.
@@ -157,6 +218,8 @@ func (s *Store) load(schema *tandem.Schema) error {
 
 // Close closes the store. It is idempotent.
 func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.stopped
 	s.life.Lock()
 	defer s.life.Unlock()
 	if s.closed {

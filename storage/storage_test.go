@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -263,5 +264,64 @@ func TestSameIDTwiceInOneBatch(t *testing.T) {
 	s.ScanDocs(ctx, func(uint64, tandem.Doc) error { n++; return nil })
 	if n != 2 {
 		t.Errorf("%d documents stored, want 2", n)
+	}
+}
+
+// TestLargeBlobsAndGC stores blobs on both sides of the value-log
+// threshold, replaces and deletes some, runs the value-log GC and reopens:
+// every live value reads back, and nothing deleted does.
+func TestLargeBlobsAndGC(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	blob := func(i, size int) []byte {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte(i + j)
+		}
+		return b
+	}
+	write := func(round int) {
+		var b Batch
+		for i := range 20 {
+			b.Put(tandem.Doc{ID: fmt.Sprint("d", i), Fields: map[string]any{"text": "t"}},
+				map[string][]byte{"small": blob(round+i, 100), "large": blob(round+i, 3*valueThreshold)})
+		}
+		if _, err := s.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0)
+	write(1) // replaces every blob
+	var del Batch
+	del.Delete("d3")
+	if _, err := s.Write(ctx, &del); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GC(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := s.GC(); !errors.Is(err, ErrClosed) {
+		t.Errorf("GC after Close: %v", err)
+	}
+	s = openTest(t, dir)
+	for i := range 20 {
+		num, ok, err := s.Lookup(fmt.Sprint("d", i))
+		if i == 3 {
+			if ok {
+				t.Errorf("deleted d3 is back")
+			}
+			continue
+		}
+		if err != nil || !ok {
+			t.Fatalf("d%d: %v %v", i, ok, err)
+		}
+		for name, size := range map[string]int{"small": 100, "large": 3 * valueThreshold} {
+			v, ok, err := s.Blob(num, name)
+			if err != nil || !ok || !bytes.Equal(v, blob(1+i, size)) {
+				t.Errorf("d%d %s: %d bytes, %v %v", i, name, len(v), ok, err)
+			}
+		}
 	}
 }

@@ -22,16 +22,22 @@ import (
 
 func benchCommands() map[string]command {
 	return map[string]command{
-		"bench": {"benchmark ingest and search at scale on a synthetic collection", runBench},
+		"bench": {"benchmark ingest and search at scale (ingest), or document encoding (encode)", runBench},
 	}
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "ingest" {
-		fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [flags]")
-		return errUsage
+	if len(args) > 0 {
+		switch args[0] {
+		case "ingest":
+			return runBenchIngest(args[1:], stdout, stderr)
+		case "encode":
+			return runBenchEncode(args[1:], stdout, stderr)
+		}
 	}
-	return runBenchIngest(args[1:], stdout, stderr)
+	fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [flags]")
+	fmt.Fprintln(stderr, "       tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [flags]")
+	return errUsage
 }
 
 // runBenchIngest builds a synthetic collection whose documents bring their

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -44,8 +45,20 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	var external externalFlags
 	fs.Var(&external, "external", "new collection: an external model, whose vectors every line brings under \"_vectors\", as NAME:dense=DIM,tokens=DIM,similarity=cosine|dot (dense or tokens or both); repeatable")
 	quiet := fs.Bool("quiet", false, "no progress output")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *dir == "" || *corpus == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem index --dir DIR --corpus FILE.jsonl [flags]")
