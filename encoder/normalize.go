@@ -58,12 +58,11 @@ func (n *bertNormalizer) normalize(s string) string {
 	return out
 }
 
+// isWhitespace is the Unicode White_Space property, as Rust's
+// char::is_whitespace that the Rust crate calls (not only Zs: U+2028 and
+// U+2029 are whitespace too).
 func isWhitespace(r rune) bool {
-	switch r {
-	case ' ', '\t', '\n', '\r':
-		return true
-	}
-	return unicode.Is(unicode.Zs, r)
+	return unicode.IsSpace(r)
 }
 
 func isControl(r rune) bool {

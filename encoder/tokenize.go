@@ -24,6 +24,8 @@ type wordTokenizer struct {
 	padID       int64
 	// bert replaces sugarme's BertNormalizer when tokenizer.json uses one.
 	bert *bertNormalizer
+	// fast replaces the whole library for BERT WordPiece tokenizers.
+	fast *wordPiece
 }
 
 // template is the subset of tokenizer.json we interpret ourselves.
@@ -79,6 +81,7 @@ func loadTokenizer(path string) (*wordTokenizer, error) {
 			return nil, fmt.Errorf("%w: tokenizer %s: normalizer: %v", ErrBadConfig, path, err)
 		}
 		tk.WithNormalizer(nil)
+		w.fast = newWordPiece(data, w.bert)
 	}
 	if tpl.Padding != nil {
 		w.padID = tpl.Padding.PadID
@@ -163,6 +166,9 @@ func (w *wordTokenizer) content(text string) (ids []int64, err error) {
 			err = fmt.Errorf("tokenizer library failed: %v", r)
 		}
 	}()
+	if w.fast != nil {
+		return w.fast.encode(text), nil
+	}
 	if w.bert != nil {
 		text = w.bert.normalize(text)
 	}
