@@ -12,9 +12,12 @@ import (
 )
 
 // DefaultModel is the model used when none is named: bge-small-en-v1.5
-// (SciFact nDCG@10 ≈ 0.72 as published, against ≈ 0.645 for
-// all-MiniLM-L6-v2).
-const DefaultModel = "bge-small-en-v1.5"
+// quantised to int8 by the set-up (scripts/models/quantize.py). On SciFact
+// it encodes 1.8 times as fast as the float32 original on this project's
+// machine, within 0.003 nDCG@10 of it for dense and late retrieval
+// (docs/ingest.md). The float32 model stays installed as
+// "bge-small-en-v1.5", which collections made with it keep.
+const DefaultModel = "bge-small-en-v1.5-int8"
 
 // ErrNotInstalled means a named model is not in the models directory.
 var ErrNotInstalled = errors.New("encoder: model not installed")

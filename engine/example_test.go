@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 )
@@ -62,4 +63,49 @@ func Example_hybrid() {
 	// Output:
 	// 1 Cats
 	// true bm25 1
+}
+
+// Example_externalVectors brings vectors made elsewhere (a GPU, a hosted
+// embedding service) for a model Tandem does not run: the collection
+// declares the model as external, documents carry their vectors in
+// Doc.Vectors, and a search carries its query vector.
+func Example_externalVectors() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "tandem-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+
+	schema := tandem.DefaultSchema()
+	schema.Models = []tandem.Model{{Name: "my-embedder", Dense: true, Dim: 3, Similarity: tandem.Cosine, External: true}}
+	e, err := engine.Open(dir, &engine.Options{Schema: schema})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+
+	docs := []tandem.Doc{
+		{ID: "north", Fields: map[string]any{"text": "the road north"}, Vectors: map[string]tandem.Vectors{"my-embedder": {Dense: []float32{1, 0, 0}}}},
+		{ID: "east", Fields: map[string]any{"text": "the road east"}, Vectors: map[string]tandem.Vectors{"my-embedder": {Dense: []float32{0, 1, 0}}}},
+	}
+	if _, err := e.Index(ctx, docs); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := e.Search(ctx, engine.Request{
+		Text:       "road",
+		Retrievers: []string{"bm25", "dense:my-embedder"},
+		Vectors:    map[string]tandem.Vectors{"my-embedder": {Dense: []float32{0.1, 0.9, 0}}},
+		K:          1,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Hits[0].ID, res.Retrievers)
+	// Output:
+	// east [bm25 dense:my-embedder]
 }
