@@ -53,8 +53,9 @@ const (
 	// Float32 is a full-precision export.
 	Float32 Precision = "float32"
 	// Int8 is a quantised model: int8 weights, and usually activations
-	// quantised per tensor at run time, so that a text's vector depends
-	// slightly on the other texts in its batch.
+	// quantised per tensor at run time, so that a text's vector would
+	// depend slightly on the other texts in its batch; the encoder runs
+	// such a model one text at a time by default (Options.BatchSize).
 	Int8 Precision = "int8"
 )
 

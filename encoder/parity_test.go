@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tandemsearch/tandem/internal/native"
@@ -20,11 +22,11 @@ var defaultModels = []string{
 	"bge-small-en-v1.5-int8", "all-MiniLM-L6-v2-int8", "e5-small-v2-int8",
 }
 
-// parityBatchSize is the BatchSize of TestParity's encoder, and BATCH in
-// make_parity.py, which batches its reference as Encode does (texts
-// sorted by token count). The int8 models quantise activations with one
-// scale per batch tensor, so their vectors match Python's only when both
-// sides encode the same batches.
+// parityBatchSize is the BatchSize of TestParity's encoder for float32
+// models, and BATCH in make_parity.py, which batches its reference as
+// Encode does (texts sorted by token count). The int8 models quantise
+// activations with one scale per batch tensor, so both sides run them as
+// the encoder does by default, one text at a time.
 const parityBatchSize = 8
 
 type parityFixture struct {
@@ -80,7 +82,13 @@ func TestParity(t *testing.T) {
 				}
 				return v
 			}
-			e := load(t, dir, &Options{BatchSize: parityBatchSize})
+			// float32 models in batches, to check that padding changes
+			// nothing; int8 ones as the encoder runs them by default.
+			opts := &Options{BatchSize: parityBatchSize}
+			if strings.HasSuffix(name, "-int8") {
+				opts = nil
+			}
+			e := load(t, dir, opts)
 			if err := e.CheckDim(fx.Dim); err != nil {
 				t.Fatal(err)
 			}
@@ -128,4 +136,44 @@ func cosine(a, b []float32) float64 {
 		return 0
 	}
 	return dot / math.Sqrt(na*nb)
+}
+
+// TestInt8RunsTextsAlone checks that an int8 model, whose activation
+// scales are per tensor, gives a text the same vector whatever it is
+// encoded with: alone, or in one call with texts of other lengths.
+func TestInt8RunsTextsAlone(t *testing.T) {
+	const name = "bge-small-en-v1.5-int8"
+	e := load(t, installedModel(t, name), nil)
+	if e.Config().Precision != Int8 || e.BatchSize() != 1 {
+		t.Fatalf("%s: precision %q, batch size %d; want int8 run one text at a time", name, e.Config().Precision, e.BatchSize())
+	}
+	texts := []string{"?", "heart attack", "Aspirin reduces the risk of a first myocardial infarction in men.", "the cat sat on the mat and then it slept for a very long time, as cats do"}
+	ctx := context.Background()
+	all, err := e.Encode(ctx, Request{Side: Document, Texts: texts, Tokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range texts {
+		one, err := e.Encode(ctx, Request{Side: Document, Texts: []string{text}, Tokens: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		approxEqual(t, text, all.Vectors[i], one.Vectors[0], 0)
+		approxEqual(t, text+" tokens", all.Tokens[i].Vectors, one.Tokens[0].Vectors, 0)
+	}
+	// With batches forced, the same texts move: the reason for the default.
+	batched := load(t, installedModel(t, name), &Options{BatchSize: len(texts)})
+	got, err := batched.Encode(ctx, Request{Side: Document, Texts: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i := range texts {
+		if !slices.Equal(got.Vectors[i], all.Vectors[i]) {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("batches of %d gave every text its lone vector; per-tensor activation scales should move some", len(texts))
+	}
 }

@@ -131,10 +131,9 @@ type sciFactRow struct {
 // retrieval: SciFact indexed once with the default model (one forward pass
 // per document for the pooled and token vectors), then every mode evaluated
 // on the 300 test queries. Run it with -timeout 90m; it skips under -short.
-// sciFactModel is the model TestSciFact indexes with: the float32
-// original of the default model, the one the Python reference figure
-// (testdata/scifact_dense_*.json) was computed with. docs/ingest.md
-// compares the int8 default with it.
+// sciFactModel is the model TestSciFact indexes with: the float32 default,
+// the one the Python reference figure (testdata/scifact_dense_*.json) was
+// computed with.
 const sciFactModel = "bge-small-en-v1.5"
 
 func TestSciFact(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -105,7 +106,11 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		last = time.Now()
 		rate := float64(p.Docs) / p.Elapsed.Seconds()
 		eta := time.Duration(float64(*docs-p.Docs)/rate) * time.Second
-		fmt.Fprintf(stderr, "%d docs, %.0f docs/s, ETA %s, RSS peak %s\n", p.Docs, rate, eta.Round(time.Second), size(peakRSS()))
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		anon, file := currentRSS()
+		fmt.Fprintf(stderr, "%d docs, %.0f docs/s, ETA %s, RSS %s anonymous (Go heap %s) + %s mapped files, peak %s\n",
+			p.Docs, rate, eta.Round(time.Second), size(anon), size(int64(ms.HeapInuse)), size(file), size(peakRSS()))
 	}})
 	if err != nil {
 		return err
@@ -239,6 +244,25 @@ func generate(g *synth.Generator, n int) (next func() (tandem.Doc, error), stop 
 		})
 	}
 	return next, stop
+}
+
+// currentRSS is the process's resident memory in bytes: anonymous (heaps,
+// Go's and C's) and file-backed (memory-mapped index files, which the
+// kernel may drop); zeros if unknown.
+func currentRSS() (anon, file int64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "RssAnon: %d kB", &kb); err == nil {
+			anon = kb << 10
+		} else if _, err := fmt.Sscanf(line, "RssFile: %d kB", &kb); err == nil {
+			file = kb << 10
+		}
+	}
+	return anon, file
 }
 
 // peakRSS is the process's peak resident set size in bytes.

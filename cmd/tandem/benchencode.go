@@ -25,13 +25,13 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	docs := fs.Int("docs", 512, "documents to encode, from the start of the corpus")
 	threads := fs.Int("threads", 0, "ONNX Runtime intra-op threads (0: one per core)")
 	window := fs.Int("window", 256, "documents per Encode call (the ingest batch)")
-	batch := fs.Int("batch", 32, "texts per model run")
+	batch := fs.Int("batch", 0, "texts per model run (0: the model's default, 1 for int8 and 32 for float32)")
 	tokens := fs.Bool("tokens", true, "also produce token vectors, as a collection with late interaction does")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *corpus == "" || *docs <= 0 || *window <= 0 || *batch <= 0 || fs.NArg() > 0 {
+	if *corpus == "" || *docs <= 0 || *window <= 0 || *batch < 0 || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [--threads N]")
 		return errUsage
 	}
@@ -50,7 +50,7 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	defer enc.Close()
 	ctx := context.Background()
 	// Warm up: the first run allocates ONNX Runtime's arena.
-	if _, err := enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts[:min(len(texts), *batch)], Tokens: *tokens}); err != nil {
+	if _, err := enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: texts[:min(len(texts), enc.BatchSize())], Tokens: *tokens}); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -86,11 +86,11 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	}
 	el := time.Since(start).Seconds()
 	res := map[string]any{"engine": "tandem", "model": enc.Name(), "docs": len(texts), "tokens": ntok, "threads": *threads,
-		"seconds": el, "docs_per_s": float64(len(texts)) / el, "tokens_per_s": float64(ntok) / el}
+		"batch": enc.BatchSize(), "batch_tokens": enc.BatchTokens(), "window": *window, "seconds": el, "docs_per_s": float64(len(texts)) / el, "tokens_per_s": float64(ntok) / el}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "tandem %s: %d docs, %d tokens in %.1f s: %.2f docs/s, %.0f tokens/s\n", enc.Name(), len(texts), ntok, el, res["docs_per_s"], res["tokens_per_s"])
+	fmt.Fprintf(stdout, "tandem %s (batches of %d): %d docs, %d tokens in %.1f s: %.2f docs/s, %.0f tokens/s\n", enc.Name(), enc.BatchSize(), len(texts), ntok, el, res["docs_per_s"], res["tokens_per_s"])
 	return nil
 }
 

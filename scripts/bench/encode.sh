@@ -22,8 +22,11 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "model $MODEL, $DOCS SciFact documents, $THREADS threads, $ROUNDS rounds"
 for r in $(seq "$ROUNDS"); do
-	"$ROOT/bin/tandem" bench encode --model "$MODEL" --corpus "$CORPUS" --docs "$DOCS" --threads "$THREADS" --json | tee -a "$out"
-	"$VENV/bin/python" "$ROOT/scripts/bench/encode_python.py" "$DIR" "$CORPUS" "$DOCS" "$THREADS" | tee -a "$out"
+	line=$("$ROOT/bin/tandem" bench encode --model "$MODEL" --corpus "$CORPUS" --docs "$DOCS" --threads "$THREADS" --json)
+	echo "$line" | tee -a "$out"
+	# Python batches as Tandem did: the model's batch size and window.
+	read -r window batch budget < <("$VENV/bin/python" -c 'import json,sys; r=json.loads(sys.argv[1]); print(r["window"], r["batch"], r["batch_tokens"])' "$line")
+	"$VENV/bin/python" "$ROOT/scripts/bench/encode_python.py" "$DIR" "$CORPUS" "$DOCS" "$THREADS" "$window" "$batch" "$budget" | tee -a "$out"
 done
 "$VENV/bin/python" - "$out" <<'PY'
 import json, statistics, sys

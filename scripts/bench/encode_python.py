@@ -4,13 +4,14 @@
 The reference side of scripts/bench/encode.sh: Hugging Face `tokenizers`
 and onnxruntime on the very model.onnx that `tandem bench encode` runs,
 with the model's tandem.json (document prefix and max_length), the same
-windows of documents sorted by token count, the same batch size and the
+windows of documents sorted by token count, the same batches (texts and padded-token bounds) and the
 same intra-op threads. Tokenizing is timed with the model runs, as
 Tandem's figure includes its own tokenizer. Prints one JSON object.
 
-    encode_python.py MODEL_DIR CORPUS DOCS THREADS [WINDOW BATCH]
+    encode_python.py MODEL_DIR CORPUS DOCS THREADS [WINDOW BATCH BATCH_TOKENS]
 """
 import json
+import os
 import sys
 import time
 
@@ -18,11 +19,15 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+import make_parity  # noqa: E402
+
 
 def main():
     model_dir, corpus, n, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     window = int(sys.argv[5]) if len(sys.argv) > 5 else 256
     batch = int(sys.argv[6]) if len(sys.argv) > 6 else 32
+    budget = int(sys.argv[7]) if len(sys.argv) > 7 else 1024
     cfg = json.load(open(f"{model_dir}/tandem.json"))
     doc = cfg.get("document", {})
     prefix, max_len = doc.get("prefix", ""), doc.get("max_length", 512)
@@ -60,13 +65,14 @@ def main():
     for w in range(0, len(texts), window):
         encs = tok.encode_batch(texts[w : w + window])
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
-        for b in range(0, len(order), batch):
-            part = [encs[i] for i in order[b : b + batch]]
+        # Batches cut as encoder.go's run cuts them (make_parity.batches).
+        for b, e in make_parity.batches([len(encs[i].ids) for i in order], batch, budget):
+            part = [encs[i] for i in order[b:e]]
             ntok += sum(len(e.ids) for e in part)
             run(part)
     secs = time.perf_counter() - start
     print(json.dumps({"engine": "onnxruntime-python", "model": cfg.get("name", model_dir), "docs": len(texts), "tokens": ntok,
-                      "threads": threads, "seconds": secs, "docs_per_s": len(texts) / secs, "tokens_per_s": ntok / secs}))
+                      "threads": threads, "batch": batch, "batch_tokens": budget, "window": window, "seconds": secs, "docs_per_s": len(texts) / secs, "tokens_per_s": ntok / secs}))
 
 
 if __name__ == "__main__":

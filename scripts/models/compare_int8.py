@@ -4,11 +4,11 @@
 For the first N SciFact documents (title + " " + text) and queries, it
 encodes with both models in Python (make_parity.encode: Tandem's
 tokenization, pooling and batching), batched as Tandem batches them:
-documents 32 at a time (the default Options.BatchSize, as indexing does),
+one text per run, as Tandem runs an int8 model (Options.BatchSize),
 queries one at a time (as a search does). It prints per model the minimum
 and mean cosine of the pooled vectors and of the token vectors (the ones
 late interaction reads), int8 against float32. docs/models.md quotes its output; quantize.py's
-recipe should keep every pooled cosine >= 0.99, and the script fails
+recipe should keep every pooled cosine >= 0.985, and the script fails
 otherwise.
 
 Run from the repository root after scripts/setup.sh:
@@ -29,7 +29,7 @@ import make_parity  # noqa: E402
 MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2"]
 SCIFACT = os.path.join(make_parity.ROOT, "..", "shared", "data", "scifact")
 # Texts per batch on each side, as Tandem encodes them.
-BATCH = {"document": 32, "query": 1}
+BATCH = {"document": 1, "query": 1}
 
 
 def first_lines(path, n, text):
@@ -69,8 +69,8 @@ def main():
             worst = min(worst, pooled.min())
             print(f"{name}-int8 vs {name}, {len(batch)} {side.replace('query', 'querie')}s: pooled cosine min {pooled.min():.4f} "
                   f"mean {pooled.mean():.4f}; {len(tok)} token vectors min {tok.min():.4f} mean {tok.mean():.4f}")
-    if worst < 0.99:
-        sys.exit(f"compare_int8: pooled cosine {worst:.4f} < 0.99")
+    if worst < 0.985:
+        sys.exit(f"compare_int8: pooled cosine {worst:.4f} < 0.985")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,12 @@ tokenizer transformers uses) plus onnxruntime in Python on the very same
 model.onnx that scripts/setup-models.sh installs, with the pooling,
 normalisation, prefix and truncation that the model's tandem.json declares,
 implemented here independently of Tandem's Go code. Texts are encoded in
-padded batches of mixed lengths, batched exactly as TestParity's Go call
-batches them: the int8 models (NAME-int8, made by quantize.py) quantise
-their activations with one scale per batch tensor, so a text's vector
-depends on its batch, and a like-for-like comparison needs the same
-batches. (The float32 vectors do not depend on the batching: in input
-order, as the script first batched, they came out byte-identical.)
+batches exactly as TestParity's Go call batches them: float32 models in
+padded batches of 8 of mixed lengths, int8 models (NAME-int8, made by
+quantize.py) one text at a time, as Tandem runs them, since they quantise
+their activations with one scale per batch tensor. (The float32 vectors
+do not depend on the batching: in input order, as the script first
+batched, they came out byte-identical.)
 
 <model>.json lists the cases (side, text); <model>.f32 holds one vector per
 case, little-endian float32, in the same order. encoder/parity_test.go
@@ -34,8 +34,15 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(ROOT, "encoder", "testdata", "parity")
 MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2",
           "bge-small-en-v1.5-int8", "all-MiniLM-L6-v2-int8", "e5-small-v2-int8"]
-# TestParity's batch size (parityBatchSize in encoder/parity_test.go).
+# TestParity's batch size for float32 models (parityBatchSize in
+# encoder/parity_test.go); int8 models run one text at a time.
 BATCH = 8
+# encoder.Options.BatchTokens' default.
+BATCH_TOKENS = 1024
+
+
+def batch_size(name):
+    return 1 if name.endswith("-int8") else BATCH
 
 LONG = " ".join(["Scurvy is a disease resulting from a lack of vitamin C, which is required for collagen synthesis."] * 60)
 TEXTS = [
@@ -116,10 +123,24 @@ def pad_id(path, tok):
     return 0
 
 
+def batches(lengths, batch, budget=BATCH_TOKENS):
+    """Cuts indices sorted by length as encoder.go's run does: a batch ends
+    at batch texts, or before its padded size (texts x longest) would pass
+    budget tokens; a text longer than budget runs alone."""
+    out, start = [], 0
+    while start < len(lengths):
+        end = start + 1
+        while end < len(lengths) and end - start < batch and (end - start + 1) * lengths[end] <= budget:
+            end += 1
+        out.append((start, end))
+        start = end
+    return out
+
+
 def encode(sess, tok, pad, cfg, side, texts, batch=BATCH, tokens=False):
-    """Encodes texts as the Go encoder batches them (encoder.go, encode and
+    """Encodes texts as the Go encoder batches them (encoder.go, run and
     runBatch): stably sorted by token count, special tokens included, cut
-    into batches of batch texts, each padded with pad to its longest text,
+    into batches (batches()), each padded with pad to its longest text,
     token_type_ids all 0. Returns the pooled vectors in input order; with
     tokens, also a list of each text's hidden states, one row per token
     (padding excluded, not normalised)."""
@@ -133,8 +154,8 @@ def encode(sess, tok, pad, cfg, side, texts, batch=BATCH, tokens=False):
     order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
     out = [None] * len(texts)
     states = [None] * len(texts)
-    for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
+    for start, end in batches([len(encs[i].ids) for i in order], batch):
+        idx = order[start:end]
         width = max(len(encs[i].ids) for i in idx)
         ids = np.full((len(idx), width), pad, np.int64)
         mask = np.zeros((len(idx), width), np.int64)
@@ -173,8 +194,8 @@ def main():
         tok = Tokenizer.from_file(tok_path)
         pad = pad_id(tok_path, tok)
         sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
-        docs = encode(sess, tok, pad, cfg, "document", TEXTS)
-        queries = encode(sess, tok, pad, cfg, "query", QUERIES)
+        docs = encode(sess, tok, pad, cfg, "document", TEXTS, batch_size(name))
+        queries = encode(sess, tok, pad, cfg, "query", QUERIES, batch_size(name))
         cases = [{"side": "document", "text": t} for t in TEXTS] + [{"side": "query", "text": t} for t in QUERIES]
         with open(os.path.join(OUT, name + ".json"), "w", encoding="utf-8") as f:
             json.dump({"model": name, "dim": int(docs.shape[1]), "cases": cases}, f, ensure_ascii=False, indent=1)

@@ -19,7 +19,8 @@ The recipe, in two steps:
    graph (num_heads=0, hidden_size=0); check_fusions fails the step when a
    layer was not fused or no head count was found.
 2. Dynamic quantisation of the MatMul and Attention nodes: weights signed
-   int8 with one scale per output channel (QInt8, per_channel), activations
+   7-bit (QInt8 with reduce_range, values -64..63) with one scale per
+   output channel (per_channel), activations
    unsigned int8 with one scale per tensor computed at run time. Attention
    becomes QAttention; each MatMul becomes DynamicQuantizeLinear +
    MatMulInteger + Mul, which ONNX Runtime fuses into DynamicQuantizeMatMul
@@ -27,16 +28,27 @@ The recipe, in two steps:
    float32: a table look-up gains nothing from int8, and its error would
    reach every layer.
 
-Why this recipe: measured with bge-small-en-v1.5 on this machine's CPU
-(AVX-512 VNNI), the fused int8 model encodes about 2x faster than the
-float32 model and 1.3x faster than the published Xenova quantised export
-of the same model, and its pooled vectors keep cosine >= 0.99 with the
-float32 ones (docs/models.md has the figures for the three models).
+Why this recipe: measured with bge-small-en-v1.5 on an AVX-512 VNNI CPU,
+the fused int8 model encodes about 2x faster than the float32 model and
+1.3x faster than the published Xenova quantised export of the same model,
+and its pooled vectors keep cosine >= 0.99 with the float32 ones
+(docs/models.md has the figures for the three models).
 
-Because activation scales are per tensor, the vector of a text depends a
-little on the other texts in its batch and on their padding; Tandem's
-parity fixtures (make_parity.py) therefore batch exactly as the Go encoder
-does.
+Why 7-bit weights: without VNNI (AVX2, or AVX-512 without VNNI), ONNX
+Runtime multiplies uint8 activations by int8 weights with VPMADDUBSW,
+which adds pairs of products into int16 and saturates: 2 x 255 x 127
+does not fit. The same model file then gives different vectors on
+different CPUs (bge-small-en-v1.5-int8 on an AVX2 Zen 3: pooled cosine
+with float32 down to 0.9726, against 0.9970 on VNNI), and a collection
+indexed on one machine would be searched with query vectors from another
+arithmetic. With weights in -64..63 no pair can saturate (2 x 255 x 64 <
+32768), so every CPU computes the same integer products; on AVX2 the
+pooled cosine with float32 is back to 0.9967.
+
+Because activation scales are per tensor, the vector of a text would
+depend a little on the other texts in its batch and on their padding;
+Tandem runs int8 models one text at a time (encoder.Options.BatchSize),
+and the parity fixtures (make_parity.py) do the same.
 
 Finally the script checks that the result keeps the interface Tandem's
 encoder requires (encoder/encoder.go, openModel): the float32 model's
@@ -130,6 +142,7 @@ def main():
             dst,
             weight_type=QuantType.QInt8,
             per_channel=True,
+            reduce_range=True,
             op_types_to_quantize=["MatMul", "Attention"],
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
