@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -175,5 +176,39 @@ func TestInt8RunsTextsAlone(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Errorf("batches of %d gave every text its lone vector; per-tensor activation scales should move some", len(texts))
+	}
+}
+
+// TestThreadsSameVectors checks that a call with several batches, which
+// runs them as one-thread runs on the bulk session, gives each text the
+// vector it gets alone on the main session's threads: documents indexed in
+// bulk and the same text as a query must meet in one arithmetic.
+func TestThreadsSameVectors(t *testing.T) {
+	for _, name := range []string{"bge-small-en-v1.5-int8", "bge-small-en-v1.5"} {
+		t.Run(name, func(t *testing.T) {
+			e := load(t, installedModel(t, name), &Options{IntraOpThreads: 2, MaxConcurrentRuns: 1})
+			var texts []string
+			for i := range 40 {
+				texts = append(texts, strings.Repeat("Aspirin reduces the risk of myocardial infarction. ", 1+i%7)+fmt.Sprint(i))
+			}
+			ctx := context.Background()
+			all, err := e.Encode(ctx, Request{Side: Document, Texts: texts, Tokens: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range e.models {
+				if m.bulk.s == nil {
+					t.Fatalf("%d texts in batches of at most %d did not open the bulk session", len(texts), e.BatchSize())
+				}
+			}
+			for i, text := range texts {
+				one, err := e.Encode(ctx, Request{Side: Document, Texts: []string{text}, Tokens: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				approxEqual(t, text, all.Vectors[i], one.Vectors[0], 0)
+				approxEqual(t, text+" tokens", all.Tokens[i].Vectors, one.Tokens[0].Vectors, 0)
+			}
+		})
 	}
 }

@@ -45,9 +45,9 @@ type Options struct {
 	// External models, which Tandem does not run, are declared in
 	// Schema.Models with External set.
 	Dense, Late []string
-	// EncoderThreads caps the threads of one ONNX Runtime model run;
-	// 0 means min(NumCPU, 4). Model runs are serialised per encoder, so
-	// this caps the cores encoding takes.
+	// EncoderThreads caps the threads an encoder takes: a query runs on
+	// this many ONNX Runtime threads, and documents in bulk as up to this
+	// many concurrent one-thread runs; 0 means min(NumCPU, 4).
 	EncoderThreads int
 }
 

@@ -26,12 +26,13 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	threads := fs.Int("threads", 0, "ONNX Runtime intra-op threads (0: one per core)")
 	window := fs.Int("window", 256, "documents per Encode call (the ingest batch)")
 	batch := fs.Int("batch", 0, "texts per model run (0: the model's default, 1 for int8 and 32 for float32)")
+	runs := fs.Int("runs", 1, "model runs in flight at once, each with --threads threads")
 	tokens := fs.Bool("tokens", true, "also produce token vectors, as a collection with late interaction does")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *corpus == "" || *docs <= 0 || *window <= 0 || *batch < 0 || fs.NArg() > 0 {
+	if *corpus == "" || *docs <= 0 || *window <= 0 || *batch < 0 || *runs <= 0 || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [--threads N]")
 		return errUsage
 	}
@@ -43,7 +44,7 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	enc, err := encoder.Load(dir, &encoder.Options{IntraOpThreads: *threads, BatchSize: *batch, MaxConcurrentRuns: 1})
+	enc, err := encoder.Load(dir, &encoder.Options{IntraOpThreads: *threads, BatchSize: *batch, MaxConcurrentRuns: *runs})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Document encoding, Tandem against onnxruntime in Python, side by side:
 # the same texts (the first DOCS documents of SciFact), the same model file,
-# the same intra-op threads, the same windows and batches. The two run in
+# the same threads, the same windows and batches. Tandem runs a window's
+# batches as concurrent one-thread runs, as its ingest does; Python runs
+# one batch at a time on all the threads, as onnxruntime's users do. The two run in
 # turn, ROUNDS times, so that the machine's other load falls on both; the
 # medians and their ratio are printed last.
 #
@@ -21,6 +23,7 @@ need_venv "$ROOT/scripts/models/requirements.txt" "$ROOT/scripts/bench/requireme
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "model $MODEL, $DOCS SciFact documents, $THREADS threads, $ROUNDS rounds"
+echo "Tandem runs a window's batches as $THREADS concurrent one-thread runs; Python as one run of $THREADS threads at a time"
 for r in $(seq "$ROUNDS"); do
 	line=$("$ROOT/bin/tandem" bench encode --model "$MODEL" --corpus "$CORPUS" --docs "$DOCS" --threads "$THREADS" --json)
 	echo "$line" | tee -a "$out"
