@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -53,6 +54,8 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	keep := fset.Bool("keep", false, "keep the collection afterwards")
 	quiet := fset.Bool("quiet", false, "no progress output")
 	cpuProfile := fset.String("cpuprofile", "", "write a CPU profile of the ingest to this file")
+	searchProfile := fset.String("search-cpuprofile", "", "write a CPU profile of the searches to this file")
+	memProfile := fset.String("memprofile", "", "write a heap profile (allocations during the ingest) to this file")
 	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
@@ -117,12 +120,23 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	}
 	ingest := p.Elapsed
 	pprof.StopCPUProfile()
+	// Each phase's peak is its own: a user opens a collection in a fresh
+	// process, not in the one that built it.
+	peakIngest := peakRSS()
+	resetPeakRSS()
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
 	closeStart := time.Now()
 	if err := e.Close(); err != nil {
 		return err
 	}
 	closeTook := time.Since(closeStart)
 	disk := dirBytes(*dir)
+	debug.FreeOSMemory()
+	resetPeakRSS()
 
 	openStart := time.Now()
 	if e, err = engine.Open(*dir, nil); err != nil {
@@ -132,6 +146,9 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	if err := e.Close(); err != nil {
 		return err
 	}
+	peakOpen := peakRSS()
+	debug.FreeOSMemory()
+	resetPeakRSS()
 	// Without the dense snapshot, Open rebuilds the index from Badger.
 	snaps, _ := filepath.Glob(filepath.Join(*dir, "snapshots", "*"))
 	for _, s := range snaps {
@@ -142,6 +159,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	openRebuild := time.Since(openStart)
+	peakRebuild := peakRSS()
 
 	fmt.Fprintf(stderr, "searching: %d queries per configuration\n", *queries)
 	type config struct {
@@ -158,6 +176,17 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	}
 	lat := make([][]time.Duration, len(configs))
 	hits := make([]int, len(configs))
+	if *searchProfile != "" {
+		f, err := os.Create(*searchProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	// Configurations alternate query by query, so that the machine's
 	// load falls on all alike; the first 10 queries warm up.
 	for qi := -10; qi < *queries; qi++ {
@@ -187,7 +216,9 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "| ingest | %s, %.0f documents/s (%d atomic batches) |\n", ingest.Round(time.Second), float64(p.Docs)/ingest.Seconds(), p.Batches)
 	fmt.Fprintf(stdout, "| close (snapshots) | %s |\n", closeTook.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "| disk | %s, %.0f bytes/document |\n", size(disk), float64(disk)/float64(p.Docs))
-	fmt.Fprintf(stdout, "| peak RSS | %s |\n", size(peakRSS()))
+	fmt.Fprintf(stdout, "| peak RSS: ingest | %s |\n", size(peakIngest))
+	fmt.Fprintf(stdout, "| peak RSS: open from snapshot | %s |\n", size(peakOpen))
+	fmt.Fprintf(stdout, "| peak RSS: open with dense rebuild, then searches | %s |\n", size(max(peakRebuild, peakRSS())))
 	fmt.Fprintf(stdout, "| open from snapshot | %s |\n", openSnap.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "| open with dense rebuild | %s |\n", openRebuild.Round(time.Millisecond))
 	for ci, c := range configs {
@@ -266,12 +297,30 @@ func currentRSS() (anon, file int64) {
 }
 
 // peakRSS is the process's peak resident set size in bytes.
+// peakRSS is the process's peak resident set since start or the last
+// resetPeakRSS: VmHWM of /proc/self/status on Linux, else getrusage.
 func peakRSS() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				var kb int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+					return kb * 1024
+				}
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
 	return ru.Maxrss * 1024 // kilobytes on Linux
+}
+
+// resetPeakRSS starts a new peak at the current resident set (Linux: 5
+// written to /proc/self/clear_refs); elsewhere peaks stay cumulative.
+func resetPeakRSS() {
+	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // dirBytes is the disk space of the regular files under dir.
@@ -302,3 +351,15 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
+}
