@@ -15,9 +15,20 @@ func TestBenchIngest(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: code %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"| documents | 3000 ", "documents/s", "bytes/document", "| peak RSS |", "| open from snapshot |", "| open with dense rebuild |"} {
+	for _, want := range []string{"| documents | 3000 ", "documents/s", "bytes/document", "| peak RSS: ingest | ", "| peak RSS: open from snapshot | ", "| peak RSS: open with dense rebuild, then searches | ", "| open from snapshot |", "| open with dense rebuild |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Each phase's peak is measured (Linux resets the counter between
+	// phases), so none may be empty.
+	peaks := regexp.MustCompile(`\| peak RSS: [^|]+\| ([0-9.]+) (B|KiB|MiB|GiB) \|`).FindAllStringSubmatch(out, -1)
+	if len(peaks) != 3 {
+		t.Errorf("want 3 peak RSS rows with a size, got %d:\n%s", len(peaks), out)
+	}
+	for _, m := range peaks {
+		if m[1] == "0" || m[1] == "0.0" {
+			t.Errorf("zero peak RSS: %s", m[0])
 		}
 	}
 	rows := regexp.MustCompile(`\| (bm25|dense)(, 1% filter)?, top 10: p50 / p95 \| [0-9.]+ / [0-9.]+ ms \(([0-9.]+) hits a query\) \|`).FindAllStringSubmatch(out, -1)
