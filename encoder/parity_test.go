@@ -154,14 +154,7 @@ func TestInt8RunsTextsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, text := range texts {
-		one, err := e.Encode(ctx, Request{Side: Document, Texts: []string{text}, Tokens: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		approxEqual(t, text, all.Vectors[i], one.Vectors[0], 0)
-		approxEqual(t, text+" tokens", all.Tokens[i].Vectors, one.Tokens[0].Vectors, 0)
-	}
+	sameAsAlone(t, e, texts, all)
 	// With batches forced, the same texts move: the reason for the default.
 	batched := load(t, installedModel(t, name), &Options{BatchSize: len(texts)})
 	got, err := batched.Encode(ctx, Request{Side: Document, Texts: texts})
@@ -201,14 +194,21 @@ func TestThreadsSameVectors(t *testing.T) {
 					t.Fatalf("%d texts in batches of at most %d did not open the bulk session", len(texts), e.BatchSize())
 				}
 			}
-			for i, text := range texts {
-				one, err := e.Encode(ctx, Request{Side: Document, Texts: []string{text}, Tokens: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				approxEqual(t, text, all.Vectors[i], one.Vectors[0], 0)
-				approxEqual(t, text+" tokens", all.Tokens[i].Vectors, one.Tokens[0].Vectors, 0)
-			}
+			sameAsAlone(t, e, texts, all)
 		})
+	}
+}
+
+// sameAsAlone checks that each text's vectors in all, encoded together,
+// are bit-identical to those the text gets encoded alone.
+func sameAsAlone(t *testing.T, e *Encoder, texts []string, all *Batch) {
+	t.Helper()
+	for i, text := range texts {
+		one, err := e.Encode(context.Background(), Request{Side: Document, Texts: []string{text}, Tokens: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		approxEqual(t, text, all.Vectors[i], one.Vectors[0], 0)
+		approxEqual(t, text+" tokens", all.Tokens[i].Vectors, one.Tokens[0].Vectors, 0)
 	}
 }

@@ -92,16 +92,11 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	var last time.Time
 	fmt.Fprintf(stderr, "ingesting %d synthetic documents (%d-d vectors supplied) into %s\n", *docs, corpus.Dim, *dir)
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	p, err := e.IndexStream(ctx, next, engine.StreamOptions{Progress: func(p engine.Progress) {
 		if *quiet || time.Since(last) < 5*time.Second {
 			return
@@ -119,7 +114,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ingest := p.Elapsed
-	pprof.StopCPUProfile()
+	stopProfile()
 	// Each phase's peak is its own: a user opens a collection in a fresh
 	// process, not in the one that built it.
 	peakIngest := peakRSS()
@@ -176,17 +171,11 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	}
 	lat := make([][]time.Duration, len(configs))
 	hits := make([]int, len(configs))
-	if *searchProfile != "" {
-		f, err := os.Create(*searchProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopSearchProfile, err := startCPUProfile(*searchProfile)
+	if err != nil {
+		return err
 	}
+	defer stopSearchProfile()
 	// Configurations alternate query by query, so that the machine's
 	// load falls on all alike; the first 10 queries warm up.
 	for qi := -10; qi < *queries; qi++ {
@@ -362,4 +351,27 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("heap profile: %w", err)
 	}
 	return f.Close()
+}
+
+// startCPUProfile starts a CPU profile written to path, if path is set.
+// The returned stop ends it and closes the file; later calls do nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
 }
