@@ -35,3 +35,19 @@ func (*Index) Close() error                         { return nil }
 func (*Index) Search(context.Context, []float32, int, SearchOptions) ([]Result, error) {
 	return nil, ErrNoCgo
 }
+
+// KMeansOptions configure KMeans.
+type KMeansOptions struct {
+	Iterations int
+	Spherical  bool
+	Seed       int
+}
+
+func KMeans([]float32, int, int, KMeansOptions) ([]float32, error) { return nil, ErrNoCgo }
+
+// Quantizer is unavailable without cgo.
+type Quantizer struct{}
+
+func NewQuantizer([]float32, int) (*Quantizer, error) { return nil, ErrNoCgo }
+func (*Quantizer) Assign([]float32, []int32) error    { return ErrNoCgo }
+func (*Quantizer) Close() error                       { return nil }
