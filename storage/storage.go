@@ -107,6 +107,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open badger in %s: %w", dir, err)
 	}
+	if o.InMemory {
+		dir = "" // nothing of it is on disk
+	}
 	s := &Store{db: db, dir: dir, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.load(o.Schema); err != nil {
 		db.Close()
@@ -238,6 +241,11 @@ func (s *Store) Schema() *tandem.Schema {
 	defer s.mu.Unlock()
 	return s.mu.schema.Clone()
 }
+
+// Dir is the directory the store was opened in, "" for an in-memory store.
+// Derived indexes may keep files of their own under Dir()/derived: the
+// store neither reads nor removes them.
+func (s *Store) Dir() string { return s.dir }
 
 // LastSeq is the sequence number of the last committed change (0 if none).
 func (s *Store) LastSeq() uint64 {
