@@ -75,6 +75,10 @@ type Model struct {
 	// TokenDim values.
 	Late     bool `json:"late,omitempty"`
 	TokenDim int  `json:"token_dim,omitempty"`
+	// LateIndex describes the late-interaction index of the model
+	// (latecollect.Options.Description): "" for the default, "Residual"
+	// for residual codes with full-precision tokens on disk.
+	LateIndex string `json:"late_index,omitempty"`
 	// Similarity is how the model's vectors compare, Cosine or Dot. For
 	// an installed model it is recorded from the model when the collection
 	// is created; "" (collections made before it was recorded) means

@@ -45,6 +45,10 @@ type Options struct {
 	// External models, which Tandem does not run, are declared in
 	// Schema.Models with External set.
 	Dense, Late []string
+	// LateIndex describes the late-interaction index of the models in
+	// Late (latecollect.Options.Description; "Residual" for residual
+	// codes). Stored with the collection like Late.
+	LateIndex string
 	// EncoderThreads caps the threads an encoder takes: a query runs on
 	// this many ONNX Runtime threads, and documents in bulk as up to this
 	// many concurrent one-thread runs; 0 means min(NumCPU, 4).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"unicode/utf8"
@@ -86,7 +87,7 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 			if enc.TokenDim() == 0 {
 				return fmt.Errorf("%w %q: cannot serve late interaction: %w", ErrModel, name, encoder.ErrNoTokens)
 			}
-			specs[i].Late, specs[i].TokenDim = true, enc.TokenDim()
+			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex = true, enc.TokenDim(), o.LateIndex
 		} else {
 			if enc.Dim() == 0 {
 				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval (request it for late interaction only, e.g. late:%s)", ErrModel, name, enc.Pooling(), name)
@@ -187,11 +188,14 @@ func openIndexes(ctx context.Context, st *storage.Store, m *model) (*model, erro
 		m.dense, m.denseSnap = x, snapshotSeq(st, dense.SnapshotName(spec.Name))
 	}
 	if spec.Late {
-		x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: spec.Name, Dim: spec.TokenDim})
+		x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: spec.Name, Dim: spec.TokenDim, Description: spec.LateIndex})
 		if err != nil {
 			return m, fmt.Errorf("engine: open late-interaction index of %q: %w", spec.Name, err)
 		}
 		m.late, m.lateSnap = x, snapshotSeq(st, "late-"+spec.Name)
+		if !x.LoadedSnapshot() {
+			m.lateSnap = math.MaxUint64 // rebuilt: save it at the next snapshot point
+		}
 	}
 	return m, nil
 }

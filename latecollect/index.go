@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
@@ -68,22 +69,38 @@ type Options struct {
 	// Dim is the token dimension. Required; blobs of another dimension are
 	// refused.
 	Dim int
-	// Description is the FAISS factory description of the token index
-	// ("Flat", "HNSW32", "IVF512,Flat", "IVF512,SQ8", "IVF512,PQ48"...).
-	// Empty means automatic (see targetDescription): Flat up to 100,000
-	// tokens, then "IVF<n>,SQ8" with n the least power of two ≥
-	// sqrt(tokens), at most 8192 (2048 for SciFact's 1.24M tokens).
-	// Indexes that need training start as Flat and are rebuilt once
-	// there are 40 tokens per list.
+	// Description chooses the token index.
+	//
+	// "Residual" is the residual-code index with an automatic number of
+	// centroids (autoCentroids); "Residual<n>" fixes n, a power of two up
+	// to 65536. It keeps each token as a centroid id and a
+	// one-bit-per-dimension residual code, and its full-precision tokens
+	// in a file of its own, read only for the final exact stage.
+	//
+	// Otherwise every token key is in FAISS and every token matrix in
+	// memory: empty (or "FAISS") chooses the FAISS description
+	// automatically (see targetDescription); anything else is a FAISS
+	// factory description ("Flat", "IVF2048,SQ8", "IVF512,PQ48"...).
 	Description string
 	// KPrime is the number of document tokens each query token
-	// retrieves; default DefaultKPrime.
+	// retrieves from FAISS; default DefaultKPrime.
 	KPrime int
-	// CandidateCap bounds the candidate documents rescored exactly;
-	// default DefaultCandidateCap.
+	// CandidateCap bounds the candidate documents: for the FAISS index,
+	// those rescored exactly (default DefaultCandidateCap); for the
+	// residual codes, those scored through their tokens' centroids
+	// (default DefaultCentroidCandidates).
 	CandidateCap int
-	// NProbe is the number of IVF lists visited; default DefaultNProbe.
+	// NProbe is the number of IVF lists (FAISS, default DefaultNProbe) or
+	// centroids (residual codes, default DefaultCentroidProbe) each query
+	// token visits.
 	NProbe int
+	// ResidualCap bounds the documents scored from their residual codes;
+	// default DefaultResidualCandidates. Residual codes only.
+	ResidualCap int
+	// ExactCap is the number of documents rescored exactly from the
+	// stored tokens; default DefaultExactCandidates, negative for none.
+	// Residual codes only.
+	ExactCap int
 	// Scoring is the default score; default ScoreAvgMax.
 	Scoring Scoring
 	// SnapshotEvery saves a snapshot after this many applied changes;
@@ -108,11 +125,30 @@ func (o *Options) fill() (Options, error) {
 	if c.KPrime == 0 {
 		c.KPrime = DefaultKPrime
 	}
+	residual := isResidual(c.Description)
+	if n, ok := residualLists(c.Description); ok && n < 0 {
+		return c, fmt.Errorf("%w: Options.Description %q: want Residual or Residual<n>, n a power of two up to %d", ErrBadOptions, c.Description, maxCentroids)
+	}
+	if residual && c.Dim%8 != 0 {
+		return c, fmt.Errorf("%w: Options.Description %q needs Options.Dim divisible by 8, have %d", ErrBadOptions, c.Description, c.Dim)
+	}
 	if c.CandidateCap == 0 {
 		c.CandidateCap = DefaultCandidateCap
+		if residual {
+			c.CandidateCap = DefaultCentroidCandidates
+		}
 	}
 	if c.NProbe == 0 {
 		c.NProbe = DefaultNProbe
+		if residual {
+			c.NProbe = DefaultCentroidProbe
+		}
+	}
+	if c.ResidualCap == 0 {
+		c.ResidualCap = DefaultResidualCandidates
+	}
+	if c.ExactCap == 0 {
+		c.ExactCap = DefaultExactCandidates
 	}
 	if c.Scoring == "" {
 		c.Scoring = ScoreAvgMax
@@ -130,6 +166,8 @@ func (o *Options) fill() (Options, error) {
 		return c, fmt.Errorf("%w: Options.CandidateCap %d is negative", ErrBadOptions, c.CandidateCap)
 	case c.NProbe < 0:
 		return c, fmt.Errorf("%w: Options.NProbe %d is negative", ErrBadOptions, c.NProbe)
+	case c.ResidualCap < 0:
+		return c, fmt.Errorf("%w: Options.ResidualCap %d is negative", ErrBadOptions, c.ResidualCap)
 	case c.Parallelism < 0:
 		return c, fmt.Errorf("%w: Options.Parallelism %d is negative", ErrBadOptions, c.Parallelism)
 	case !c.Scoring.valid():
@@ -167,10 +205,20 @@ type Index struct {
 	filterAtCollection bool
 	// loadedSnapshot records that Open loaded the snapshot (tests).
 	loadedSnapshot bool
+	// tokenFileErrors counts exact-stage reads of the token file that
+	// failed (the store was read instead).
+	tokenFileErrors atomic.Int64
+
+	// residual is set when the index is the residual-code index: then
+	// mu.rc holds it (nil while no document has tokens), and mu.fx,
+	// mu.docs and mu.keys stay empty.
+	residual bool
 
 	mu struct {
 		sync.RWMutex
 		closed    bool
+		rc        *residualIndex
+		retrains  int // residual-code retrainings since Open
 		fx        *faiss.Index
 		desc      string // description fx was built from (before IDMap2)
 		docs      map[uint64]docEntry
@@ -196,7 +244,7 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	if st == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrBadOptions)
 	}
-	if o.Description != "" {
+	if o.Description != "" && o.Description != legacyAuto && !isResidual(o.Description) {
 		// Fail early on a description FAISS cannot build.
 		fx, err := faiss.New(o.Dim, o.Description, faiss.InnerProduct)
 		if err != nil {
@@ -204,10 +252,13 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 		}
 		fx.Close()
 	}
-	x := &Index{st: st, opts: o, blob: BlobName(o.Model)}
+	x := &Index{st: st, opts: o, blob: BlobName(o.Model), residual: isResidual(o.Description)}
 	x.mu.docs = map[uint64]docEntry{}
 	x.mu.keys = map[uint64]int{}
 	startSeq := st.LastSeq()
+	if x.residual {
+		return x.openResidual(ctx, startSeq)
+	}
 	err = st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {
 		e, err := x.entry(num, value)
 		if err != nil {
@@ -262,6 +313,11 @@ func (x *Index) dropDocLocked(num uint64) {
 	}
 }
 
+// LoadedSnapshot reports whether Open loaded the saved index (and so only
+// caught up) rather than rebuilding it; after a rebuild the caller should
+// Snapshot, so that the next Open does not rebuild again.
+func (x *Index) LoadedSnapshot() bool { return x.loadedSnapshot }
+
 // Name is the derived index's name in the engine: "late:<model>".
 func (x *Index) Name() string { return "late:" + x.opts.Model }
 
@@ -273,6 +329,26 @@ func (x *Index) AppliedSeq() uint64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.mu.applied
+}
+
+// openResidual finishes Open for the residual-code index: from its
+// snapshot, or built from the blobs, then caught up.
+func (x *Index) openResidual(ctx context.Context, startSeq uint64) (*Index, error) {
+	loaded, err := x.loadResidualSnapshot()
+	x.loadedSnapshot = loaded && err == nil
+	if !x.loadedSnapshot {
+		r, skipped, err := x.buildResidual(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("latecollect: open %s: %w", x.opts.Model, err)
+		}
+		x.mu.rc, x.mu.skipped, x.mu.applied = r, skipped, startSeq
+		x.mu.desc = x.residualDescription()
+	}
+	if err := x.CatchUp(ctx); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("latecollect: open %s: %w", x.opts.Model, err)
+	}
+	return x, nil
 }
 
 // CatchUp applies every change committed after AppliedSeq.
@@ -315,7 +391,11 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		for end < len(changes) && changes[end].Seq/applyStride == changes[0].Seq/applyStride {
 			end++
 		}
-		b, err := x.applyLocked(ctx, changes[:end])
+		apply := x.applyLocked
+		if x.residual {
+			apply = x.applyResidualLocked
+		}
+		b, err := apply(ctx, changes[:end])
 		if err != nil {
 			return err
 		}
@@ -460,7 +540,7 @@ func appendRows(vecs []float32, e docEntry, n int) []float32 {
 // about sqrt(tokens) keys each, so the share of keys scanned falls as
 // the collection grows.
 func (x *Index) targetDescription() string {
-	if x.opts.Description != "" {
+	if x.opts.Description != "" && x.opts.Description != legacyAuto {
 		return x.opts.Description
 	}
 	if x.mu.tokens <= autoFlatTokens {
@@ -571,16 +651,36 @@ func (x *Index) trainingSampleLocked(n int) []float32 {
 	return out
 }
 
+// legacyAuto is the description of the FAISS index with an automatic
+// description (see targetDescription).
+const legacyAuto = "FAISS"
+
 // Stats describes the index.
 type Stats struct {
 	Docs        int
 	Tokens      int64  // stored token rows
-	TokenKeys   int64  // token keys in FAISS
-	StoredBytes int64  // bytes of the token blobs (header included)
-	IndexBytes  uint64 // FAISS's estimate of its memory
-	Description string // FAISS description in use
-	AppliedSeq  uint64
-	Skipped     int // documents whose blob could not be used when loading
+	TokenKeys   int64  // token keys in FAISS, or tokens coded (residual codes)
+	StoredBytes int64  // bytes of the token blobs held in memory (none for residual codes)
+	IndexBytes  uint64 // memory of the token index: FAISS's estimate, or the residual codes' bytes
+	// MemoryBytes is all the memory the index holds for its tokens
+	// (IndexBytes + StoredBytes), and BytesPerToken that over Tokens.
+	MemoryBytes   int64
+	BytesPerToken float64
+	// Centroids is the number of centroids of the residual codes, and
+	// Drift the mean residual norm over that of the training sample.
+	Centroids int
+	Drift     float64
+	// Retrains counts the residual codes' retrainings since Open.
+	Retrains int
+	// TokenFileBytes is the size of the residual codes' file of
+	// full-precision tokens (garbage included), TokenFileErrors the
+	// reads of it that failed its checksum or I/O (the store was read
+	// instead).
+	TokenFileBytes  int64
+	TokenFileErrors int64
+	Description     string // description in use
+	AppliedSeq      uint64
+	Skipped         int // documents whose blob could not be used when loading
 	// SnapshotErr is why automatic snapshots stopped, if they did.
 	SnapshotErr error
 }
@@ -592,16 +692,41 @@ func (x *Index) Stats() (Stats, error) {
 	if x.mu.closed {
 		return Stats{}, ErrClosed
 	}
+	if x.residual {
+		s := Stats{Description: x.residualDescription(), AppliedSeq: x.mu.applied, Skipped: len(x.mu.skipped), SnapshotErr: x.mu.snapErr, Retrains: x.mu.retrains}
+		if r := x.mu.rc; r != nil {
+			s.Docs, s.Tokens, s.TokenKeys = len(r.docs), r.tokens, r.tokens
+			s.IndexBytes = uint64(r.memoryBytes())
+			s.Centroids, s.Drift = r.cb.nlist, r.drift()
+			if r.tf != nil {
+				s.TokenFileBytes = r.tf.size
+			}
+		}
+		s.TokenFileErrors = x.tokenFileErrors.Load()
+		s.MemoryBytes = int64(s.IndexBytes)
+		if s.Tokens > 0 {
+			s.BytesPerToken = float64(s.MemoryBytes) / float64(s.Tokens)
+		}
+		return s, nil
+	}
+	fxBytes := x.mu.fx.MemoryBytes()
+	memory := int64(fxBytes) + x.mu.bytes
+	var perToken float64
+	if x.mu.tokens > 0 {
+		perToken = float64(memory) / float64(x.mu.tokens)
+	}
 	return Stats{
-		Docs:        len(x.mu.docs),
-		Tokens:      x.mu.tokens,
-		TokenKeys:   x.mu.fx.Len(),
-		StoredBytes: x.mu.bytes,
-		IndexBytes:  x.mu.fx.MemoryBytes(),
-		Description: x.mu.desc,
-		AppliedSeq:  x.mu.applied,
-		Skipped:     len(x.mu.skipped),
-		SnapshotErr: x.mu.snapErr,
+		MemoryBytes:   memory,
+		BytesPerToken: perToken,
+		Docs:          len(x.mu.docs),
+		Tokens:        x.mu.tokens,
+		TokenKeys:     x.mu.fx.Len(),
+		StoredBytes:   x.mu.bytes,
+		IndexBytes:    fxBytes,
+		Description:   x.mu.desc,
+		AppliedSeq:    x.mu.applied,
+		Skipped:       len(x.mu.skipped),
+		SnapshotErr:   x.mu.snapErr,
 	}, nil
 }
 
@@ -615,6 +740,8 @@ func (x *Index) Close() error {
 	}
 	x.mu.closed = true
 	x.mu.docs, x.mu.keys = nil, nil
+	x.mu.rc.close()
+	x.mu.rc = nil
 	if x.mu.fx != nil {
 		return x.mu.fx.Close()
 	}

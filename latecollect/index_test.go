@@ -155,11 +155,17 @@ func sameHits(t *testing.T, what string, got, want []Hit) {
 }
 
 func TestSearchMatchesBruteForce(t *testing.T) {
+	for _, desc := range []string{"", "Residual"} {
+		t.Run("desc="+desc, func(t *testing.T) { testSearchMatchesBruteForce(t, desc) })
+	}
+}
+
+func testSearchMatchesBruteForce(t *testing.T, desc string) {
 	ctx := context.Background()
 	c := newSynth(300, 16, 1)
 	st := openStore(t, "")
 	c.write(t, st, F32)
-	x := openIndex(t, st, &Options{Model: testModel, Dim: 16})
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: desc})
 	r := rand.New(rand.NewPCG(7, 7))
 	for qi := range 5 {
 		q := randomUnit(r, 2+qi*3, 16)
@@ -170,9 +176,9 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameHits(t, fmt.Sprintf("query %d %s exhaustive", qi, s), got, want)
-			// With k' and the cap covering everything, candidate
+			// With every knob covering everything, candidate
 			// generation must find the exact top 10.
-			got, err = x.Search(ctx, q, &SearchOptions{Scoring: s, KPrime: 10000, CandidateCap: 10000})
+			got, err = x.Search(ctx, q, &SearchOptions{Scoring: s, KPrime: 10000, CandidateCap: 10000, NProbe: maxCentroids, ResidualCap: 10000, ExactCap: 10000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,8 +186,12 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		}
 	}
 	st2, _ := x.Stats()
-	if st2.Docs != 300 || st2.TokenKeys != st2.Tokens || st2.Description != "Flat" {
-		t.Errorf("stats %+v: want 300 docs, one key per token, Flat", st2)
+	want := "Flat"
+	if desc != "" {
+		want = "Residual"
+	}
+	if st2.Docs != 300 || st2.TokenKeys != st2.Tokens || !strings.HasPrefix(st2.Description, want) {
+		t.Errorf("stats %+v: want 300 docs, every token a key or coded, %s", st2, want)
 	}
 }
 
@@ -210,11 +220,17 @@ func TestCandidatesFindPlantedDocument(t *testing.T) {
 }
 
 func TestApplyFollowsUpdatesAndDeletes(t *testing.T) {
+	for _, desc := range []string{"", "Residual"} {
+		t.Run("desc="+desc, func(t *testing.T) { testApplyFollows(t, desc) })
+	}
+}
+
+func testApplyFollows(t *testing.T, desc string) {
 	ctx := context.Background()
 	c := newSynth(100, 8, 3)
 	st := openStore(t, "")
 	c.write(t, st, F32)
-	x := openIndex(t, st, &Options{Model: testModel, Dim: 8, SnapshotEvery: -1})
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 8, SnapshotEvery: -1, Description: desc})
 	r := rand.New(rand.NewPCG(9, 9))
 	q := randomUnit(r, 4, 8)
 
@@ -276,11 +292,17 @@ func TestApplyFollowsUpdatesAndDeletes(t *testing.T) {
 }
 
 func TestFilteredSearchReturnsOnlyAllowed(t *testing.T) {
+	for _, desc := range []string{"", "Residual"} {
+		t.Run("desc="+desc, func(t *testing.T) { testFiltered(t, desc) })
+	}
+}
+
+func testFiltered(t *testing.T, desc string) {
 	ctx := context.Background()
 	c := newSynth(400, 16, 4)
 	st := openStore(t, "")
 	c.write(t, st, F16)
-	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, KPrime: 16, CandidateCap: 64})
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, KPrime: 16, CandidateCap: 64, Description: desc})
 	r := rand.New(rand.NewPCG(11, 11))
 	allow := roaring64.New()
 	var all []uint64
@@ -449,14 +471,21 @@ func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 }
 
 // TestApplyCutDoesNotMatter applies one change log to two indexes, in
-// Apply calls of very different lengths, across the Flat-to-IVF rebuild:
-// both end with the same index and the same rankings.
+// Apply calls of very different lengths, across retrainings (residual
+// codes: a provisional codebook, then growth; FAISS: the Flat-to-IVF
+// rebuild): both end with the same index and the same rankings.
 func TestApplyCutDoesNotMatter(t *testing.T) {
+	for _, desc := range []string{"Residual", legacyAuto} {
+		t.Run("desc="+desc, func(t *testing.T) { testApplyCut(t, desc) })
+	}
+}
+
+func testApplyCut(t *testing.T, desc string) {
 	ctx := context.Background()
 	st := openStore(t, "")
 	c := newSynth(6000, 16, 11)
-	x1 := openIndex(t, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: -1})
-	x2 := openIndex(t, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: -1})
+	x1 := openIndex(t, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: -1, Description: desc})
+	x2 := openIndex(t, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: -1, Description: desc})
 	ids := make([]string, 0, len(c.vecs))
 	for id := range c.vecs {
 		ids = append(ids, id)
@@ -482,7 +511,11 @@ func TestApplyCutDoesNotMatter(t *testing.T) {
 	}
 	s1, _ := x1.Stats()
 	s2, _ := x2.Stats()
-	if s1.Description != s2.Description || s1.TokenKeys != s2.TokenKeys || !strings.HasPrefix(s1.Description, "IVF") {
+	wantPrefix := "IVF"
+	if desc != legacyAuto {
+		wantPrefix = desc
+	}
+	if s1.Description != s2.Description || s1.TokenKeys != s2.TokenKeys || s1.Drift != s2.Drift || s1.Retrains != s2.Retrains || !strings.HasPrefix(s1.Description, wantPrefix) {
 		t.Fatalf("indexes differ: %+v vs %+v", s1, s2)
 	}
 	r := rand.New(rand.NewPCG(5, 5))

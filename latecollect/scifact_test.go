@@ -167,7 +167,8 @@ func buildSciFact(tb testing.TB) (*sciFact, string, error) {
 		f.ids[num] = id
 	}
 	start := time.Now()
-	f.x, err = Open(ctx, f.st, &Options{Model: enc.Name(), Dim: enc.TokenDim(), SnapshotEvery: -1})
+	// TANDEM_LATE_DESC chooses another token index (sweeps).
+	f.x, err = Open(ctx, f.st, &Options{Model: enc.Name(), Dim: enc.TokenDim(), SnapshotEvery: -1, Description: os.Getenv("TANDEM_LATE_DESC")})
 	if err != nil {
 		return fail(err)
 	}

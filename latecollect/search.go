@@ -48,9 +48,9 @@ type SearchOptions struct {
 	Mode Mode
 	// Scoring overrides Options.Scoring.
 	Scoring Scoring
-	// KPrime, CandidateCap and NProbe override the Options of the same
-	// name.
-	KPrime, CandidateCap, NProbe int
+	// KPrime, CandidateCap, NProbe, ResidualCap and ExactCap override
+	// the Options of the same name.
+	KPrime, CandidateCap, NProbe, ResidualCap, ExactCap int
 }
 
 // Hit is one scored document.
@@ -93,6 +93,12 @@ func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions
 	if x.mu.closed {
 		return nil, ErrClosed
 	}
+	if x.residual {
+		if so.Mode == Exhaustive {
+			return x.exhaustiveFromStoreLocked(ctx, query, so)
+		}
+		return x.searchResidualLocked(ctx, query, so)
+	}
 	var cands []uint64
 	if so.Mode == Exhaustive || (so.Allow != nil && x.allowedAtMostLocked(so.Allow, so.CandidateCap)) {
 		cands = x.allowedDocsLocked(so.Allow)
@@ -121,9 +127,16 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 	if so.Scoring == "" {
 		so.Scoring = x.opts.Scoring
 	}
+	if so.ResidualCap == 0 {
+		so.ResidualCap = x.opts.ResidualCap
+	}
+	if so.ExactCap == 0 {
+		so.ExactCap = x.opts.ExactCap
+	}
+	so.ExactCap = max(so.ExactCap, 0)
 	switch {
-	case so.K < 0 || so.KPrime < 0 || so.CandidateCap < 0 || so.NProbe < 0:
-		return fmt.Errorf("latecollect: search: %w: negative K %d, KPrime %d, CandidateCap %d or NProbe %d", ErrBadOptions, so.K, so.KPrime, so.CandidateCap, so.NProbe)
+	case so.K < 0 || so.KPrime < 0 || so.CandidateCap < 0 || so.NProbe < 0 || so.ResidualCap < 0:
+		return fmt.Errorf("latecollect: search: %w: negative K %d, KPrime %d, CandidateCap %d, NProbe %d or ResidualCap %d", ErrBadOptions, so.K, so.KPrime, so.CandidateCap, so.NProbe, so.ResidualCap)
 	case !so.Scoring.valid():
 		return fmt.Errorf("latecollect: search: %w: Scoring %q", ErrBadOptions, so.Scoring)
 	case so.Mode != Candidates && so.Mode != Exhaustive:
@@ -140,7 +153,7 @@ func (x *Index) allowedAtMostLocked(allow *roaring64.Bitmap, n int) bool {
 	}
 	c := 0
 	for it := allow.Iterator(); it.HasNext(); {
-		if _, ok := x.mu.docs[it.Next()]; ok {
+		if x.hasDocLocked(it.Next()) {
 			if c++; c > n {
 				return false
 			}
@@ -165,6 +178,13 @@ func (x *Index) allowedDocsLocked(allow *roaring64.Bitmap) []uint64 {
 }
 
 func (x *Index) hasDocLocked(num uint64) bool {
+	if x.residual {
+		if x.mu.rc == nil {
+			return false
+		}
+		_, ok := x.mu.rc.docs[num]
+		return ok
+	}
 	_, ok := x.mu.docs[num]
 	return ok
 }

@@ -43,6 +43,13 @@ func (x *Index) Snapshot(ctx context.Context) error {
 }
 
 func (x *Index) saveSnapshotLocked(ctx context.Context) error {
+	if x.residual {
+		if err := x.saveResidualSnapshotLocked(ctx); err != nil {
+			return fmt.Errorf("snapshot %s: %w", x.snapshotName(), err)
+		}
+		x.mu.sinceSnap = 0
+		return nil
+	}
 	buf, err := x.mu.fx.Marshal()
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", x.snapshotName(), err)

@@ -2,6 +2,7 @@ package latecollect
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -170,3 +171,61 @@ func TestSciFactIndexSweep(t *testing.T) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// TestSciFactResidualSweep logs, for the residual-code index, recall@10
+// against exhaustive scoring and the search time per query as each knob of
+// the staged search moves away from its default: centroids probed per
+// query token, documents scored through centroids, through residual codes,
+// and exactly. The measurements behind the defaults; opt-in
+// (TANDEM_LATE_RESIDUAL_SWEEP=1).
+func TestSciFactResidualSweep(t *testing.T) {
+	if os.Getenv("TANDEM_LATE_RESIDUAL_SWEEP") == "" {
+		t.Skip("skipping residual-code sweep; set TANDEM_LATE_RESIDUAL_SWEEP=1")
+	}
+	f := loadSciFact(t)
+	if !f.x.residual {
+		t.Skip("the fixture's index is not the residual-code index")
+	}
+	s, _ := f.x.Stats()
+	t.Logf("index: %s, %d tokens, %.1f bytes/token in memory, built in %v", s.Description, s.Tokens, s.BytesPerToken, f.build.Round(time.Millisecond))
+	qs := f.recallQueries()
+	ex := func(i int) []Hit { return f.exhaustiveTop10(t, i) }
+	t.Logf("exhaustive nDCG@10 %.4f", f.ndcg10(t, qs, ex))
+	run := func(name string, so SearchOptions) {
+		start := time.Now()
+		hits := f.searcher(t, so)
+		for _, i := range qs {
+			hits(i)
+		}
+		ms := float64(time.Since(start).Microseconds()) / 1000 / float64(len(qs))
+		t.Logf("%-28s recall@10 %.4f  nDCG@10 %.4f  %.1f ms/query", name, f.recallAt10(t, qs, hits), f.ndcg10(t, qs, hits), ms)
+	}
+	run("defaults", SearchOptions{})
+	for _, v := range sweepInts("TANDEM_SWEEP_NPROBE", []int{1, 2, 8, 16}) {
+		run(fmt.Sprintf("nprobe=%d", v), SearchOptions{NProbe: v})
+	}
+	for _, v := range sweepInts("TANDEM_SWEEP_CANDIDATES", []int{256, 512, 2048, 4096}) {
+		run(fmt.Sprintf("centroid candidates=%d", v), SearchOptions{CandidateCap: v})
+	}
+	for _, v := range sweepInts("TANDEM_SWEEP_RESIDUAL", []int{16, 32, 128, 256}) {
+		run(fmt.Sprintf("residual candidates=%d", v), SearchOptions{ResidualCap: v})
+	}
+	for _, v := range sweepInts("TANDEM_SWEEP_EXACT", []int{-1, 8, 32, 64}) {
+		run(fmt.Sprintf("exact=%d", v), SearchOptions{ExactCap: v})
+	}
+}
+
+// sweepInts reads a comma-separated list of integers from the environment
+// variable name, or returns def.
+func sweepInts(name string, def []int) []int {
+	var out []int
+	for _, s := range sweepList(name, ",", nil) {
+		if v, err := strconv.Atoi(s); err == nil {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
