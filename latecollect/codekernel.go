@@ -9,7 +9,17 @@ package latecollect
 // centroid id c in cids and every j < stride. table holds one row of
 // stride values per centroid (the query tokens' scores against it);
 // stride is a positive multiple of 8 and len(best) ≥ stride.
+//
+// On amd64 with AVX2 the assembly kernel centroidMaxAVX2 does the work; it
+// checks every id against the table's rows and, on one out of range,
+// hands over to centroidMaxGo, which panics on it (max is idempotent, so
+// the part already done does not matter).
 func centroidMax(best, table []float32, stride int, cids []uint16) {
+	if useAVX2 && stride > 0 && stride%8 == 0 && len(best) >= stride && len(table) >= stride && len(cids) > 0 {
+		if centroidMaxAVX2(&best[0], &table[0], stride, len(table)/stride, &cids[0], len(cids)) {
+			return
+		}
+	}
 	centroidMaxGo(best, table, stride, cids)
 }
 
@@ -31,7 +41,14 @@ func centroidMaxGo(best, table []float32, stride int, cids []uint16) {
 // dst[i] = centroid[i] + that value. len(dst) is the dimension, a positive
 // multiple of 8; centroid, lo and hi have that length and code has
 // len(dst)/8 bytes.
+//
+// On amd64 with AVX2 the assembly kernel decodeResidual1AVX2 does the work
+// when the lengths fit.
 func decodeResidual1(dst, centroid, lo, hi []float32, code []byte) {
+	if n := len(dst); useAVX2 && n > 0 && n%8 == 0 && len(centroid) >= n && len(lo) >= n && len(hi) >= n && len(code) >= n/8 {
+		decodeResidual1AVX2(&dst[0], &centroid[0], &lo[0], &hi[0], &code[0], n)
+		return
+	}
 	decodeResidual1Go(dst, centroid, lo, hi, code)
 }
 

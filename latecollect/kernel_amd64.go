@@ -52,3 +52,18 @@ var (
 	useAVX2 = haveAVX2()
 	useF16C = haveF16C()
 )
+
+// centroidMaxAVX2 is centroidMaxGo over n ids at cids, with best and table
+// as pointers; stride must be a positive multiple of 8 and table must hold
+// rows rows of stride values. It returns false, leaving best partly
+// updated, when an id is rows or more. Implemented in kernel_amd64.s.
+//
+//go:noescape
+func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
+
+// decodeResidual1AVX2 is decodeResidual1Go over n values (a positive
+// multiple of 8), the pointers addressing n values each and code n/8
+// bytes. Implemented in kernel_amd64.s.
+//
+//go:noescape
+func decodeResidual1AVX2(dst, centroid, lo, hi *float32, code *byte, n int)

@@ -102,3 +102,148 @@ convert:
 done:
 	VZEROUPPER
 	RET
+
+// func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
+//
+// best[j] = max(best[j], table[c*stride+j]) for the n ids c at cids and
+// j < stride, stride a positive multiple of 8. Columns go in blocks of 32
+// (four accumulators kept in registers over all the ids), then blocks of
+// 8. VMAXPS returns its first source if it is greater than the second and
+// the second otherwise, so with the row as first source and best as second
+// it keeps best on ties (+0 against -0) exactly as `if v > best[j]` does.
+// An id ≥ rows stops the kernel with ok false before anything of the
+// current block is stored.
+TEXT ·centroidMaxAVX2(SB), NOSPLIT, $0-49
+	MOVQ best+0(FP), DX
+	MOVQ table+8(FP), BX
+	MOVQ stride+16(FP), R8
+	MOVQ rows+24(FP), R9
+	MOVQ cids+32(FP), R10
+	MOVQ n+40(FP), R11
+	MOVQ R8, R14
+	SHLQ $2, R14
+	MOVQ R8, CX
+	SHRQ $5, CX
+	JZ   tail
+
+block32:
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	XORQ    AX, AX
+	TESTQ   R11, R11
+	JZ      store32
+
+ids32:
+	MOVWQZX (R10)(AX*2), R13
+	CMPQ    R13, R9
+	JAE     bad
+	IMULQ   R14, R13
+	VMOVUPS 0(BX)(R13*1), Y4
+	VMOVUPS 32(BX)(R13*1), Y5
+	VMOVUPS 64(BX)(R13*1), Y6
+	VMOVUPS 96(BX)(R13*1), Y7
+	VMAXPS  Y0, Y4, Y0
+	VMAXPS  Y1, Y5, Y1
+	VMAXPS  Y2, Y6, Y2
+	VMAXPS  Y3, Y7, Y3
+	INCQ    AX
+	CMPQ    AX, R11
+	JLT     ids32
+
+store32:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	ADDQ    $128, DX
+	ADDQ    $128, BX
+	DECQ    CX
+	JNZ     block32
+
+tail:
+	MOVQ R8, CX
+	ANDQ $31, CX
+	SHRQ $3, CX
+	JZ   done
+
+block8:
+	VMOVUPS (DX), Y0
+	XORQ    AX, AX
+	TESTQ   R11, R11
+	JZ      store8
+
+ids8:
+	MOVWQZX (R10)(AX*2), R13
+	CMPQ    R13, R9
+	JAE     bad
+	IMULQ   R14, R13
+	VMOVUPS (BX)(R13*1), Y4
+	VMAXPS  Y0, Y4, Y0
+	INCQ    AX
+	CMPQ    AX, R11
+	JLT     ids8
+
+store8:
+	VMOVUPS Y0, (DX)
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	DECQ    CX
+	JNZ     block8
+
+done:
+	MOVB $1, ok+48(FP)
+	VZEROUPPER
+	RET
+
+bad:
+	MOVB $0, ok+48(FP)
+	VZEROUPPER
+	RET
+
+// Bit k of a byte, in lane k.
+DATA bitLanes<>+0(SB)/4, $1
+DATA bitLanes<>+4(SB)/4, $2
+DATA bitLanes<>+8(SB)/4, $4
+DATA bitLanes<>+12(SB)/4, $8
+DATA bitLanes<>+16(SB)/4, $16
+DATA bitLanes<>+20(SB)/4, $32
+DATA bitLanes<>+24(SB)/4, $64
+DATA bitLanes<>+28(SB)/4, $128
+GLOBL bitLanes<>(SB), RODATA|NOPTR, $32
+
+// func decodeResidual1AVX2(dst, centroid, lo, hi *float32, code *byte, n int)
+//
+// dst[8b+k] = centroid[8b+k] + (hi[8b+k] if bit k of code[b] else
+// lo[8b+k]) for n values, n a positive multiple of 8. Each code byte is
+// broadcast to the eight lanes, ANDed with bitLanes and compared with it,
+// giving an all-ones lane (the blend selects hi) where the bit is set.
+TEXT ·decodeResidual1AVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    centroid+8(FP), SI
+	MOVQ    lo+16(FP), R8
+	MOVQ    hi+24(FP), R9
+	MOVQ    code+32(FP), R10
+	MOVQ    n+40(FP), CX
+	SHRQ    $3, CX
+	JZ      decoded
+	VMOVDQU bitLanes<>(SB), Y15
+	XORQ    AX, AX
+
+decode:
+	VPBROADCASTB (R10), Y0
+	VPAND        Y15, Y0, Y0
+	VPCMPEQD     Y15, Y0, Y0
+	VMOVUPS      (R8)(AX*1), Y1
+	VBLENDVPS    Y0, (R9)(AX*1), Y1, Y1
+	VADDPS       (SI)(AX*1), Y1, Y1
+	VMOVUPS      Y1, (DI)(AX*1)
+	INCQ         R10
+	ADDQ         $32, AX
+	DECQ         CX
+	JNZ          decode
+
+decoded:
+	VZEROUPPER
+	RET

@@ -14,3 +14,11 @@ func dot4x2AVX2(q0, q1, q2, q3, d0, d1 *float32, n int, out *[8]float32) {
 func decodeF16F16C(dst *float32, src *byte, n int) {
 	panic("latecollect: decodeF16F16C without amd64")
 }
+
+func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) bool {
+	panic("latecollect: centroidMaxAVX2 without amd64")
+}
+
+func decodeResidual1AVX2(dst, centroid, lo, hi *float32, code *byte, n int) {
+	panic("latecollect: decodeResidual1AVX2 without amd64")
+}

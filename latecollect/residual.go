@@ -103,6 +103,20 @@ func (cb *codebook) close() {
 	}
 }
 
+// assign sets out[i] to the nearest centroid of row i, creating the
+// quantiser (FAISS's copy of the centroids) on first use: an index that
+// only searches never holds it.
+func (cb *codebook) assign(rows []float32, out []int32) error {
+	if cb.quant == nil {
+		q, err := faiss.NewQuantizer(cb.cent, cb.dim)
+		if err != nil {
+			return err
+		}
+		cb.quant = q
+	}
+	return cb.quant.Assign(rows, out)
+}
+
 // codeBytes is the size of one token's residual code.
 func (cb *codebook) codeBytes() int { return cb.dim / 8 }
 
@@ -121,13 +135,9 @@ func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, 
 	if err != nil {
 		return nil, fmt.Errorf("train codebook: %w", err)
 	}
-	q, err := faiss.NewQuantizer(cent, dim)
-	if err != nil {
-		return nil, fmt.Errorf("train codebook: %w", err)
-	}
-	cb := &codebook{dim: dim, nlist: nlist, cent: cent, quant: q, trained: trained}
+	cb := &codebook{dim: dim, nlist: nlist, cent: cent, trained: trained}
 	assign := make([]int32, n)
-	if err := q.Assign(sample, assign); err != nil {
+	if err := cb.assign(sample, assign); err != nil {
 		cb.close()
 		return nil, fmt.Errorf("train codebook: %w", err)
 	}
@@ -184,7 +194,7 @@ func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte) (float64
 	dim := cb.dim
 	n := len(rows) / dim
 	assign := make([]int32, n)
-	if err := cb.quant.Assign(rows, assign); err != nil {
+	if err := cb.assign(rows, assign); err != nil {
 		return 0, err
 	}
 	cbytes := cb.codeBytes()
@@ -322,7 +332,10 @@ func (r *residualIndex) drift() float64 {
 // bytes).
 func (r *residualIndex) memoryBytes() int64 {
 	cb := r.cb
-	b := int64(len(cb.cent))*4*2 + int64(len(cb.cutoff)+len(cb.lo)+len(cb.hi))*4 + int64(len(r.stamp))*4
+	b := int64(len(cb.cent))*4 + int64(len(cb.cutoff)+len(cb.lo)+len(cb.hi))*4 + int64(len(r.stamp))*4
+	if cb.quant != nil {
+		b += int64(len(cb.cent)) * 4
+	}
 	b += r.tokens * int64(2+cb.codeBytes())
 	for _, l := range r.lists {
 		b += int64(cap(l))*4 + 24

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tandemsearch/tandem/internal/blas"
 )
 
 // Defaults of the residual-code search, measured on SciFact (see the
@@ -65,7 +67,9 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	nq := len(query) / dim
 	stride := (nq + 7) &^ 7
 	table := make([]float32, r.cb.nlist*stride)
-	scoreCentroids(query, nq, dim, r.cb.cent, stride, table)
+	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table); err != nil {
+		return nil, fmt.Errorf("latecollect: search: %w", err)
+	}
 
 	var cands []scored
 	if so.Allow != nil && x.allowedAtMostLocked(so.Allow, so.CandidateCap) {
@@ -300,30 +304,10 @@ func fillInf(v []float32) {
 }
 
 // scoreCentroids sets table[c*stride+q] to the inner product of query
-// token q with centroid c, for q < nq; the columns from nq to stride are 0.
-func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, table []float32) {
-	nlist := len(cent) / dim
-	var out [8]float32
-	for i := 0; i < nq; i += 4 {
-		q := [4][]float32{}
-		for k := range 4 {
-			qi := min(i+k, nq-1)
-			q[k] = query[qi*dim : (qi+1)*dim]
-		}
-		for c := 0; c < nlist; c += 2 {
-			c1 := min(c+1, nlist-1)
-			v, w := cent[c*dim:(c+1)*dim], cent[c1*dim:(c1+1)*dim]
-			if useAVX2 && dim%8 == 0 {
-				dot4x2AVX2(&q[0][0], &q[1][0], &q[2][0], &q[3][0], &v[0], &w[0], dim, &out)
-			} else {
-				out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] = dot4x2(q[0], q[1], q[2], q[3], v, w)
-			}
-			for k := range min(4, nq-i) {
-				table[c*stride+i+k] = out[k]
-				table[c1*stride+i+k] = out[4+k]
-			}
-		}
-	}
+// token q with centroid c, for q < nq, with one BLAS matrix product; the
+// columns from nq to stride are left as they are (zero in a new table).
+func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, table []float32) error {
+	return blas.MulT(cent, len(cent)/dim, query, nq, dim, table, stride)
 }
 
 // exhaustiveFromStoreLocked scores every allowed document the residual

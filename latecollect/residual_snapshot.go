@@ -11,7 +11,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -168,11 +167,6 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 	if rd.err != nil {
 		return false, corrupt("codebook", rd.err)
 	}
-	q, err := faiss.NewQuantizer(cb.cent, dim)
-	if err != nil {
-		return false, corrupt("centroids", err)
-	}
-	cb.quant = q
 	idx := newResidualIndex(cb)
 	cbytes := cb.codeBytes()
 	var prev uint64

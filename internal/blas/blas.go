@@ -1,0 +1,38 @@
+//go:build cgo
+
+// Package blas is Tandem's narrow binding of the one BLAS routine it
+// calls directly, single-precision matrix product, from the OpenBLAS that
+// FAISS links (scripts/setup-faiss.sh installs libopenblas-dev).
+package blas
+
+/*
+#cgo LDFLAGS: -lopenblas
+extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k,
+	float alpha, const float *a, int lda, const float *b, int ldb,
+	float beta, float *c, int ldc);
+*/
+import "C"
+
+import "fmt"
+
+const (
+	rowMajor = 101
+	noTrans  = 111
+	trans    = 112
+)
+
+// MulT sets c[i*ldc+j] to the inner product of row i of a with row j of
+// b, for i < m and j < n: a holds m rows of k values, b n rows of k values
+// and c has room for m rows of ldc ≥ n values.
+func MulT(a []float32, m int, b []float32, n, k int, c []float32, ldc int) error {
+	if m <= 0 || n <= 0 || k <= 0 {
+		return nil
+	}
+	if len(a) < m*k || len(b) < n*k || ldc < n || len(c) < (m-1)*ldc+n {
+		return fmt.Errorf("blas: MulT: %d×%d by (%d×%d)ᵀ into %d values with stride %d: sizes do not fit", m, k, n, k, len(c), ldc)
+	}
+	C.cblas_sgemm(rowMajor, noTrans, trans, C.int(m), C.int(n), C.int(k),
+		1, (*C.float)(&a[0]), C.int(k), (*C.float)(&b[0]), C.int(k),
+		0, (*C.float)(&c[0]), C.int(ldc))
+	return nil
+}

@@ -1,0 +1,60 @@
+package blas
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestMulT(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const m, n, k, ldc = 37, 5, 24, 8
+	a, b := make([]float32, m*k), make([]float32, n*k)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(r.NormFloat64())
+	}
+	c := make([]float32, m*ldc)
+	for i := range c {
+		c[i] = 42
+	}
+	if err := MulT(a, m, b, n, k, c, ldc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range m {
+		for j := range ldc {
+			if j >= n {
+				if c[i*ldc+j] != 42 {
+					t.Fatalf("c[%d][%d] = %v: written past n", i, j, c[i*ldc+j])
+				}
+				continue
+			}
+			var want float64
+			for x := range k {
+				want += float64(a[i*k+x]) * float64(b[j*k+x])
+			}
+			if math.Abs(float64(c[i*ldc+j])-want) > 1e-4 {
+				t.Fatalf("c[%d][%d] = %v, want %v", i, j, c[i*ldc+j], want)
+			}
+		}
+	}
+	if err := MulT(a, m, b, n, k, c[:10], ldc); err == nil {
+		t.Error("MulT into too small a c: no error")
+	}
+}
+
+func BenchmarkMulTCentroids(b *testing.B) {
+	const nlist, nq, dim = 8192, 32, 384
+	cent, q, c := make([]float32, nlist*dim), make([]float32, nq*dim), make([]float32, nlist*nq)
+	for i := range cent {
+		cent[i] = float32(i%7) * 0.01
+	}
+	for i := range q {
+		q[i] = float32(i%5) * 0.01
+	}
+	for range b.N {
+		MulT(cent, nlist, q, nq, dim, c, nq)
+	}
+}
