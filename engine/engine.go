@@ -410,10 +410,19 @@ type LateStats struct {
 	Model       string `json:"model"`
 	Docs        int    `json:"docs"`
 	Tokens      int64  `json:"tokens"`       // stored token vectors
-	TokenKeys   int64  `json:"token_keys"`   // token vectors in FAISS
-	StoredBytes int64  `json:"stored_bytes"` // token blobs in Badger
-	IndexBytes  uint64 `json:"index_bytes"`  // FAISS memory
-	Description string `json:"description"`
+	TokenKeys   int64  `json:"token_keys"`   // token vectors in FAISS, or coded
+	StoredBytes int64  `json:"stored_bytes"` // token blobs held in memory
+	IndexBytes  uint64 `json:"index_bytes"`  // token index memory
+	// MemoryBytes is all the memory the index holds for its tokens, and
+	// BytesPerToken that over Tokens.
+	MemoryBytes   int64   `json:"memory_bytes"`
+	BytesPerToken float64 `json:"bytes_per_token"`
+	Description   string  `json:"description"`
+	// Residual codes only: centroids, mean residual norm over the
+	// training sample's, and the file of full-precision tokens.
+	Centroids      int     `json:"centroids,omitempty"`
+	Drift          float64 `json:"drift,omitempty"`
+	TokenFileBytes int64   `json:"token_file_bytes,omitempty"`
 }
 
 // Stats reports counts, sequences, models and sizes.
@@ -441,10 +450,11 @@ func (e *Engine) Stats() (Stats, error) {
 				return Stats{}, fmt.Errorf("engine: %s: %w", m.late.Name(), err)
 			}
 			s.Late = append(s.Late, LateStats{Model: m.spec.Name, Docs: ls.Docs, Tokens: ls.Tokens, TokenKeys: ls.TokenKeys,
-				StoredBytes: ls.StoredBytes, IndexBytes: ls.IndexBytes, Description: ls.Description})
+				StoredBytes: ls.StoredBytes, IndexBytes: ls.IndexBytes, MemoryBytes: ls.MemoryBytes, BytesPerToken: ls.BytesPerToken,
+				Description: ls.Description, Centroids: ls.Centroids, Drift: ls.Drift, TokenFileBytes: ls.TokenFileBytes})
 		}
 	}
-	for _, part := range []string{"badger", "bleve", "snapshots"} {
+	for _, part := range []string{"badger", "bleve", "snapshots", "derived"} {
 		s.DiskBytes[part] = dirSize(filepath.Join(e.dir, part))
 	}
 	return s, nil

@@ -12,7 +12,8 @@ import (
 )
 
 // Mode maps a mode name to retrievers: "bm25", "dense" and "late" (the
-// collection's first model of that kind), "hybrid" (every retriever of the
+// collection's first model of that kind), "late-exact" (late interaction
+// scored exhaustively, the reference), "hybrid" (every retriever of the
 // collection, Engine.Retrievers), or retriever names joined by "+"
 // ("bm25+dense:bge-small-en-v1.5").
 func (e *Engine) Mode(name string) ([]string, error) {

@@ -274,3 +274,52 @@ func TestConcurrentHybrid(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestResidualLateIndex indexes with the residual-code late index: "late"
+// and the exhaustive reference "late-exact" rank a small collection alike
+// (every document reaches the exact stage), the choice is stored with the
+// collection, and a reopened collection searches the same.
+func TestResidualLateIndex(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := modelOpts()
+	o.LateIndex = "Residual"
+	e := openT(t, dir, o)
+	if _, err := e.Index(ctx, animals); err != nil {
+		t.Fatal(err)
+	}
+	search := func(e *Engine, r, q string) []string {
+		t.Helper()
+		res, err := e.Search(ctx, Request{Text: q, Retrievers: []string{r}, K: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(res.Hits)
+	}
+	for _, q := range []string{"kitten", "heart attack", "puppy"} {
+		got, ref := search(e, "late", q), search(e, "late-exact", q)
+		if fmt.Sprint(got) != fmt.Sprint(ref) || len(got) != len(animals) {
+			t.Errorf("%q: late %v, late-exact %v", q, got, ref)
+		}
+	}
+	if got := search(e, "late", "kitten"); got[0] != "cat" {
+		t.Errorf("kitten: %v, want cat first", got)
+	}
+	s, err := e.Stats()
+	if err != nil || len(s.Late) != 1 {
+		t.Fatalf("stats %+v, %v", s, err)
+	}
+	before := search(e, "late", "kitten")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2 := openT(t, dir, nil)
+	if got := search(e2, "late", "kitten"); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("reopened: %v, before %v", got, before)
+	}
+	s2, err := e2.Stats()
+	if err != nil || len(s2.Late) != 1 || !strings.HasPrefix(s2.Late[0].Description, "Residual") {
+		t.Errorf("reopened stats %+v, %v: want the residual late index kept", s2.Late, err)
+	}
+}

@@ -51,6 +51,9 @@ type Request struct {
 	// "dense:<model>", "late:<model>" ("dense" and "late" alone name the
 	// collection's first model of that kind). Empty means ["bm25"];
 	// Engine.Retrievers lists every one the collection has.
+	// "late-exact:<model>" (or "late-exact") scores every document exactly
+	// (latecollect.Exhaustive): the reference late-interaction search is
+	// measured against, slow on purpose.
 	Retrievers []string
 	// Fusion names the fusion method when several retrievers run (see
 	// fusion.ParseMethod); empty means DefaultFusion.
@@ -128,6 +131,7 @@ type retriever struct {
 	name   string // canonical: bm25, dense:<model>, late:<model>
 	kind   string // bm25, dense, late
 	model  *model
+	exact  bool // late interaction in latecollect.Exhaustive mode
 	depth  int
 	weight float64
 	hits   []fusion.Item
@@ -144,6 +148,13 @@ func (e *Engine) resolve(name string) (retriever, error) {
 		if modelName == "" {
 			return retriever{name: "bm25", kind: kind}, nil
 		}
+	case "late-exact":
+		r, err := e.resolve("late:" + modelName)
+		if err != nil {
+			return retriever{}, err
+		}
+		r.name, r.exact = "late-exact:"+r.model.spec.Name, true
+		return r, nil
 	case "dense", "late":
 		for _, m := range e.models {
 			if modelName != "" && m.spec.Name != modelName {
@@ -442,7 +453,11 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 					qt = q.Tokens[0].Vectors
 				}
 				var hits []latecollect.Hit
-				hits, err = r.model.late.Search(ctx, qt, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring})
+				so := &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring}
+				if r.exact {
+					so.Mode = latecollect.Exhaustive
+				}
+				hits, err = r.model.late.Search(ctx, qt, so)
 				r.hits = make([]fusion.Item, len(hits))
 				for j, h := range hits {
 					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}

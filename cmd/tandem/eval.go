@@ -20,7 +20,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "collection directory")
 	queriesPath := fs.String("queries", "", "BEIR queries.jsonl")
 	qrelsPath := fs.String("qrels", "", "BEIR qrels TSV (query-id, corpus-id, score)")
-	modes := fs.String("mode", "bm25", "modes to evaluate, comma-separated: bm25, dense, late, hybrid, or retrievers joined by '+'")
+	modes := fs.String("mode", "bm25", "modes to evaluate, comma-separated: bm25, dense, late, late-exact (late interaction scored exhaustively, the reference), hybrid, or retrievers joined by '+'")
 	fusions := fs.String("fusion", "", "fusion methods for modes with several retrievers, comma-separated, or 'all' (default "+engine.DefaultFusion+")")
 	k := fs.Int("k", 100, "hits retrieved per query")
 	depth := fs.Int("depth", 0, fmt.Sprintf("hits each retriever contributes to fusion (default %d)", engine.DefaultDepth))

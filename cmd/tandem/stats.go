@@ -56,10 +56,15 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "dense       %s: %d vectors, FAISS %s, %s in memory\n", d.Model, d.Vectors, d.Description, size(int64(d.MemoryBytes)))
 	}
 	for _, l := range s.Late {
-		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory, %s of token blobs\n",
-			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, size(int64(l.IndexBytes)), size(l.StoredBytes))
+		if l.Centroids > 0 {
+			fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens, %s (%d centroids, drift %.3f), %s in memory (%.1f bytes/token), token file %s\n",
+				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, size(l.MemoryBytes), l.BytesPerToken, size(l.TokenFileBytes))
+			continue
+		}
+		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory (%.1f bytes/token), %s of it token blobs\n",
+			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, size(l.MemoryBytes), l.BytesPerToken, size(l.StoredBytes))
 	}
-	fmt.Fprintf(stdout, "disk        badger %s, bleve %s, snapshots %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]))
+	fmt.Fprintf(stdout, "disk        badger %s, bleve %s, snapshots %s, derived %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]), size(s.DiskBytes["derived"]))
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
 	return nil
 }
