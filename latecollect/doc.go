@@ -42,6 +42,44 @@
 //     belongs to an allowed document; when no more documents are allowed
 //     than the candidate cap, they are all scored exactly instead.
 //
+// # Residual codes
+//
+// With Options.Description "Residual" (or "Residual<n>") the index keeps
+// no token key in FAISS and no token matrix in memory. Each document token
+// is its nearest centroid's id (16 bits) and its residual from that
+// centroid quantised to one bit per dimension (per-dimension cut-off at
+// the training median, reconstructed as the mean of the training residuals
+// on its side); each centroid lists the documents with a token there.
+// Search is staged: the query tokens are scored against every centroid
+// (one BLAS product); each query token probes its NProbe best centroids
+// and the listed documents are ranked by their best probed centroids;
+// the best CandidateCap are scored through the centroids of all their
+// tokens; the best ResidualCap from centroid plus residual code; and the
+// best ExactCap exactly from their full-precision tokens.
+//
+//   - The full-precision tokens are the blobs, copied byte for byte to a
+//     file of the index's own (Store.Dir()/derived/late-<model>.tokens)
+//     and read with pread, so they cost page cache, not process memory.
+//     Each read is checked against the blob's CRC-32C; a failed read
+//     falls back to the store and is counted in Stats.
+//   - The snapshot holds the codebook, every document's codes and token-
+//     file location, and the file's id and length. Open truncates what
+//     was appended after the snapshot (the catch-up appends it again) and
+//     recopies the file from the store when it is missing or another.
+//   - New documents are coded against the current centroids and deletes
+//     take effect at once. Where a run of the change log starts, the
+//     centroids are retrained on the documents held when the automatic
+//     number of centroids has doubled (about RetrainGrowth times the
+//     tokens) or the mean residual norm has risen RetrainDrift times over
+//     the training sample's; a codebook trained on the first part of a
+//     run is provisional and retrained where the next run starts, so the
+//     index does not depend on how the log was cut into Apply calls.
+//     Retraining is synchronous: it holds the write lock.
+//   - A hit's score is the score of the last stage it reached: exact for
+//     the ExactCap best, residual-code scores below them. Exhaustive mode
+//     scores every document exactly from the token file.
+//   - Docnums must be below 2^32 and the dimension a multiple of 8.
+//
 // An Index is safe for concurrent use; Close frees the FAISS index and is
 // idempotent. It never closes the Store.
 //
