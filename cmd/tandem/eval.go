@@ -27,6 +27,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	weightsFlag := fs.String("weights", "", "fusion weights per retriever, e.g. bm25=1,dense=2,late=1")
 	runsDir := fs.String("runs", "", "write one TREC run file per row into this directory")
 	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"} for one mode; with several rows, one JSON object per row with "mode" and "p50_ms" added`)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the searches to this file (go tool pprof)")
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -50,6 +51,11 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			methods = append(methods, m.String())
 		}
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	queries, err := evaluate.LoadQueries(*queriesPath)
 	if err != nil {
 		return err
