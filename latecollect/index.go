@@ -412,11 +412,11 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 // Apply decides whether to rebuild.
 const applyStride = 256
 
-// applyLocked applies one run of changes. It returns the errors of
-// documents left out (bad blobs) apart from a failure that stops it.
-func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
-	// The last change of each document wins; the change carries the
-	// document as it is now, so reading the current blob converges.
+// finalChangesLocked returns the last change of each document among those
+// after AppliedSeq, and the last sequence among them. The last change
+// wins: a change carries the document as it is now, so reading the
+// current blob converges.
+func (x *Index) finalChangesLocked(changes []storage.Change) (map[uint64]storage.Change, uint64) {
 	final := map[uint64]storage.Change{}
 	last := x.mu.applied
 	for _, c := range changes {
@@ -426,6 +426,13 @@ func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]er
 		final[c.DocNum] = c
 		last = max(last, c.Seq)
 	}
+	return final, last
+}
+
+// applyLocked applies one run of changes. It returns the errors of
+// documents left out (bad blobs) apart from a failure that stops it.
+func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
+	final, last := x.finalChangesLocked(changes)
 	if len(final) == 0 {
 		return nil, nil
 	}

@@ -210,15 +210,7 @@ func residualNormSum(cb *codebook, rows []float32, cids []uint16) float32 {
 // applyResidualLocked applies one run of changes to the residual-code
 // index (see applyLocked for the FAISS index).
 func (x *Index) applyResidualLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
-	final := map[uint64]storage.Change{}
-	last := x.mu.applied
-	for _, c := range changes {
-		if c.Seq <= x.mu.applied {
-			continue
-		}
-		final[c.DocNum] = c
-		last = max(last, c.Seq)
-	}
+	final, last := x.finalChangesLocked(changes)
 	if len(final) == 0 {
 		return nil, nil
 	}

@@ -342,14 +342,5 @@ func (x *Index) exhaustiveFromStoreLocked(ctx context.Context, query []float32, 
 			return nil, err
 		}
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.DocNum, b.DocNum)
-	})
-	if len(hits) > so.K {
-		hits = hits[:so.K]
-	}
-	return hits, nil
+	return topHits(hits, so.K), nil
 }

@@ -132,6 +132,9 @@ func buildSciFact(tb testing.TB) (*sciFact, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if dir := os.Getenv("TANDEM_LATE_COLLECTION"); dir != "" {
+		return openCollection(ctx, dir, enc)
+	}
 	tokens, err := corpusTokens(tb, ctx, enc, modelDir, ids, texts)
 	if err != nil {
 		return nil, "", err
@@ -173,6 +176,37 @@ func buildSciFact(tb testing.TB) (*sciFact, string, error) {
 		return fail(err)
 	}
 	f.build = time.Since(start)
+	return f.loadQueries(ctx, enc)
+}
+
+// openCollection serves the fixture from a SciFact collection that
+// tandem index built with the model (TANDEM_LATE_COLLECTION), in place:
+// it is opened, searched and left as it was (no snapshot is saved).
+func openCollection(ctx context.Context, dir string, enc *encoder.Encoder) (*sciFact, string, error) {
+	f := &sciFact{ids: map[uint64]string{}, exhaust: map[int][]Hit{}}
+	var err error
+	if f.st, err = storage.Open(dir, &storage.Options{NoSync: true}); err != nil {
+		return nil, "", err
+	}
+	err = f.st.ScanDocs(ctx, func(num uint64, doc tandem.Doc) error {
+		f.ids[num] = doc.ID
+		return nil
+	})
+	if err != nil {
+		return f, "", err
+	}
+	start := time.Now()
+	if f.x, err = Open(ctx, f.st, &Options{Model: enc.Name(), Dim: enc.TokenDim(), SnapshotEvery: -1, Description: os.Getenv("TANDEM_LATE_DESC")}); err != nil {
+		return f, "", err
+	}
+	f.build = time.Since(start)
+	return f.loadQueries(ctx, enc)
+}
+
+// loadQueries reads and encodes the judged test queries.
+func (f *sciFact) loadQueries(ctx context.Context, enc *encoder.Encoder) (*sciFact, string, error) {
+	fail := func(err error) (*sciFact, string, error) { return f, "", err }
+	var err error
 	if f.qrels, err = evaluate.LoadQrels(filepath.Join(sciFactDir, "qrels", "test.tsv")); err != nil {
 		return fail(err)
 	}

@@ -310,16 +310,21 @@ func (x *Index) rescoreLocked(ctx context.Context, query []float32, cands []uint
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return topHits(hits, so.K), nil
+}
+
+// topHits sorts hits best first (ties by ascending docnum) and keeps k.
+func topHits(hits []Hit, k int) []Hit {
 	slices.SortFunc(hits, func(a, b Hit) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.DocNum, b.DocNum)
 	})
-	if len(hits) > so.K {
-		hits = hits[:so.K]
+	if len(hits) > k {
+		hits = hits[:k]
 	}
-	return hits, nil
+	return hits
 }
 
 func sortedDocs(m map[uint64]docEntry) []uint64 {
