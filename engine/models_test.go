@@ -322,4 +322,17 @@ func TestResidualLateIndex(t *testing.T) {
 	if err != nil || len(s2.Late) != 1 || !strings.HasPrefix(s2.Late[0].Description, "Residual") {
 		t.Errorf("reopened stats %+v, %v: want the residual late index kept", s2.Late, err)
 	}
+	// A late index that cannot be built is refused before anything is
+	// created.
+	for _, bad := range []string{"Residual3", "NoSuchIndex"} {
+		o := modelOpts()
+		o.LateIndex = bad
+		bdir := filepath.Join(t.TempDir(), "c")
+		if _, err := Open(bdir, o); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("LateIndex %q: %v, want a bad request naming it", bad, err)
+		}
+		if _, err := os.Stat(bdir); !os.IsNotExist(err) {
+			t.Errorf("LateIndex %q: the collection directory was created", bad)
+		}
+	}
 }

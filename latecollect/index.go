@@ -244,13 +244,8 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	if st == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrBadOptions)
 	}
-	if o.Description != "" && o.Description != legacyAuto && !isResidual(o.Description) {
-		// Fail early on a description FAISS cannot build.
-		fx, err := faiss.New(o.Dim, o.Description, faiss.InnerProduct)
-		if err != nil {
-			return nil, fmt.Errorf("%w: Options.Description: %w", ErrBadOptions, err)
-		}
-		fx.Close()
+	if err := checkFAISSDescription(o); err != nil {
+		return nil, err
 	}
 	x := &Index{st: st, opts: o, blob: BlobName(o.Model), residual: isResidual(o.Description)}
 	x.mu.docs = map[uint64]docEntry{}
@@ -284,6 +279,30 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
 	}
 	return x, nil
+}
+
+// CheckDescription reports whether Open would accept desc as
+// Options.Description for tokens of dim values, without opening anything:
+// an error wraps ErrBadOptions and says why.
+func CheckDescription(desc string, dim int) error {
+	o, err := (&Options{Model: "check", Dim: dim, Description: desc}).fill()
+	if err != nil {
+		return err
+	}
+	return checkFAISSDescription(o)
+}
+
+// checkFAISSDescription fails early on a FAISS description FAISS cannot
+// build.
+func checkFAISSDescription(o Options) error {
+	if o.Description == "" || o.Description == legacyAuto || isResidual(o.Description) {
+		return nil
+	}
+	fx, err := faiss.New(o.Dim, o.Description, faiss.InnerProduct)
+	if err != nil {
+		return fmt.Errorf("%w: Options.Description: %w", ErrBadOptions, err)
+	}
+	return fx.Close()
 }
 
 // entry checks a stored blob and copies it.
