@@ -3,10 +3,18 @@
 // Package blas is Tandem's narrow binding of the one BLAS routine it
 // calls directly, single-precision matrix product, from the OpenBLAS that
 // FAISS links (scripts/setup-faiss.sh installs libopenblas-dev).
+//
+// Loading the package makes OpenBLAS single-threaded for the whole
+// process, FAISS included: OpenBLAS's worker threads spin after each
+// product, and on two cores they took the core a search's own goroutines
+// and ONNX Runtime needed (late-interaction p50 on SciFact 67.9 ms with two
+// OpenBLAS threads, 47.6 ms with one), while FAISS's k-means, which
+// parallelises its own loops, lost 18% (65,536 × 384 into 2048 centroids).
 package blas
 
 /*
 #cgo LDFLAGS: -lopenblas
+extern void openblas_set_num_threads(int);
 extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k,
 	float alpha, const float *a, int lda, const float *b, int ldb,
 	float beta, float *c, int ldc);
@@ -14,6 +22,8 @@ extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k,
 import "C"
 
 import "fmt"
+
+func init() { C.openblas_set_num_threads(1) }
 
 const (
 	rowMajor = 101
