@@ -307,14 +307,9 @@ func checkFAISSDescription(o Options) error {
 
 // entry checks a stored blob and copies it.
 func (x *Index) entry(num uint64, value []byte) (docEntry, error) {
-	h, err := parseHeader(value)
-	if err != nil {
-		return docEntry{}, fmt.Errorf("document %d, blob %s: %w", num, x.blob, err)
-	}
-	if h.dim != x.opts.Dim {
-		return docEntry{}, fmt.Errorf("document %d, blob %s: %w: dimension %d, index has %d", num, x.blob, ErrBadVector, h.dim, x.opts.Dim)
-	}
-	return docEntry{blob: append([]byte(nil), value...), h: h}, nil
+	e, err := x.entryNoCopy(num, value)
+	e.blob = slices.Clone(e.blob)
+	return e, err
 }
 
 func (x *Index) putDocLocked(num uint64, e docEntry) {

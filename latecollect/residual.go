@@ -188,17 +188,16 @@ func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, 
 }
 
 // encode assigns rows (n × dim values) to centroids and quantises their
-// residuals: cids gets n ids, codes n × dim/8 bytes. It returns the sum of
-// the residual norms.
-func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte) (float64, error) {
+// residuals: cids gets n ids, codes n × dim/8 bytes and norms the n
+// residual norms (before quantisation).
+func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte, norms []float32) error {
 	dim := cb.dim
 	n := len(rows) / dim
 	assign := make([]int32, n)
 	if err := cb.assign(rows, assign); err != nil {
-		return 0, err
+		return err
 	}
 	cbytes := cb.codeBytes()
-	var normSum float64
 	for i := range n {
 		a := int(assign[i])
 		cids[i] = uint16(a)
@@ -218,12 +217,13 @@ func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte) (float64
 			}
 			code[b] = byt
 		}
-		normSum += math.Sqrt(ss)
+		norms[i] = float32(math.Sqrt(ss))
 	}
-	return normSum, nil
+	return nil
 }
 
-// decode reconstructs token i of a document's codes into dst (dim values).
+// decode reconstructs a token from its centroid id and residual code into
+// dst (dim values).
 func (cb *codebook) decode(dst []float32, cid uint16, code []byte) {
 	c := int(cid)
 	decodeResidual1(dst, cb.cent[c*cb.dim:(c+1)*cb.dim], cb.lo, cb.hi, code)
@@ -310,7 +310,7 @@ func (r *residualIndex) drop(num uint64) {
 			l[i] = l[len(l)-1]
 			l = l[:len(l)-1]
 			if cap(l) > 64 && len(l) < cap(l)/4 {
-				l = slices.Clip(l)
+				l = slices.Clone(l) // release the larger array
 			}
 			r.lists[c] = l
 		}

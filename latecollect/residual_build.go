@@ -3,7 +3,6 @@ package latecollect
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 
@@ -118,6 +117,9 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 		if err != nil {
 			return err
 		}
+		if r.tf != nil {
+			e.blob = slices.Clone(value) // valid only during the scan
+		}
 		pend.add(num, e)
 		if len(pend.rows) >= encodeBatchTokens*dim {
 			return pend.flush(r)
@@ -129,11 +131,15 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	}
 	if err == nil && r.tf != nil {
 		if err = r.tf.sync(); err == nil {
-			err = os.Rename(r.tf.path, final)
-			r.tf.path = final
+			if err = os.Rename(r.tf.path, final); err == nil {
+				r.tf.path = final
+			}
 		}
 	}
 	if err != nil {
+		if r.tf != nil {
+			os.Remove(r.tf.path)
+		}
 		r.close()
 		return nil, nil, fmt.Errorf("build residual codes: encode: %w", err)
 	}
@@ -149,12 +155,13 @@ type batchEncoder struct {
 	blobs  [][]byte
 }
 
-// add gathers a document; its blob is copied (for the token file).
+// add gathers a document. Its blob goes to the token file at flush, so it
+// must stay valid until then (a copy, when it comes from a scan).
 func (b *batchEncoder) add(num uint64, e docEntry) {
 	b.nums = append(b.nums, num)
 	b.counts = append(b.counts, e.h.count)
 	b.rows = appendRows(b.rows, e, e.h.count)
-	b.blobs = append(b.blobs, slices.Clone(e.blob))
+	b.blobs = append(b.blobs, e.blob)
 }
 
 // flush encodes the gathered documents into r and empties b.
@@ -166,7 +173,8 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 	n := len(b.rows) / cb.dim
 	cids := make([]uint16, n)
 	codes := make([]byte, n*cb.codeBytes())
-	if _, err := cb.encode(b.rows, cids, codes); err != nil {
+	norms := make([]float32, n)
+	if err := cb.encode(b.rows, cids, codes, norms); err != nil {
 		return err
 	}
 	off := 0
@@ -176,7 +184,11 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 			cids:  slices.Clone(cids[off : off+c]),
 			codes: slices.Clone(codes[off*cb.codeBytes() : (off+c)*cb.codeBytes()]),
 		}
-		d.normSum = residualNormSum(cb, b.rows[off*cb.dim:(off+c)*cb.dim], d.cids)
+		var sum float64
+		for _, v := range norms[off : off+c] {
+			sum += float64(v)
+		}
+		d.normSum = float32(sum)
 		if r.tf != nil {
 			loc, err := r.tf.append(b.blobs[i])
 			if err != nil {
@@ -189,22 +201,6 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 	}
 	b.nums, b.counts, b.rows, b.blobs = b.nums[:0], b.counts[:0], b.rows[:0], b.blobs[:0]
 	return nil
-}
-
-// residualNormSum is the sum over rows of the norm of row − its centroid.
-func residualNormSum(cb *codebook, rows []float32, cids []uint16) float32 {
-	var sum float64
-	for t, c := range cids {
-		row := rows[t*cb.dim : (t+1)*cb.dim]
-		cent := cb.cent[int(c)*cb.dim : (int(c)+1)*cb.dim]
-		var ss float32
-		for j, v := range row {
-			d := v - cent[j]
-			ss += d * d
-		}
-		sum += math.Sqrt(float64(ss))
-	}
-	return float32(sum)
 }
 
 // applyResidualLocked applies one run of changes to the residual-code

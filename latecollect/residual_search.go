@@ -35,7 +35,6 @@ const (
 type scored struct {
 	num   uint64
 	score float32
-	exact bool
 }
 
 func byScore(a, b scored) int {
@@ -48,7 +47,7 @@ func byScore(a, b scored) int {
 // searchResidualLocked runs the staged search of the residual-code index:
 //
 //  1. the query tokens are scored against every centroid once;
-//  2. each query token probes its best CentroidProbe centroids; the
+//  2. each query token probes its best NProbe centroids; the
 //     documents listed there (and allowed) are ranked by the sum over
 //     query tokens of the best probed centroid they have; the best
 //     CandidateCap go on (when a filter allows no more documents than
@@ -130,22 +129,18 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 			errs[i] = err
 			return
 		}
-		cands[i].score, cands[i].exact = s, true
+		cands[i].score = s
 	}, nq)
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
 	}
-	slices.SortFunc(cands, byScore)
-	if len(cands) > so.K {
-		cands = cands[:so.K]
-	}
 	hits := make([]Hit, len(cands))
 	for i, c := range cands {
 		hits[i] = Hit{DocNum: c.num, Score: c.score}
 	}
-	return hits, nil
+	return topHits(hits, so.K), nil
 }
 
 // probeLocked is stage 2: the documents listed under each query token's
