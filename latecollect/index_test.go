@@ -75,6 +75,21 @@ func (c *synthCorpus) write(t testing.TB, st *storage.Store, enc Encoding, ids .
 	return res
 }
 
+// changeAfterSnapshot writes what a snapshot has not seen: an update
+// (d010), a new document and a delete (d020), in the store and the corpus.
+func (c *synthCorpus) changeAfterSnapshot(t testing.TB, st *storage.Store, r *rand.Rand) {
+	t.Helper()
+	c.vecs["d010"] = randomUnit(r, 5, c.dim)
+	c.vecs["new"] = randomUnit(r, 7, c.dim)
+	c.write(t, st, F16, "d010", "new")
+	var b storage.Batch
+	b.Delete("d020")
+	if _, err := st.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.vecs, "d020")
+}
+
 func openStore(t testing.TB, dir string) *storage.Store {
 	t.Helper()
 	opts := &storage.Options{NoSync: true}
@@ -377,17 +392,8 @@ func TestSnapshotAndCatchUp(t *testing.T) {
 		t.Fatalf("search after close: %v", err)
 	}
 
-	// Changes after the snapshot: an update, a delete and a new document.
 	r := rand.New(rand.NewPCG(13, 13))
-	c.vecs["d010"] = randomUnit(r, 5, 8)
-	c.vecs["new"] = randomUnit(r, 7, 8)
-	c.write(t, st, F16, "d010", "new")
-	var b storage.Batch
-	b.Delete("d020")
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	delete(c.vecs, "d020")
+	c.changeAfterSnapshot(t, st, r)
 
 	y := openIndex(t, st, opts)
 	if !y.loadedSnapshot {

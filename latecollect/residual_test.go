@@ -6,8 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // everything makes every stage of the residual search keep every document,
@@ -52,16 +50,7 @@ func TestResidualSnapshotAndTokenFile(t *testing.T) {
 	}
 	x.Close()
 
-	// Changes after the snapshot: an update, a delete and a new document.
-	c.vecs["d010"] = randomUnit(r, 5, 8)
-	c.vecs["new"] = randomUnit(r, 7, 8)
-	c.write(t, st, F16, "d010", "new")
-	var b storage.Batch
-	b.Delete("d020")
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	delete(c.vecs, "d020")
+	c.changeAfterSnapshot(t, st, r)
 
 	y := openIndex(t, st, opts)
 	if !y.loadedSnapshot || y.AppliedSeq() != st.LastSeq() {
