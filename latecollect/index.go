@@ -426,6 +426,29 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 // Apply decides whether to rebuild.
 const applyStride = 256
 
+// changedEntry returns the current blob of the document a change names,
+// checked, when the change is a put and the document has a usable blob
+// (Store.Blob returns a copy, which the entry keeps). A blob that cannot
+// be used is appended to bad; err is a failure to read the store.
+func (x *Index) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, error) {
+	if c.Op != storage.OpPut || c.Doc == nil {
+		return docEntry{}, false, nil
+	}
+	value, ok, err := x.st.Blob(c.DocNum, x.blob)
+	if err != nil {
+		return docEntry{}, false, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, c.DocNum, err)
+	}
+	if !ok {
+		return docEntry{}, false, nil
+	}
+	e, err := x.entryNoCopy(c.DocNum, value)
+	if err != nil {
+		*bad = append(*bad, err)
+		return docEntry{}, false, nil
+	}
+	return e, true, nil
+}
+
 // finalChangesLocked returns the last change of each document among those
 // after AppliedSeq, and the last sequence among them. The last change
 // wins: a change carries the document as it is now, so reading the
@@ -481,22 +504,13 @@ func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]er
 			delete(x.mu.keys, num)
 		}
 		x.dropDocLocked(num)
-		if c.Op != storage.OpPut || c.Doc == nil {
-			continue
-		}
-		value, ok, err := x.st.Blob(num, x.blob)
+		e, ok, err := x.changedEntry(c, &bad)
 		if err != nil {
-			return nil, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, num, err)
+			return nil, err
 		}
-		if !ok {
-			continue
+		if ok {
+			x.putDocLocked(num, e)
 		}
-		e, err := x.entry(num, value)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		x.putDocLocked(num, e)
 	}
 	if _, err := x.mu.fx.Remove(removeIDs); err != nil {
 		return nil, fmt.Errorf("latecollect: apply: remove %d token keys: %w", len(removeIDs), err)

@@ -240,26 +240,17 @@ func (x *Index) applyResidualLocked(ctx context.Context, changes []storage.Chang
 		if x.mu.rc != nil {
 			x.mu.rc.drop(num)
 		}
-		if c.Op != storage.OpPut || c.Doc == nil {
-			continue
-		}
-		if num > maxResidualDoc {
+		if num > maxResidualDoc && c.Op == storage.OpPut {
 			bad = append(bad, fmt.Errorf("document %d: %w: the residual-code index holds docnums below 2^32", num, ErrBadOptions))
 			continue
 		}
-		value, ok, err := x.st.Blob(num, x.blob)
+		e, ok, err := x.changedEntry(c, &bad)
 		if err != nil {
-			return nil, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, num, err)
+			return nil, err
 		}
-		if !ok {
-			continue
+		if ok {
+			pend.add(num, e)
 		}
-		e, err := x.entryNoCopy(num, value)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		pend.add(num, e)
 	}
 	if x.mu.rc == nil && len(pend.rows) > 0 {
 		// The first tokens: train on them.
