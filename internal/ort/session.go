@@ -127,6 +127,13 @@ func OpenSession(path string, inputs, outputs []string, opts *SessionOptions) (*
 			return nil, &Error{Op: "load", Model: path, Msg: err.Error()}
 		}
 	}
+	// The intra-op workers block between runs instead of spinning: a
+	// spinning worker takes a core from the search that follows the
+	// encoding of its query.
+	if err := so.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
+		release()
+		return nil, &Error{Op: "load", Model: path, Msg: err.Error()}
+	}
 	// One Run is one batch; parallelism inside an operator is what helps.
 	if err := so.SetInterOpNumThreads(1); err != nil {
 		release()
