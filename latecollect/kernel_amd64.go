@@ -61,9 +61,11 @@ var (
 //go:noescape
 func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
 
-// decodeResidual1AVX2 is decodeResidual1Go over n values (a positive
-// multiple of 8), the pointers addressing n values each and code n/8
-// bytes. Implemented in kernel_amd64.s.
+// residualMaxAVX2 is residualMaxGo over n tokens, with the slices as
+// pointers; stride must be a positive multiple of lutBlock, table must
+// hold rows rows of stride values and codes n × codeBytes bytes. It
+// returns false, leaving best partly updated, when an id is rows or more.
+// Implemented in kernel_amd64.s.
 //
 //go:noescape
-func decodeResidual1AVX2(dst, centroid, lo, hi *float32, code *byte, n int)
+func residualMaxAVX2(best, table *float32, stride, rows int, lut *float32, cids *uint16, codes *byte, n, codeBytes int) (ok bool)

@@ -202,48 +202,90 @@ bad:
 	VZEROUPPER
 	RET
 
-// Bit k of a byte, in lane k.
-DATA bitLanes<>+0(SB)/4, $1
-DATA bitLanes<>+4(SB)/4, $2
-DATA bitLanes<>+8(SB)/4, $4
-DATA bitLanes<>+12(SB)/4, $8
-DATA bitLanes<>+16(SB)/4, $16
-DATA bitLanes<>+20(SB)/4, $32
-DATA bitLanes<>+24(SB)/4, $64
-DATA bitLanes<>+28(SB)/4, $128
-GLOBL bitLanes<>(SB), RODATA|NOPTR, $32
-
-// func decodeResidual1AVX2(dst, centroid, lo, hi *float32, code *byte, n int)
+// func residualMaxAVX2(best, table *float32, stride, rows int, lut *float32, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
 //
-// dst[8b+k] = centroid[8b+k] + (hi[8b+k] if bit k of code[b] else
-// lo[8b+k]) for n values, n a positive multiple of 8. Each code byte is
-// broadcast to the eight lanes, ANDed with bitLanes and compared with it,
-// giving an all-ones lane (the blend selects hi) where the bit is set.
-TEXT ·decodeResidual1AVX2(SB), NOSPLIT, $0-48
-	MOVQ    dst+0(FP), DI
-	MOVQ    centroid+8(FP), SI
-	MOVQ    lo+16(FP), R8
-	MOVQ    hi+24(FP), R9
-	MOVQ    code+32(FP), R10
-	MOVQ    n+40(FP), CX
-	SHRQ    $3, CX
-	JZ      decoded
-	VMOVDQU bitLanes<>(SB), Y15
+// For each block of 32 lanes (four accumulators in registers), for each
+// token: the accumulators start as the token's centroid row of the table,
+// get the lookup table's row for each nibble of the code added in order
+// (low nibble of each byte first; a nibble position's 16 rows of 32 lanes
+// take 2048 bytes), and best keeps the maximum, ties to best as in
+// centroidMaxAVX2. An id ≥ rows stops the kernel with ok false before
+// anything of the current block is stored.
+TEXT ·residualMaxAVX2(SB), NOSPLIT, $0-73
+	MOVQ best+0(FP), DX
+	MOVQ table+8(FP), BX
+	MOVQ stride+16(FP), R14
+	SHLQ $2, R14
+	MOVQ rows+24(FP), R9
+	MOVQ lut+32(FP), SI
+	MOVQ cids+40(FP), R10
+	MOVQ n+56(FP), R11
+	MOVQ stride+16(FP), R15
+	SHRQ $5, R15
+
+rblock:
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	MOVQ    codes+48(FP), DI
 	XORQ    AX, AX
 
-decode:
-	VPBROADCASTB (R10), Y0
-	VPAND        Y15, Y0, Y0
-	VPCMPEQD     Y15, Y0, Y0
-	VMOVUPS      (R8)(AX*1), Y1
-	VBLENDVPS    Y0, (R9)(AX*1), Y1, Y1
-	VADDPS       (SI)(AX*1), Y1, Y1
-	VMOVUPS      Y1, (DI)(AX*1)
-	INCQ         R10
-	ADDQ         $32, AX
-	DECQ         CX
-	JNZ          decode
+rtoken:
+	MOVWQZX (R10)(AX*2), R13
+	CMPQ    R13, R9
+	JAE     rbad
+	IMULQ   R14, R13
+	VMOVUPS 0(BX)(R13*1), Y4
+	VMOVUPS 32(BX)(R13*1), Y5
+	VMOVUPS 64(BX)(R13*1), Y6
+	VMOVUPS 96(BX)(R13*1), Y7
+	MOVQ    SI, R12
+	MOVQ    codeBytes+64(FP), CX
 
-decoded:
+rbyte:
+	MOVBQZX (DI), R13
+	MOVQ    R13, R8
+	ANDQ    $15, R13
+	SHLQ    $7, R13
+	SHRQ    $4, R8
+	SHLQ    $7, R8
+	VADDPS  0(R12)(R13*1), Y4, Y4
+	VADDPS  32(R12)(R13*1), Y5, Y5
+	VADDPS  64(R12)(R13*1), Y6, Y6
+	VADDPS  96(R12)(R13*1), Y7, Y7
+	VADDPS  2048(R12)(R8*1), Y4, Y4
+	VADDPS  2080(R12)(R8*1), Y5, Y5
+	VADDPS  2112(R12)(R8*1), Y6, Y6
+	VADDPS  2144(R12)(R8*1), Y7, Y7
+	ADDQ    $4096, R12
+	INCQ    DI
+	DECQ    CX
+	JNZ     rbyte
+
+	VMAXPS Y0, Y4, Y0
+	VMAXPS Y1, Y5, Y1
+	VMAXPS Y2, Y6, Y2
+	VMAXPS Y3, Y7, Y3
+	INCQ   AX
+	CMPQ   AX, R11
+	JLT    rtoken
+
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	ADDQ    $128, DX
+	ADDQ    $128, BX
+	MOVQ    R12, SI
+	DECQ    R15
+	JNZ     rblock
+
+	MOVB $1, ok+72(FP)
+	VZEROUPPER
+	RET
+
+rbad:
+	MOVB $0, ok+72(FP)
 	VZEROUPPER
 	RET

@@ -222,13 +222,6 @@ func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte, norms []
 	return nil
 }
 
-// decode reconstructs a token from its centroid id and residual code into
-// dst (dim values).
-func (cb *codebook) decode(dst []float32, cid uint16, code []byte) {
-	c := int(cid)
-	decodeResidual1(dst, cb.cent[c*cb.dim:(c+1)*cb.dim], cb.lo, cb.hi, code)
-}
-
 // docCodes is one document's tokens as centroid ids and residual codes.
 type docCodes struct {
 	cids    []uint16

@@ -66,7 +66,7 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	}
 	dim := x.opts.Dim
 	nq := len(query) / dim
-	stride := (nq + 7) &^ 7
+	stride := (nq + lutBlock - 1) / lutBlock * lutBlock
 	table := make([]float32, r.cb.nlist*stride)
 	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table); err != nil {
 		return nil, fmt.Errorf("latecollect: search: %w", err)
@@ -99,22 +99,19 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 		cands = cands[:keep3]
 	}
 
-	// Stage 4: residual codes.
-	x.parallel(len(cands), func(i int, buf []float32) {
+	// Stage 4: residual codes, scored through lookup tables.
+	cbytes := r.cb.codeBytes()
+	lut, base := make([]float32, stride*dim/4*16), make([]float32, stride)
+	residualTable(query, nq, dim, stride, r.cb.lo, r.cb.hi, lut, base)
+	x.parallel(len(cands), func(i int, best []float32) {
 		d := r.docs[cands[i].num]
-		n := len(d.cids)
-		rows := buf[nq:]
-		if cap(rows) < n*dim {
-			rows = make([]float32, n*dim)
+		fillInf(best)
+		residualMax(best, table, stride, lut, d.cids, d.codes, cbytes)
+		for q := range nq {
+			best[q] += base[q]
 		}
-		rows = rows[:n*dim]
-		cbytes := r.cb.codeBytes()
-		for t := range n {
-			r.cb.decode(rows[t*dim:(t+1)*dim], d.cids[t], d.codes[t*cbytes:(t+1)*cbytes])
-		}
-		maxSim(query, rows, dim, nil, buf[:nq])
-		cands[i].score = combine(so.Scoring, buf[:nq])
-	}, nq+512*dim)
+		cands[i].score = combine(so.Scoring, best[:nq])
+	}, stride)
 	slices.SortFunc(cands, byScore)
 	if err := ctx.Err(); err != nil {
 		return nil, err
