@@ -1,5 +1,7 @@
 package latecollect
 
+import "math"
+
 // Kernels of the residual-code index (see residual.go). Each has a portable
 // Go version; on amd64 with AVX2 an assembly version may replace it, and
 // the two must give bit-identical results (the operations are max, select
@@ -35,99 +37,167 @@ func centroidMaxGo(best, table []float32, stride int, cids []uint16) {
 	}
 }
 
-// lutBlock is the number of query tokens (lanes) a residual lookup table
-// block holds; see residualTable.
+// lutBlock is the number of query tokens (lanes) a block of the residual
+// scoring tables holds; a query of more tokens takes several blocks.
 const lutBlock = 32
 
-// residualTable builds the lookup tables that score one-bit residual codes
-// against the query without decoding them. A token with centroid c and
-// code bits b scores against query token q
+// residualTables score one-bit residual codes against a query without
+// decoding them, in 16-bit integers. A token with centroid c and code bits
+// b scores against query token q
 //
 //	q·c + Σ_i q_i·lo_i + Σ_{i: b_i set} q_i·(hi_i − lo_i)
 //
-// The first term is the centroid score table's row c, the second a
-// constant per query token (base[q]), and the third a sum over the code's
-// nibbles of a value looked up per nibble: lut holds, for each block of
-// lutBlock query tokens, each nibble position p (dimensions 4p to 4p+3,
-// bit k of the nibble for dimension 4p+k) and each of its 16 values v,
-// lutBlock sums, at lut[((blk*npos+p)*16+v)*lutBlock+lane]. stride is the
-// query tokens rounded up to a multiple of lutBlock; lanes past nq are 0.
-func residualTable(query []float32, nq, dim, stride int, lo, hi []float32, lut, base []float32) {
+// The last sum is split over the code's nibbles (nibble position p covers
+// dimensions 4p to 4p+3, bit k of the nibble dimension 4p+k): each
+// position's 16 possible values are looked up, less their midpoint m_p. So
+// the score is cent[c] + Σ_p nib[p][nibble p] (scaled integers) plus
+// base[q] = Σ_i q_i·lo_i + Σ_p m_p, a constant per query token that is
+// added after the maximum over a document's tokens.
+//
+// Each query token (lane) has its own scale, chosen so that no sum of one
+// centroid score and one value per position can leave the 16-bit range
+// with rounding included: the adds never wrap, and -32768 (noScore) is
+// never a score. The rounding error of a token's score is at most
+// (npos+1)/2 units, 49 units in 2^15 of the lane's range at 384-d.
+type residualTables struct {
+	nq, blocks, nlist, npos int
+	// cent holds the scaled centroid scores, [block][centroid][lane].
+	cent []int16
+	// nib holds the scaled nibble values, [block][position][value][lane].
+	nib []int16
+	// inv is 1/scale and base the constant, per lane.
+	inv, base []float32
+}
+
+// noScore is the 16-bit maximum of a document without tokens.
+const noScore = math.MinInt16
+
+// newResidualTables builds the tables for nq query tokens of dim values,
+// given table, the query tokens' scores against the nlist centroids
+// (table[c*stride+q]), and the residual reconstruction values lo and hi.
+func newResidualTables(query []float32, nq, dim int, table []float32, stride, nlist int, lo, hi []float32) *residualTables {
 	npos := dim / 4
-	clear(lut[:stride*npos*16])
-	clear(base[:stride])
+	blocks := (nq + lutBlock - 1) / lutBlock
+	t := &residualTables{nq: nq, blocks: blocks, nlist: nlist, npos: npos,
+		cent: make([]int16, blocks*nlist*lutBlock),
+		nib:  make([]int16, blocks*npos*16*lutBlock),
+		inv:  make([]float32, nq), base: make([]float32, nq)}
+	// Centroid scores bound each lane's range with the nibble values.
+	cmax := make([]float64, nq)
+	for c := range nlist {
+		for q, v := range table[c*stride : c*stride+nq] {
+			cmax[q] = max(cmax[q], math.Abs(float64(v)))
+		}
+	}
+	scale := make([]float32, nq)
+	vals := make([]float64, npos*16)
 	for q := range nq {
 		tok := query[q*dim : (q+1)*dim]
-		var b float32
+		var base, bound float64
 		for i, v := range tok {
-			b += v * lo[i]
+			base += float64(v) * float64(lo[i])
 		}
-		base[q] = b
-		blk, lane := q/lutBlock, q%lutBlock
 		for p := range npos {
-			var w [4]float32
+			var w [4]float64
 			for k := range 4 {
 				i := 4*p + k
-				w[k] = tok[i] * (hi[i] - lo[i])
+				w[k] = float64(tok[i]) * (float64(hi[i]) - float64(lo[i]))
 			}
-			row := lut[(blk*npos+p)*16*lutBlock:]
-			for v := 1; v < 16; v++ {
-				var s float32
+			row := vals[p*16 : (p+1)*16]
+			lo, hi := 0.0, 0.0
+			for v := range row {
+				var s float64
 				for k := range 4 {
 					if v&(1<<k) != 0 {
 						s += w[k]
 					}
 				}
-				row[v*lutBlock+lane] = s
+				row[v] = s
+				lo, hi = min(lo, s), max(hi, s)
 			}
+			mid := (lo + hi) / 2
+			for v := range row {
+				row[v] -= mid
+			}
+			base += mid
+			bound += (hi - lo) / 2
 		}
+		sc := 1.0
+		if r := cmax[q] + bound; r > 0 {
+			sc = (math.MaxInt16 - float64(npos+1)) / r
+		}
+		scale[q] = float32(sc)
+		t.inv[q], t.base[q] = float32(1/sc), float32(base)
+		blk, lane := q/lutBlock, q%lutBlock
+		nib := t.nib[blk*npos*16*lutBlock:]
+		for i, v := range vals {
+			nib[i*lutBlock+lane] = int16(math.Round(v * sc))
+		}
+	}
+	for c := range nlist {
+		for q, v := range table[c*stride : c*stride+nq] {
+			// Rounded half away from zero, as math.Round.
+			x := v * scale[q]
+			if x < 0 {
+				x -= 0.5
+			} else {
+				x += 0.5
+			}
+			t.cent[((q/lutBlock)*nlist+c)*lutBlock+q%lutBlock] = int16(x)
+		}
+	}
+	return t
+}
+
+// score sets best[:nq] to a document's scores per query token from the
+// 16-bit maxima scratch[:blocks*lutBlock] (residualMax's): -Inf for a
+// document without tokens. The product is rounded before the add, as the
+// explicit conversion says (no fused multiply-add).
+func (t *residualTables) score(best []float32, max16 []int16) {
+	for q := range t.nq {
+		if max16[q] == noScore {
+			best[q] = float32(math.Inf(-1))
+			continue
+		}
+		best[q] = float32(float32(max16[q])*t.inv[q]) + t.base[q]
 	}
 }
 
-// residualMax sets best[j] = max(best[j], score of token t for lane j) over
-// the tokens t with centroid ids cids and one-bit codes codes (codeBytes
-// each), where a token's score is table[c*stride+j] plus its nibbles'
-// values in lut, added in nibble order (see residualTable; base is not
-// added). stride is a positive multiple of lutBlock and len(best) ≥
-// stride.
+// residualMax sets best[j] to the maximum over the tokens t (centroid ids
+// cids, one-bit codes of codeBytes bytes each in codes) of their scaled
+// score for lane j, for every lane of every block; best must hold
+// blocks*lutBlock values, filled with noScore for a new document.
 //
 // On amd64 with AVX2 the assembly kernel residualMaxAVX2 does the work; on
-// an id out of the table's range it hands over to residualMaxGo, which
-// panics on it (the part already done is idempotent).
-func residualMax(best, table []float32, stride int, lut []float32, cids []uint16, codes []byte, codeBytes int) {
+// an id out of range it hands over to residualMaxGo, which panics on it
+// (max is idempotent, so the part already done does not matter).
+func (t *residualTables) residualMax(best []int16, cids []uint16, codes []byte, codeBytes int) {
 	n := len(cids)
-	npos := 2 * codeBytes
-	if useAVX2 && stride > 0 && stride%lutBlock == 0 && len(best) >= stride && len(table) >= stride &&
-		n > 0 && codeBytes > 0 && len(codes) >= n*codeBytes && len(lut) >= stride*npos*16 {
-		if residualMaxAVX2(&best[0], &table[0], stride, len(table)/stride, &lut[0], &cids[0], &codes[0], n, codeBytes) {
+	if useAVX2 && n > 0 && codeBytes > 0 && 2*codeBytes == t.npos && len(codes) >= n*codeBytes && len(best) >= t.blocks*lutBlock {
+		if residualMaxAVX2(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], n, codeBytes) {
 			return
 		}
 	}
-	residualMaxGo(best, table, stride, lut, cids, codes, codeBytes)
+	t.residualMaxGo(best, cids, codes, codeBytes)
 }
 
-func residualMaxGo(best, table []float32, stride int, lut []float32, cids []uint16, codes []byte, codeBytes int) {
-	npos := 2 * codeBytes
-	var acc [lutBlock]float32
-	for blk := range stride / lutBlock {
-		lanes := lut[blk*npos*16*lutBlock : (blk+1)*npos*16*lutBlock]
+func (t *residualTables) residualMaxGo(best []int16, cids []uint16, codes []byte, codeBytes int) {
+	var acc [lutBlock]int16
+	for blk := range t.blocks {
+		cent := t.cent[blk*t.nlist*lutBlock : (blk+1)*t.nlist*lutBlock]
+		nib := t.nib[blk*t.npos*16*lutBlock : (blk+1)*t.npos*16*lutBlock]
 		bb := best[blk*lutBlock : (blk+1)*lutBlock]
-		for t, c := range cids {
-			copy(acc[:], table[int(c)*stride+blk*lutBlock:int(c)*stride+(blk+1)*lutBlock])
-			for b, byt := range codes[t*codeBytes : (t+1)*codeBytes] {
-				lo := lanes[((2*b)*16+int(byt&15))*lutBlock:]
-				hi := lanes[((2*b+1)*16+int(byt>>4))*lutBlock:]
+		for i, c := range cids {
+			copy(acc[:], cent[int(c)*lutBlock:(int(c)+1)*lutBlock])
+			for b, byt := range codes[i*codeBytes : (i+1)*codeBytes] {
+				lo := nib[((2*b)*16+int(byt&15))*lutBlock:]
+				hi := nib[((2*b+1)*16+int(byt>>4))*lutBlock:]
 				for j := range acc {
-					acc[j] += lo[j]
-				}
-				for j := range acc {
-					acc[j] += hi[j]
+					acc[j] += lo[j] + hi[j]
 				}
 			}
 			for j, v := range acc {
-				if v > bb[j] {
-					bb[j] = v
-				}
+				bb[j] = max(bb[j], v)
 			}
 		}
 	}

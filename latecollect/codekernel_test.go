@@ -3,6 +3,7 @@ package latecollect
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -95,24 +96,32 @@ func TestCentroidMaxOutOfRange(t *testing.T) {
 	centroidMax(best, table, stride, cids)
 }
 
+// randomTables makes residual scoring tables of random 16-bit values (the
+// kernels' adds wrap alike, so any values compare).
+func randomTables(r *rand.Rand, nq, nlist, codeBytes int) *residualTables {
+	blocks, npos := (nq+lutBlock-1)/lutBlock, 2*codeBytes
+	t := &residualTables{nq: nq, blocks: blocks, nlist: nlist, npos: npos,
+		cent: make([]int16, blocks*nlist*lutBlock), nib: make([]int16, blocks*npos*16*lutBlock)}
+	for i := range t.cent {
+		t.cent[i] = int16(r.Uint32())
+	}
+	for i := range t.nib {
+		t.nib[i] = int16(r.Uint32())
+	}
+	return t
+}
+
 // The assembly residualMax gives the Go version's bits for any codes,
-// strides of one to three lane blocks and documents of any length.
+// queries of one to three lane blocks and documents of any length.
 func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2 on this machine: the portable kernel is the only one")
 	}
 	r := rand.New(rand.NewPCG(5, 8))
 	const rows = 50
-	for _, stride := range []int{32, 64, 96} {
-		table := make([]float32, rows*stride)
-		for i := range table {
-			table[i] = codeKernelValue(r)
-		}
+	for _, nq := range []int{1, 32, 33, 96} {
 		for _, codeBytes := range []int{1, 2, 6, 48} {
-			lut := make([]float32, stride*codeBytes*2*16)
-			for i := range lut {
-				lut[i] = codeKernelValue(r)
-			}
+			tb := randomTables(r, nq, rows, codeBytes)
 			for _, n := range []int{1, 2, 7, 300} {
 				cids := make([]uint16, n)
 				for i := range cids {
@@ -122,37 +131,36 @@ func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 				for i := range codes {
 					codes[i] = byte(r.Uint32())
 				}
-				want := make([]float32, stride+3)
+				want := make([]int16, tb.blocks*lutBlock+3)
 				for i := range want {
-					want[i] = codeKernelValue(r)
+					want[i] = int16(r.Uint32())
 				}
-				got, direct := append([]float32(nil), want...), append([]float32(nil), want...)
-				residualMaxGo(want, table, stride, lut, cids, codes, codeBytes)
-				residualMax(got, table, stride, lut, cids, codes, codeBytes)
-				if i := sameBits(got, want); i >= 0 {
-					t.Fatalf("stride=%d codeBytes=%d n=%d: best[%d] = %v, Go %v", stride, codeBytes, n, i, got[i], want[i])
+				got, direct := slices.Clone(want), slices.Clone(want)
+				tb.residualMaxGo(want, cids, codes, codeBytes)
+				tb.residualMax(got, cids, codes, codeBytes)
+				if !slices.Equal(got, want) {
+					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMax differs from the Go version", nq, codeBytes, n)
 				}
-				if !residualMaxAVX2(&direct[0], &table[0], stride, rows, &lut[0], &cids[0], &codes[0], n, codeBytes) {
-					t.Fatalf("stride=%d codeBytes=%d n=%d: residualMaxAVX2 refused ids below %d", stride, codeBytes, n, rows)
+				if !residualMaxAVX2(&direct[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], n, codeBytes) {
+					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX2 refused ids below %d", nq, codeBytes, n, rows)
 				}
-				if i := sameBits(direct, want); i >= 0 {
-					t.Fatalf("stride=%d codeBytes=%d n=%d: residualMaxAVX2 best[%d] = %v, Go %v", stride, codeBytes, n, i, direct[i], want[i])
+				if !slices.Equal(direct, want) {
+					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX2 differs from the Go version", nq, codeBytes, n)
 				}
 			}
 		}
 	}
 }
 
-// An id beyond the table stops the assembly residualMax and makes
+// An id beyond the tables stops the assembly residualMax and makes
 // residualMax panic as the Go version does.
 func TestResidualMaxOutOfRange(t *testing.T) {
-	const stride, rows, codeBytes = 32, 10, 2
-	table := make([]float32, rows*stride)
-	lut := make([]float32, stride*codeBytes*2*16)
-	best := make([]float32, stride)
+	const rows, codeBytes = 10, 2
+	tb := randomTables(rand.New(rand.NewPCG(1, 1)), 5, rows, codeBytes)
+	best := make([]int16, lutBlock)
 	cids := []uint16{1, rows, 3}
 	codes := make([]byte, len(cids)*codeBytes)
-	if useAVX2 && residualMaxAVX2(&best[0], &table[0], stride, rows, &lut[0], &cids[0], &codes[0], len(cids), codeBytes) {
+	if useAVX2 && residualMaxAVX2(&best[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], len(cids), codeBytes) {
 		t.Errorf("residualMaxAVX2 accepted id %d of a %d-row table", rows, rows)
 	}
 	defer func() {
@@ -160,7 +168,7 @@ func TestResidualMaxOutOfRange(t *testing.T) {
 			t.Errorf("residualMax did not panic on id %d of a %d-row table", rows, rows)
 		}
 	}()
-	residualMax(best, table, stride, lut, cids, codes, codeBytes)
+	tb.residualMax(best, cids, codes, codeBytes)
 }
 
 // decodeResidual1Go reconstructs one token from its centroid and its
@@ -218,26 +226,39 @@ func TestResidualTableScoresDecodedTokens(t *testing.T) {
 			for i := range query {
 				query[i] = float32(r.NormFloat64())
 			}
-			stride := (nq + lutBlock - 1) / lutBlock * lutBlock
+			stride := (nq + 7) &^ 7
 			table := make([]float32, rows*stride)
 			for c := range rows {
 				for q := range nq {
 					table[c*stride+q] = dot(query[q*dim:(q+1)*dim], cent[c*dim:(c+1)*dim])
 				}
 			}
-			lut, base := make([]float32, stride*dim/4*16), make([]float32, stride)
-			residualTable(query, nq, dim, stride, lo, hi, lut, base)
-			best := make([]float32, stride)
-			fillInf(best)
-			residualMax(best, table, stride, lut, cids, codes, dim/8)
+			tb := newResidualTables(query, nq, dim, table, stride, rows, lo, hi)
+			max16 := make([]int16, tb.blocks*lutBlock)
+			for j := range max16 {
+				max16[j] = noScore
+			}
+			tb.residualMax(max16, cids, codes, dim/8)
+			best := make([]float32, nq)
+			tb.score(best, max16)
 			for q := range nq {
 				want := float32(math.Inf(-1))
 				for i := range n {
 					want = max(want, dot(query[q*dim:(q+1)*dim], decoded[i*dim:(i+1)*dim]))
 				}
-				if got := best[q] + base[q]; math.Abs(float64(got-want)) > 1e-4*(1+math.Abs(float64(want))) {
-					t.Fatalf("avx2=%v nq=%d: query token %d scores %v from the tables, %v decoded", asm, nq, q, got, want)
+				// Rounding: half a unit per looked-up value, plus float32's.
+				bound := float64(dim/4+1)/2*float64(tb.inv[q]) + 1e-5*(1+math.Abs(float64(want)))
+				if got := best[q]; math.Abs(float64(got-want)) > bound {
+					t.Fatalf("avx2=%v nq=%d: query token %d scores %v from the tables, %v decoded (bound %g)", asm, nq, q, got, want, bound)
 				}
+			}
+			empty := make([]int16, tb.blocks*lutBlock)
+			for j := range empty {
+				empty[j] = noScore
+			}
+			tb.score(best, empty)
+			if !math.IsInf(float64(best[0]), -1) {
+				t.Fatalf("a document without tokens scores %v, want -Inf", best[0])
 			}
 		}
 	}
@@ -318,13 +339,17 @@ func BenchmarkResidualScore(b *testing.B) {
 		query[i] = float32(r.NormFloat64())
 	}
 	table := make([]float32, rows*nq)
-	lut, base := make([]float32, nq*dim/4*16), make([]float32, nq)
-	residualTable(query, nq, dim, nq, lo, hi, lut, base)
-	best := make([]float32, nq)
+	for i := range table {
+		table[i] = float32(r.NormFloat64())
+	}
+	tb := newResidualTables(query, nq, dim, table, nq, rows, lo, hi)
+	best := make([]int16, nq)
 	codeKernelModes(b, func(b *testing.B) {
 		for b.Loop() {
-			fillInf(best)
-			residualMax(best, table, nq, lut, cids, codes, dim/8)
+			for j := range best {
+				best[j] = noScore
+			}
+			tb.residualMax(best, cids, codes, dim/8)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")
 	})

@@ -61,11 +61,12 @@ var (
 //go:noescape
 func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
 
-// residualMaxAVX2 is residualMaxGo over n tokens, with the slices as
-// pointers; stride must be a positive multiple of lutBlock, table must
-// hold rows rows of stride values and codes n × codeBytes bytes. It
-// returns false, leaving best partly updated, when an id is rows or more.
+// residualMaxAVX2 is residualTables.residualMaxGo over n tokens, with
+// the tables' slices as pointers: cent holds blocks tables of rows rows of
+// 32 lanes, nib blocks tables of 2*codeBytes positions × 16 rows of 32
+// lanes, best blocks × 32 lanes, codes n × codeBytes bytes. It returns
+// false, leaving best partly updated, when an id is rows or more.
 // Implemented in kernel_amd64.s.
 //
 //go:noescape
-func residualMaxAVX2(best, table *float32, stride, rows int, lut *float32, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
+func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) (ok bool)

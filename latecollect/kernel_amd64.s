@@ -202,32 +202,28 @@ bad:
 	VZEROUPPER
 	RET
 
-// func residualMaxAVX2(best, table *float32, stride, rows int, lut *float32, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
+// func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
 //
-// For each block of 32 lanes (four accumulators in registers), for each
-// token: the accumulators start as the token's centroid row of the table,
-// get the lookup table's row for each nibble of the code added in order
-// (low nibble of each byte first; a nibble position's 16 rows of 32 lanes
-// take 2048 bytes), and best keeps the maximum, ties to best as in
-// centroidMaxAVX2. An id ≥ rows stops the kernel with ok false before
-// anything of the current block is stored.
+// For each block of 32 lanes (16-bit, two registers): for each token, the
+// accumulators start as the token's centroid row (64 bytes) of the block's
+// centroid table, get the nibble table's row for each nibble of the code
+// added (low nibble of each byte first; a nibble position's 16 rows take
+// 1024 bytes), and best keeps the signed maximum. An id ≥ rows stops the
+// kernel with ok false before anything of the current block is stored.
 TEXT ·residualMaxAVX2(SB), NOSPLIT, $0-73
 	MOVQ best+0(FP), DX
-	MOVQ table+8(FP), BX
-	MOVQ stride+16(FP), R14
-	SHLQ $2, R14
-	MOVQ rows+24(FP), R9
-	MOVQ lut+32(FP), SI
+	MOVQ cent+8(FP), BX
+	MOVQ rows+16(FP), R9
+	MOVQ nib+24(FP), SI
+	MOVQ blocks+32(FP), R15
 	MOVQ cids+40(FP), R10
 	MOVQ n+56(FP), R11
-	MOVQ stride+16(FP), R15
-	SHRQ $5, R15
+	MOVQ R9, R14
+	SHLQ $6, R14
 
 rblock:
-	VMOVUPS 0(DX), Y0
-	VMOVUPS 32(DX), Y1
-	VMOVUPS 64(DX), Y2
-	VMOVUPS 96(DX), Y3
+	VMOVDQU 0(DX), Y0
+	VMOVDQU 32(DX), Y1
 	MOVQ    codes+48(FP), DI
 	XORQ    AX, AX
 
@@ -235,11 +231,9 @@ rtoken:
 	MOVWQZX (R10)(AX*2), R13
 	CMPQ    R13, R9
 	JAE     rbad
-	IMULQ   R14, R13
-	VMOVUPS 0(BX)(R13*1), Y4
-	VMOVUPS 32(BX)(R13*1), Y5
-	VMOVUPS 64(BX)(R13*1), Y6
-	VMOVUPS 96(BX)(R13*1), Y7
+	SHLQ    $6, R13
+	VMOVDQU 0(BX)(R13*1), Y4
+	VMOVDQU 32(BX)(R13*1), Y5
 	MOVQ    SI, R12
 	MOVQ    codeBytes+64(FP), CX
 
@@ -247,36 +241,28 @@ rbyte:
 	MOVBQZX (DI), R13
 	MOVQ    R13, R8
 	ANDQ    $15, R13
-	SHLQ    $7, R13
+	SHLQ    $6, R13
 	SHRQ    $4, R8
-	SHLQ    $7, R8
-	VADDPS  0(R12)(R13*1), Y4, Y4
-	VADDPS  32(R12)(R13*1), Y5, Y5
-	VADDPS  64(R12)(R13*1), Y6, Y6
-	VADDPS  96(R12)(R13*1), Y7, Y7
-	VADDPS  2048(R12)(R8*1), Y4, Y4
-	VADDPS  2080(R12)(R8*1), Y5, Y5
-	VADDPS  2112(R12)(R8*1), Y6, Y6
-	VADDPS  2144(R12)(R8*1), Y7, Y7
-	ADDQ    $4096, R12
+	SHLQ    $6, R8
+	VPADDW  0(R12)(R13*1), Y4, Y4
+	VPADDW  32(R12)(R13*1), Y5, Y5
+	VPADDW  1024(R12)(R8*1), Y4, Y4
+	VPADDW  1056(R12)(R8*1), Y5, Y5
+	ADDQ    $2048, R12
 	INCQ    DI
 	DECQ    CX
 	JNZ     rbyte
 
-	VMAXPS Y0, Y4, Y0
-	VMAXPS Y1, Y5, Y1
-	VMAXPS Y2, Y6, Y2
-	VMAXPS Y3, Y7, Y3
-	INCQ   AX
-	CMPQ   AX, R11
-	JLT    rtoken
+	VPMAXSW Y4, Y0, Y0
+	VPMAXSW Y5, Y1, Y1
+	INCQ    AX
+	CMPQ    AX, R11
+	JLT     rtoken
 
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 64(DX)
-	VMOVUPS Y3, 96(DX)
-	ADDQ    $128, DX
-	ADDQ    $128, BX
+	VMOVDQU Y0, 0(DX)
+	VMOVDQU Y1, 32(DX)
+	ADDQ    $64, DX
+	ADDQ    R14, BX
 	MOVQ    R12, SI
 	DECQ    R15
 	JNZ     rblock

@@ -3,6 +3,7 @@ package latecollect
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -66,9 +67,9 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	}
 	dim := x.opts.Dim
 	nq := len(query) / dim
-	stride := (nq + lutBlock - 1) / lutBlock * lutBlock
+	stride := (nq + 7) &^ 7
 	table := make([]float32, r.cb.nlist*stride)
-	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table); err != nil {
+	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, x.opts.Parallelism); err != nil {
 		return nil, fmt.Errorf("latecollect: search: %w", err)
 	}
 
@@ -101,17 +102,17 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 
 	// Stage 4: residual codes, scored through lookup tables.
 	cbytes := r.cb.codeBytes()
-	lut, base := make([]float32, stride*dim/4*16), make([]float32, stride)
-	residualTable(query, nq, dim, stride, r.cb.lo, r.cb.hi, lut, base)
-	x.parallel(len(cands), func(i int, best []float32) {
+	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi)
+	x.parallel(len(cands), func(i int, scratch []float32) {
 		d := r.docs[cands[i].num]
-		fillInf(best)
-		residualMax(best, table, stride, lut, d.cids, d.codes, cbytes)
-		for q := range nq {
-			best[q] += base[q]
+		max16 := make([]int16, rt.blocks*lutBlock)
+		for j := range max16 {
+			max16[j] = noScore
 		}
-		cands[i].score = combine(so.Scoring, best[:nq])
-	}, stride)
+		rt.residualMax(max16, d.cids, d.codes, cbytes)
+		rt.score(scratch, max16)
+		cands[i].score = combine(so.Scoring, scratch[:nq])
+	}, nq)
 	slices.SortFunc(cands, byScore)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -120,14 +121,14 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	// Stage 5: exact, from the stored tokens.
 	nExact := min(len(cands), so.ExactCap)
 	errs := make([]error, nExact)
-	x.parallel(nExact, func(i int, best []float32) {
-		s, err := x.exactScore(query, cands[i].num, so.Scoring, best)
+	parallelWith(x.opts.Parallelism, nExact, newExactScratch, func(i int, sc *exactScratch) {
+		s, err := x.exactScore(query, cands[i].num, so.Scoring, sc)
 		if err != nil {
 			errs[i] = err
 			return
 		}
 		cands[i].score = s
-	}, nq)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -154,13 +155,8 @@ func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) [
 	slot := map[uint32]int32{}
 	var accs []acc
 	var nums []uint32
-	order := make([]int32, nlist)
-	for q := range nq {
-		for c := range order {
-			order[c] = int32(c)
-		}
-		topCentroids(order, table, stride, q, nprobe)
-		for _, c := range order[:nprobe] {
+	for q, top := range topCentroids(table, stride, nq, nlist, nprobe) {
+		for _, c := range top {
 			s := table[int(c)*stride+q]
 			for _, num := range r.lists[c] {
 				i, ok := slot[num]
@@ -192,47 +188,61 @@ func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) [
 	return cands
 }
 
-// topCentroids moves the n centroids with the best score for query token
-// q to the front of order, best first (ties by id).
-func topCentroids(order []int32, table []float32, stride, q, n int) {
-	score := func(c int32) float32 { return table[int(c)*stride+q] }
-	better := func(a, b int32) int {
-		if c := cmp.Compare(score(b), score(a)); c != 0 {
-			return c
+// topCentroids returns, for each query token q < nq, the n centroids
+// with the best score table[c*stride+q], best first (ties by id). It reads
+// the table row by row, keeping every query token's best n at once.
+func topCentroids(table []float32, stride, nq, nlist, n int) [][]int32 {
+	ids := make([]int32, nq*n)
+	vals := make([]float32, nq*n)
+	filled := make([]int, nq)
+	for c := range nlist {
+		row := table[c*stride : c*stride+nq]
+		for q, v := range row {
+			k := filled[q]
+			qv, qi := vals[q*n:(q+1)*n], ids[q*n:(q+1)*n]
+			if k == n {
+				// A later centroid of equal score loses on its id.
+				if !(v > qv[n-1]) {
+					continue
+				}
+				k = n - 1
+			} else {
+				filled[q]++
+			}
+			for k > 0 && v > qv[k-1] {
+				qv[k], qi[k] = qv[k-1], qi[k-1]
+				k--
+			}
+			qv[k], qi[k] = v, int32(c)
 		}
-		return cmp.Compare(a, b)
 	}
-	if n*8 >= len(order) {
-		slices.SortFunc(order, better)
-		return
+	out := make([][]int32, nq)
+	for q := range out {
+		out[q] = ids[q*n : q*n+filled[q]]
 	}
-	// Partial selection: keep the best n in order[:n], sorted.
-	top := order[:n]
-	slices.SortFunc(top, better)
-	for i := n; i < len(order); i++ {
-		c := order[i]
-		if better(c, top[n-1]) >= 0 {
-			continue
-		}
-		j := n - 1
-		for j > 0 && better(c, top[j-1]) < 0 {
-			top[j] = top[j-1]
-			j--
-		}
-		order[i] = top[n-1]
-		top[j] = c
-	}
+	return out
 }
 
+// exactScratch is one worker's buffers for exactScore, kept across the
+// documents it scores: a blob and its decoded rows are hundreds of
+// kilobytes each.
+type exactScratch struct {
+	blob []byte
+	rows []float32
+	best []float32
+}
+
+func newExactScratch() *exactScratch { return new(exactScratch) }
+
 // exactScore scores a document from its stored tokens, as Exhaustive
-// mode does. best has room for the query's tokens.
-func (x *Index) exactScore(query []float32, num uint64, s Scoring, best []float32) (float32, error) {
+// mode does.
+func (x *Index) exactScore(query []float32, num uint64, s Scoring, sc *exactScratch) (float32, error) {
 	var blob []byte
 	if r := x.mu.rc; r != nil && r.tf != nil {
 		if d, ok := r.docs[num]; ok && d.loc.size > 0 {
-			b, err := r.tf.read(d.loc, nil)
+			b, err := r.tf.read(d.loc, sc.blob)
 			if err == nil {
-				blob = b
+				blob, sc.blob = b, b
 			} else {
 				x.tokenFileErrors.Add(1) // read the store instead
 			}
@@ -254,18 +264,33 @@ func (x *Index) exactScore(query []float32, num uint64, s Scoring, best []float3
 	if err != nil {
 		return 0, fmt.Errorf("latecollect: search: %w", err)
 	}
-	rows := make([]float32, e.h.count*x.opts.Dim)
+	dim := x.opts.Dim
+	if n := e.h.count * dim; cap(sc.rows) < n {
+		sc.rows = make([]float32, n)
+	}
+	rows := sc.rows[:e.h.count*dim]
 	decodeRows(e.blob, e.h, 0, e.h.count, rows)
-	maxSim(query, rows, x.opts.Dim, nil, best)
-	return combine(s, best), nil
+	nq := len(query) / dim
+	if cap(sc.best) < nq {
+		sc.best = make([]float32, nq)
+	}
+	maxSim(query, rows, dim, nil, sc.best[:nq])
+	return combine(s, sc.best[:nq]), nil
 }
 
 // parallel calls fn(i, scratch) for i in [0, n) over at most
 // Parallelism goroutines, each with its own scratch of scratchLen floats.
 func (x *Index) parallel(n int, fn func(i int, scratch []float32), scratchLen int) {
-	workers := max(1, min(x.opts.Parallelism, n/8))
+	parallelWith(x.opts.Parallelism, n, func() []float32 { return make([]float32, scratchLen) }, fn)
+}
+
+// parallelWith calls fn(i, scratch) for i in [0, n) over at most workers
+// goroutines (fewer for small n), each with its own scratch from
+// newScratch.
+func parallelWith[S any](workers, n int, newScratch func() S, fn func(i int, scratch S)) {
+	workers = max(1, min(workers, n/8))
 	if workers == 1 {
-		scratch := make([]float32, scratchLen)
+		scratch := newScratch()
 		for i := range n {
 			fn(i, scratch)
 		}
@@ -277,7 +302,7 @@ func (x *Index) parallel(n int, fn func(i int, scratch []float32), scratchLen in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			scratch := make([]float32, scratchLen)
+			scratch := newScratch()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= n {
@@ -298,10 +323,24 @@ func fillInf(v []float32) {
 }
 
 // scoreCentroids sets table[c*stride+q] to the inner product of query
-// token q with centroid c, for q < nq, with one BLAS matrix product; the
+// token q with centroid c, for q < nq, with BLAS matrix products over at
+// most workers goroutines, each taking a share of the centroids; the
 // columns from nq to stride are left as they are (zero in a new table).
-func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, table []float32) error {
-	return blas.MulT(cent, len(cent)/dim, query, nq, dim, table, stride)
+func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, table []float32, workers int) error {
+	nlist := len(cent) / dim
+	parts := max(1, min(workers, nlist/1024))
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := nlist*p/parts, nlist*(p+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[p] = blas.MulT(cent[lo*dim:hi*dim], hi-lo, query, nq, dim, table[lo*stride:hi*stride], stride)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // exhaustiveFromStoreLocked scores every allowed document the residual
@@ -318,16 +357,15 @@ func (x *Index) exhaustiveFromStoreLocked(ctx context.Context, query []float32, 
 		}
 	}
 	slices.Sort(nums)
-	nq := len(query) / x.opts.Dim
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	x.parallel(len(nums), func(i int, best []float32) {
+	parallelWith(x.opts.Parallelism, len(nums), newExactScratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {
 			return
 		}
-		s, err := x.exactScore(query, nums[i], so.Scoring, best)
+		s, err := x.exactScore(query, nums[i], so.Scoring, sc)
 		hits[i], errs[i] = Hit{DocNum: nums[i], Score: s}, err
-	}, nq)
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
