@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest lint demo clean-native
+.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late lint demo clean-native
 
 all: build
 
@@ -64,6 +64,17 @@ bench-encode: build
 DOCS ?= 1000000
 bench-ingest: build
 	bin/tandem bench ingest --dir $(or $(BENCH_DIR),$(ROOT)/.bench-ingest) --docs $(DOCS)
+
+# Late interaction at scale: synthetic clustered token matrices (128 tokens
+# of 128 values per document) that the documents bring, residual codes by
+# default (tandem bench late): build time, bytes per token, peak RSS,
+# latencies with and without filters, recall@10 against late-exact.
+# LATE_DOCS=100000 is the acceptance run; LATE_FLAGS adds flags, e.g.
+# LATE_FLAGS='--late-index ""' for the FAISS index.
+LATE_DOCS ?= 100000
+LATE_FLAGS ?=
+bench-late: build
+	bin/tandem bench late --dir $(or $(BENCH_DIR),$(ROOT)/.bench-late) --docs $(LATE_DOCS) $(LATE_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -24,7 +24,7 @@ import (
 
 func benchCommands() map[string]command {
 	return map[string]command{
-		"bench": {"benchmark ingest and search at scale (ingest), or document encoding (encode)", runBench},
+		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), or document encoding (encode)", runBench},
 	}
 }
 
@@ -35,9 +35,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return runBenchIngest(args[1:], stdout, stderr)
 		case "encode":
 			return runBenchEncode(args[1:], stdout, stderr)
+		case "late":
+			return runBenchLate(args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [flags]")
+	fmt.Fprintln(stderr, "       tandem bench late --dir DIR [--docs N] [--tokens N] [--dim N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [flags]")
 	return errUsage
 }
@@ -88,7 +91,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	}()
 
 	// Documents are generated ahead by one goroutine per core, in order.
-	next, stop := generate(gen, *docs)
+	next, stop := generate(*docs, 4096, gen.Doc)
 	defer stop()
 	var last time.Time
 	fmt.Fprintf(stderr, "ingesting %d synthetic documents (%d-d vectors supplied) into %s\n", *docs, corpus.Dim, *dir)
@@ -104,11 +107,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		last = time.Now()
 		rate := float64(p.Docs) / p.Elapsed.Seconds()
 		eta := time.Duration(float64(*docs-p.Docs)/rate) * time.Second
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		anon, file := currentRSS()
-		fmt.Fprintf(stderr, "%d docs, %.0f docs/s, ETA %s, RSS %s anonymous (Go heap %s) + %s mapped files, peak %s\n",
-			p.Docs, rate, eta.Round(time.Second), size(anon), size(int64(ms.HeapInuse)), size(file), size(peakRSS()))
+		fmt.Fprintf(stderr, "%d docs, %.0f docs/s, ETA %s, %s\n", p.Docs, rate, eta.Round(time.Second), memoryStatus())
 	}})
 	if err != nil {
 		return err
@@ -217,11 +216,12 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// generate produces documents 0..n-1 in order, made ahead by one goroutine
-// per core. stop ends the goroutines early.
-func generate(g *synth.Generator, n int) (next func() (tandem.Doc, error), stop func()) {
-	const ahead = 4096
+// generate produces documents doc(0)..doc(n-1) in order, at most ahead of
+// them made in advance by one goroutine per core (at most 4). stop ends
+// the goroutines early.
+func generate(n, ahead int, doc func(int) tandem.Doc) (next func() (tandem.Doc, error), stop func()) {
 	workers := max(1, min(4, runtime.NumCPU()))
+	ahead = max(ahead, workers)
 	done := make(chan struct{})
 	chans := make([]chan tandem.Doc, workers)
 	var wg sync.WaitGroup
@@ -233,7 +233,7 @@ func generate(g *synth.Generator, n int) (next func() (tandem.Doc, error), stop 
 			defer close(chans[w])
 			for i := w; i < n; i += workers {
 				select {
-				case chans[w] <- g.Doc(i):
+				case chans[w] <- doc(i):
 				case <-done:
 					return
 				}
@@ -285,7 +285,14 @@ func currentRSS() (anon, file int64) {
 	return anon, file
 }
 
-// peakRSS is the process's peak resident set size in bytes.
+// memoryStatus describes the process's memory for a progress line.
+func memoryStatus() string {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	anon, file := currentRSS()
+	return fmt.Sprintf("RSS %s anonymous (Go heap %s) + %s mapped files, peak %s", size(anon), size(int64(ms.HeapInuse)), size(file), size(peakRSS()))
+}
+
 // peakRSS is the process's peak resident set since start or the last
 // resetPeakRSS: VmHWM of /proc/self/status on Linux, else getrusage.
 func peakRSS() int64 {
