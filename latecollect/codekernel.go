@@ -1,6 +1,9 @@
 package latecollect
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Kernels of the residual-code index (see residual.go). Each has a portable
 // Go version; on amd64 with AVX2 an assembly version may replace it, and
@@ -201,4 +204,39 @@ func (t *residualTables) residualMaxGo(best []int16, cids []uint16, codes []byte
 			}
 		}
 	}
+}
+
+// selectTokens appends to out the index of every token (centroid ids
+// cids) whose centroid row reaches the threshold of some lane:
+// table[c*stride+j] >= thr[j] for some j < stride. stride is a positive
+// multiple of 8 and len(thr) ≥ stride; a lane that must never select has
+// threshold +Inf (or NaN).
+//
+// On amd64 with AVX2 the assembly kernel selectTokensAVX2 does the work;
+// on an id out of the table's range it hands over to selectTokensGo, which
+// panics on it.
+func selectTokens(out []int32, table []float32, stride int, thr []float32, cids []uint16) []int32 {
+	n := len(cids)
+	if useAVX2 && n > 0 && stride > 0 && stride%8 == 0 && len(thr) >= stride && len(table) >= stride {
+		out = slices.Grow(out, n)
+		k, ok := selectTokensAVX2(&table[0], stride, len(table)/stride, &thr[0], &cids[0], n, &out[:cap(out)][len(out)])
+		if ok {
+			return out[:len(out)+k]
+		}
+	}
+	return selectTokensGo(out, table, stride, thr, cids)
+}
+
+func selectTokensGo(out []int32, table []float32, stride int, thr []float32, cids []uint16) []int32 {
+	thr = thr[:stride]
+	for t, c := range cids {
+		row := table[int(c)*stride : int(c)*stride+stride]
+		for j, v := range row {
+			if v >= thr[j] {
+				out = append(out, int32(t))
+				break
+			}
+		}
+	}
+	return out
 }

@@ -171,6 +171,68 @@ func TestResidualMaxOutOfRange(t *testing.T) {
 	tb.residualMax(best, cids, codes, codeBytes)
 }
 
+// The assembly selectTokens keeps the tokens the Go version keeps, for
+// thresholds that select none, some or all, +Inf and NaN lanes included,
+// and appends after what out already holds.
+func TestSelectTokensAVX2MatchesGo(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 on this machine: the portable kernel is the only one")
+	}
+	r := rand.New(rand.NewPCG(2, 9))
+	const rows = 40
+	for _, stride := range []int{8, 16, 32, 40} {
+		table := make([]float32, rows*stride)
+		for i := range table {
+			table[i] = codeKernelValue(r)
+		}
+		for _, n := range []int{1, 3, 100} {
+			cids := make([]uint16, n)
+			for i := range cids {
+				cids[i] = uint16(r.IntN(rows))
+			}
+			for _, level := range []float64{-10, 0, 1.5, 10} {
+				thr := make([]float32, stride)
+				for j := range thr {
+					thr[j] = float32(level + r.NormFloat64())
+					switch r.IntN(6) {
+					case 0:
+						thr[j] = float32(math.Inf(1))
+					case 1:
+						thr[j] = float32(math.NaN())
+					}
+				}
+				prefix := []int32{7, 8}
+				want := selectTokensGo(slices.Clone(prefix), table, stride, thr, cids)
+				got := selectTokens(slices.Clone(prefix), table, stride, thr, cids)
+				if !slices.Equal(got, want) {
+					t.Fatalf("stride=%d n=%d level=%v: kept %v, Go %v", stride, n, level, got, want)
+				}
+			}
+		}
+	}
+}
+
+// An id beyond the table stops the assembly selectTokens and makes
+// selectTokens panic as the Go version does.
+func TestSelectTokensOutOfRange(t *testing.T) {
+	const stride, rows = 8, 4
+	table := make([]float32, rows*stride)
+	thr := make([]float32, stride)
+	cids := []uint16{0, rows}
+	out := make([]int32, len(cids))
+	if useAVX2 {
+		if _, ok := selectTokensAVX2(&table[0], stride, rows, &thr[0], &cids[0], len(cids), &out[0]); ok {
+			t.Errorf("selectTokensAVX2 accepted id %d of a %d-row table", rows, rows)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("selectTokens did not panic on id %d of a %d-row table", rows, rows)
+		}
+	}()
+	selectTokens(nil, table, stride, thr, cids)
+}
+
 // decodeResidual1Go reconstructs one token from its centroid and its
 // one-bit residual code: for dimension i = 8*b + k, bit k (least
 // significant first) of code[b] selects hi[i] when set and lo[i]

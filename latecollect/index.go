@@ -101,6 +101,13 @@ type Options struct {
 	// stored tokens; default DefaultExactCandidates, negative for none.
 	// Residual codes only.
 	ExactCap int
+	// TokenPrune skips, at the residual stage, the tokens of a document
+	// whose centroid scores against every query token are more than
+	// TokenPrune below the document's best centroid score for that query
+	// token: they are unlikely to be its best match once residuals are
+	// added. Default DefaultTokenPrune, negative for none. Residual codes
+	// only.
+	TokenPrune float32
 	// Scoring is the default score; default ScoreAvgMax.
 	Scoring Scoring
 	// SnapshotEvery saves a snapshot after this many applied changes;
@@ -147,6 +154,9 @@ func (o *Options) fill() (Options, error) {
 	if c.ResidualCap == 0 {
 		c.ResidualCap = DefaultResidualCandidates
 	}
+	if c.TokenPrune == 0 {
+		c.TokenPrune = DefaultTokenPrune
+	}
 	if c.ExactCap == 0 {
 		c.ExactCap = DefaultExactCandidates
 	}
@@ -168,6 +178,8 @@ func (o *Options) fill() (Options, error) {
 		return c, fmt.Errorf("%w: Options.NProbe %d is negative", ErrBadOptions, c.NProbe)
 	case c.ResidualCap < 0:
 		return c, fmt.Errorf("%w: Options.ResidualCap %d is negative", ErrBadOptions, c.ResidualCap)
+	case math.IsNaN(float64(c.TokenPrune)) || math.IsInf(float64(c.TokenPrune), 0):
+		return c, fmt.Errorf("%w: Options.TokenPrune %v is not a finite number", ErrBadOptions, c.TokenPrune)
 	case c.Parallelism < 0:
 		return c, fmt.Errorf("%w: Options.Parallelism %d is negative", ErrBadOptions, c.Parallelism)
 	case !c.Scoring.valid():

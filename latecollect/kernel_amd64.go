@@ -70,3 +70,12 @@ func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int
 //
 //go:noescape
 func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
+
+// selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
+// indices at out (room for n) and returning how many; stride must be a
+// positive multiple of 8 and table must hold rows rows of stride values.
+// It returns false when an id is rows or more. Implemented in
+// kernel_amd64.s.
+//
+//go:noescape
+func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint16, n int, out *int32) (kept int, ok bool)

@@ -275,3 +275,64 @@ rbad:
 	MOVB $0, ok+72(FP)
 	VZEROUPPER
 	RET
+
+// func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint16, n int, out *int32) (kept int, ok bool)
+//
+// For each token: its centroid row is compared with thr, 8 lanes at a
+// time (VCMPPS predicate 13, greater-or-equal, false on NaN), the masks
+// ORed; a token with any lane set has its index stored at out[kept].
+// An id ≥ rows stops the kernel with ok false.
+TEXT ·selectTokensAVX2(SB), NOSPLIT, $0-65
+	MOVQ table+0(FP), BX
+	MOVQ stride+8(FP), R14
+	MOVQ R14, CX
+	SHRQ $3, CX
+	SHLQ $2, R14
+	MOVQ rows+16(FP), R9
+	MOVQ thr+24(FP), DX
+	MOVQ cids+32(FP), R10
+	MOVQ n+40(FP), SI
+	MOVQ out+48(FP), R11
+	XORQ AX, AX
+	XORQ DI, DI
+
+stoken:
+	MOVWQZX (R10)(AX*2), R13
+	CMPQ    R13, R9
+	JAE     sbad
+	IMULQ   R14, R13
+	LEAQ    (BX)(R13*1), R12
+	MOVQ    DX, R8
+	MOVQ    CX, R15
+	VXORPS  Y1, Y1, Y1
+
+sblock:
+	VMOVUPS (R12), Y0
+	VCMPPS  $13, (R8), Y0, Y0
+	VORPS   Y0, Y1, Y1
+	ADDQ    $32, R12
+	ADDQ    $32, R8
+	DECQ    R15
+	JNZ     sblock
+
+	VMOVMSKPS Y1, R13
+	TESTQ     R13, R13
+	JZ        snext
+	MOVL      AX, (R11)(DI*4)
+	INCQ      DI
+
+snext:
+	INCQ AX
+	CMPQ AX, SI
+	JLT  stoken
+
+	MOVQ DI, kept+56(FP)
+	MOVB $1, ok+64(FP)
+	VZEROUPPER
+	RET
+
+sbad:
+	MOVQ DI, kept+56(FP)
+	MOVB $0, ok+64(FP)
+	VZEROUPPER
+	RET

@@ -22,3 +22,7 @@ func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int
 func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) bool {
 	panic("latecollect: residualMaxAVX2 without amd64")
 }
+
+func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint16, n int, out *int32) (int, bool) {
+	panic("latecollect: selectTokensAVX2 without amd64")
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 
@@ -51,6 +52,8 @@ type SearchOptions struct {
 	// KPrime, CandidateCap, NProbe, ResidualCap and ExactCap override
 	// the Options of the same name.
 	KPrime, CandidateCap, NProbe, ResidualCap, ExactCap int
+	// TokenPrune overrides Options.TokenPrune.
+	TokenPrune float32
 }
 
 // Hit is one scored document.
@@ -134,9 +137,14 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 		so.ExactCap = x.opts.ExactCap
 	}
 	so.ExactCap = max(so.ExactCap, 0)
+	if so.TokenPrune == 0 {
+		so.TokenPrune = x.opts.TokenPrune
+	}
 	switch {
 	case so.K < 0 || so.KPrime < 0 || so.CandidateCap < 0 || so.NProbe < 0 || so.ResidualCap < 0:
 		return fmt.Errorf("latecollect: search: %w: negative K %d, KPrime %d, CandidateCap %d, NProbe %d or ResidualCap %d", ErrBadOptions, so.K, so.KPrime, so.CandidateCap, so.NProbe, so.ResidualCap)
+	case math.IsNaN(float64(so.TokenPrune)) || math.IsInf(float64(so.TokenPrune), 0):
+		return fmt.Errorf("latecollect: search: %w: TokenPrune %v is not a finite number", ErrBadOptions, so.TokenPrune)
 	case !so.Scoring.valid():
 		return fmt.Errorf("latecollect: search: %w: Scoring %q", ErrBadOptions, so.Scoring)
 	case so.Mode != Candidates && so.Mode != Exhaustive:

@@ -201,6 +201,19 @@ func TestSciFactResidualSweep(t *testing.T) {
 		t.Logf("%-28s recall@10 %.4f  nDCG@10 %.4f  %.1f ms/query", name, f.recallAt10(t, qs, hits), f.ndcg10(t, qs, hits), ms)
 	}
 	run("defaults", SearchOptions{})
+	// TANDEM_SWEEP_GRID lists whole settings,
+	// "nprobe/candidates/residual/exact/prune" separated by ',', and
+	// replaces the one-knob sweeps.
+	if grid := sweepList("TANDEM_SWEEP_GRID", ",", nil); len(grid) > 0 {
+		for _, g := range grid {
+			var so SearchOptions
+			if _, err := fmt.Sscanf(g, "%d/%d/%d/%d/%g", &so.NProbe, &so.CandidateCap, &so.ResidualCap, &so.ExactCap, &so.TokenPrune); err != nil {
+				t.Fatalf("TANDEM_SWEEP_GRID: %q: %v", g, err)
+			}
+			run(g, so)
+		}
+		return
+	}
 	for _, v := range sweepInts("TANDEM_SWEEP_NPROBE", []int{1, 2, 8, 16}) {
 		run(fmt.Sprintf("nprobe=%d", v), SearchOptions{NProbe: v})
 	}
@@ -212,6 +225,9 @@ func TestSciFactResidualSweep(t *testing.T) {
 	}
 	for _, v := range sweepInts("TANDEM_SWEEP_EXACT", []int{-1, 8, 32, 64}) {
 		run(fmt.Sprintf("exact=%d", v), SearchOptions{ExactCap: v})
+	}
+	for _, v := range []float32{-1, 0.01, 0.02, 0.05, 0.1} {
+		run(fmt.Sprintf("token prune=%g", v), SearchOptions{TokenPrune: v})
 	}
 }
 
