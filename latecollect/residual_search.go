@@ -38,9 +38,12 @@ const (
 )
 
 // scored is a candidate and its score at the latest stage it reached.
+// When stage 3 ran, slot locates the candidate's best centroid score per
+// query token in that stage's slab.
 type scored struct {
 	num   uint64
 	score float32
+	slot  int32
 }
 
 func byScore(a, b scored) int {
@@ -93,14 +96,19 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	}
 
 	// Stage 3: centroid interaction over every token of each candidate.
+	// Each candidate's best centroid scores are kept for stage 4.
 	keep3 := max(so.ResidualCap, so.K)
+	var slab []float32
 	if len(cands) > keep3 {
-		x.parallel(len(cands), func(i int, best []float32) {
+		slab = make([]float32, len(cands)*stride)
+		x.parallel(len(cands), func(i int, _ []float32) {
 			d := r.docs[cands[i].num]
-			fillInf(best[:stride])
+			best := slab[i*stride : (i+1)*stride]
+			fillInf(best)
 			centroidMax(best, table, stride, d.cids)
 			cands[i].score = combine(so.Scoring, best[:nq])
-		}, stride)
+			cands[i].slot = int32(i)
+		}, 0)
 		slices.SortFunc(cands, byScore)
 		cands = cands[:keep3]
 	}
@@ -118,12 +126,18 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 		d := r.docs[cands[i].num]
 		cids, codes := d.cids, d.codes
 		if prune && len(cids) > 0 {
-			fillInf(sc.best)
-			centroidMax(sc.best, table, stride, cids)
+			best := sc.best
+			if slab != nil {
+				c := cands[i]
+				best = slab[int(c.slot)*stride : int(c.slot+1)*stride]
+			} else {
+				fillInf(best)
+				centroidMax(best, table, stride, cids)
+			}
 			for q := range sc.thr {
 				sc.thr[q] = float32(math.Inf(1))
 				if q < nq {
-					sc.thr[q] = sc.best[q] - so.TokenPrune
+					sc.thr[q] = best[q] - so.TokenPrune
 				}
 			}
 			sc.keep = selectTokens(sc.keep[:0], table, stride, sc.thr, cids)
@@ -182,10 +196,19 @@ func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) [
 		score float32
 		last  int32
 	}
-	slot := map[uint32]int32{}
-	var accs []acc
-	var nums []uint32
-	for q, top := range topCentroids(table, stride, nq, nlist, nprobe) {
+	tops := topCentroids(table, stride, nq, nlist, nprobe)
+	// At most every listed document: the map never grows.
+	listed := 0
+	for _, top := range tops {
+		for _, c := range top {
+			listed += len(r.lists[c])
+		}
+	}
+	listed = min(listed, len(r.docs))
+	slot := make(map[uint32]int32, listed)
+	accs := make([]acc, 0, listed)
+	nums := make([]uint32, 0, listed)
+	for q, top := range tops {
 		for _, c := range top {
 			s := table[int(c)*stride+q]
 			for _, num := range r.lists[c] {

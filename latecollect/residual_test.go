@@ -2,6 +2,8 @@ package latecollect
 
 import (
 	"context"
+	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -110,5 +112,56 @@ func TestResidualDescriptions(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), st, &Options{Model: testModel, Dim: 12, Description: "Residual"}); err == nil {
 		t.Error("Open residual codes with dimension 12: no error (codes need a multiple of 8)")
+	}
+}
+
+// Token pruning at the residual stage only ever leaves tokens out: with a
+// margin wider than any score range it changes nothing, and with a margin
+// of almost nothing no document scores higher than without pruning and
+// some score lower.
+func TestResidualTokenPrune(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(300, 16, 3)
+	st := openStore(t, "")
+	c.write(t, st, F32)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: "Residual"})
+	r := rand.New(rand.NewPCG(4, 4))
+	// Every document reaches the residual stage and none is rescored
+	// exactly, so the hits carry residual-code scores.
+	search := func(q []float32, prune float32) map[uint64]float32 {
+		hits, err := x.Search(ctx, q, &SearchOptions{K: 300, CandidateCap: 10000, NProbe: maxCentroids, ResidualCap: 10000, ExactCap: -1, TokenPrune: prune})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != 300 {
+			t.Fatalf("%d hits, want all 300 documents", len(hits))
+		}
+		m := map[uint64]float32{}
+		for _, h := range hits {
+			m[h.DocNum] = h.Score
+		}
+		return m
+	}
+	lower := 0
+	for qi := range 5 {
+		q := randomUnit(r, 3+qi, 16)
+		all, wide, tight := search(q, -1), search(q, 100), search(q, 1e-9)
+		for num, s := range all {
+			if wide[num] != s {
+				t.Fatalf("query %d: document %d scores %v with a margin of 100, %v without pruning", qi, num, wide[num], s)
+			}
+			if tight[num] > s {
+				t.Fatalf("query %d: document %d scores %v pruned, more than %v without pruning", qi, num, tight[num], s)
+			}
+			if tight[num] < s {
+				lower++
+			}
+		}
+	}
+	if lower == 0 {
+		t.Error("pruning to each query token's best centroid never lowered a score: nothing was pruned")
+	}
+	if _, err := x.Search(ctx, randomUnit(r, 2, 16), &SearchOptions{TokenPrune: float32(math.NaN())}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("TokenPrune NaN: err %v, want ErrBadOptions", err)
 	}
 }
