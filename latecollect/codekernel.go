@@ -3,6 +3,7 @@ package latecollect
 import (
 	"math"
 	"slices"
+	"sync"
 )
 
 // Kernels of the residual-code index (see residual.go). Each has a portable
@@ -78,7 +79,9 @@ const noScore = math.MinInt16
 // newResidualTables builds the tables for nq query tokens of dim values,
 // given table, the query tokens' scores against the nlist centroids
 // (table[c*stride+q]), and the residual reconstruction values lo and hi.
-func newResidualTables(query []float32, nq, dim int, table []float32, stride, nlist int, lo, hi []float32) *residualTables {
+//
+// The passes over the centroids run in at most workers goroutines.
+func newResidualTables(query []float32, nq, dim int, table []float32, stride, nlist int, lo, hi []float32, workers int) *residualTables {
 	npos := dim / 4
 	blocks := (nq + lutBlock - 1) / lutBlock
 	t := &residualTables{nq: nq, blocks: blocks, nlist: nlist, npos: npos,
@@ -86,10 +89,21 @@ func newResidualTables(query []float32, nq, dim int, table []float32, stride, nl
 		nib:  make([]int16, blocks*npos*16*lutBlock),
 		inv:  make([]float32, nq), base: make([]float32, nq)}
 	// Centroid scores bound each lane's range with the nibble values.
+	parts := max(1, min(workers, nlist/1024))
+	partMax := make([][]float32, parts)
+	inParts(nlist, parts, func(p, from, to int) {
+		m := make([]float32, nq)
+		for c := from; c < to; c++ {
+			for q, v := range table[c*stride : c*stride+nq] {
+				m[q] = max(m[q], v, -v)
+			}
+		}
+		partMax[p] = m
+	})
 	cmax := make([]float64, nq)
-	for c := range nlist {
-		for q, v := range table[c*stride : c*stride+nq] {
-			cmax[q] = max(cmax[q], math.Abs(float64(v)))
+	for _, m := range partMax {
+		for q, v := range m {
+			cmax[q] = max(cmax[q], float64(v))
 		}
 	}
 	scale := make([]float32, nq)
@@ -137,18 +151,20 @@ func newResidualTables(query []float32, nq, dim int, table []float32, stride, nl
 			nib[i*lutBlock+lane] = int16(math.Round(v * sc))
 		}
 	}
-	for c := range nlist {
-		for q, v := range table[c*stride : c*stride+nq] {
-			// Rounded half away from zero, as math.Round.
-			x := v * scale[q]
-			if x < 0 {
-				x -= 0.5
-			} else {
-				x += 0.5
+	inParts(nlist, parts, func(_, from, to int) {
+		for c := from; c < to; c++ {
+			for q, v := range table[c*stride : c*stride+nq] {
+				// Rounded half away from zero, as math.Round.
+				x := v * scale[q]
+				if x < 0 {
+					x -= 0.5
+				} else {
+					x += 0.5
+				}
+				t.cent[((q/lutBlock)*nlist+c)*lutBlock+q%lutBlock] = int16(x)
 			}
-			t.cent[((q/lutBlock)*nlist+c)*lutBlock+q%lutBlock] = int16(x)
 		}
-	}
+	})
 	return t
 }
 
@@ -239,4 +255,22 @@ func selectTokensGo(out []int32, table []float32, stride int, thr []float32, cid
 		}
 	}
 	return out
+}
+
+// inParts calls f(p, from, to) for parts equal shares [from, to) of
+// [0, n), each in its own goroutine when there are several, and waits.
+func inParts(n, parts int, f func(p, from, to int)) {
+	if parts <= 1 {
+		f(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(p, n*p/parts, n*(p+1)/parts)
+		}()
+	}
+	wg.Wait()
 }

@@ -295,7 +295,7 @@ func TestResidualTableScoresDecodedTokens(t *testing.T) {
 					table[c*stride+q] = dot(query[q*dim:(q+1)*dim], cent[c*dim:(c+1)*dim])
 				}
 			}
-			tb := newResidualTables(query, nq, dim, table, stride, rows, lo, hi)
+			tb := newResidualTables(query, nq, dim, table, stride, rows, lo, hi, 2)
 			max16 := make([]int16, tb.blocks*lutBlock)
 			for j := range max16 {
 				max16[j] = noScore
@@ -404,7 +404,7 @@ func BenchmarkResidualScore(b *testing.B) {
 	for i := range table {
 		table[i] = float32(r.NormFloat64())
 	}
-	tb := newResidualTables(query, nq, dim, table, nq, rows, lo, hi)
+	tb := newResidualTables(query, nq, dim, table, nq, rows, lo, hi, 1)
 	best := make([]int16, nq)
 	codeKernelModes(b, func(b *testing.B) {
 		for b.Loop() {

@@ -240,6 +240,8 @@ type residualIndex struct {
 	normSum float64 // sum of the residual norms of the tokens held
 	stamp   []uint32
 	gen     uint32
+	// maxNum is the largest docnum ever put (deletes leave it).
+	maxNum uint32
 	// tf holds the full-precision tokens for the exact stage; nil for a
 	// store in memory, whose blobs are read instead.
 	tf *tokenFile
@@ -280,6 +282,7 @@ func (r *residualIndex) uniqueCentroids(cids []uint16, fn func(c int)) {
 func (r *residualIndex) put(num uint64, d docCodes) {
 	r.drop(num)
 	r.docs[num] = d
+	r.maxNum = max(r.maxNum, uint32(num))
 	r.tokens += int64(len(d.cids))
 	r.normSum += float64(d.normSum)
 	r.uniqueCentroids(d.cids, func(c int) { r.lists[c] = append(r.lists[c], uint32(num)) })

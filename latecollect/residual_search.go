@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
 	"github.com/tandemsearch/tandem/internal/blas"
 )
 
@@ -117,7 +119,7 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	// tokens within TokenPrune of the document's best centroid score for
 	// some query token.
 	cbytes := r.cb.codeBytes()
-	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi)
+	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi, x.opts.Parallelism)
 	prune := so.TokenPrune > 0
 	newScratch := func() *residualScratch {
 		return &residualScratch{best: make([]float32, stride), thr: make([]float32, stride), max16: make([]int16, rt.blocks*lutBlock)}
@@ -191,54 +193,126 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) []scored {
 	r := x.mu.rc
 	nlist := r.cb.nlist
-	nprobe := min(so.NProbe, nlist)
-	type acc struct {
-		score float32
-		last  int32
-	}
-	tops := topCentroids(table, stride, nq, nlist, nprobe)
-	// At most every listed document: the map never grows.
-	listed := 0
-	for _, top := range tops {
-		for _, c := range top {
-			listed += len(r.lists[c])
+	tops := topCentroids(table, stride, nq, nlist, min(so.NProbe, nlist))
+	// Sums are kept per docnum in pooled arrays when docnums are dense
+	// enough, in a map otherwise.
+	var acc probeSums
+	if n := int(r.maxNum) + 1; n <= 4*len(r.docs)+4096 {
+		d := denseSumsPool.Get().(*denseSums)
+		d.grow(n)
+		defer denseSumsPool.Put(d)
+		acc = d
+	} else {
+		listed := 0
+		for _, top := range tops {
+			for _, c := range top {
+				listed += len(r.lists[c])
+			}
 		}
+		acc = newMapSums(min(listed, len(r.docs)))
 	}
-	listed = min(listed, len(r.docs))
-	slot := make(map[uint32]int32, listed)
-	accs := make([]acc, 0, listed)
-	nums := make([]uint32, 0, listed)
 	for q, top := range tops {
 		for _, c := range top {
 			s := table[int(c)*stride+q]
 			for _, num := range r.lists[c] {
-				i, ok := slot[num]
-				if !ok {
-					if so.Allow != nil && !so.Allow.Contains(uint64(num)) {
-						continue
-					}
-					i = int32(len(accs))
-					slot[num] = i
-					accs = append(accs, acc{last: -1})
-					nums = append(nums, num)
-				}
 				// Centroids come best first, so the first is the max.
-				if a := &accs[i]; a.last != int32(q) {
-					a.last = int32(q)
-					a.score += s
-				}
+				acc.add(num, int32(q), s, so.Allow)
 			}
 		}
 	}
-	cands := make([]scored, len(nums))
-	for i, num := range nums {
-		cands[i] = scored{num: uint64(num), score: accs[i].score}
-	}
+	cands := acc.drain(nil)
 	slices.SortFunc(cands, byScore)
 	if len(cands) > so.CandidateCap {
 		cands = cands[:so.CandidateCap]
 	}
 	return cands
+}
+
+// probeSums accumulates stage 2's sums: add adds s to document num's sum
+// unless query token q already added to it or allow excludes it; drain
+// appends every document added to, with its sum, and forgets them.
+type probeSums interface {
+	add(num uint32, q int32, s float32, allow *roaring64.Bitmap)
+	drain(out []scored) []scored
+}
+
+// denseSums indexes sums by docnum. last holds the query token that last
+// added plus one, 0 for a document not added to since the last drain.
+type denseSums struct {
+	sum  []float32
+	last []int32
+	nums []uint32
+}
+
+var denseSumsPool = sync.Pool{New: func() any { return new(denseSums) }}
+
+func (d *denseSums) grow(n int) {
+	if len(d.sum) < n {
+		d.sum = make([]float32, n)
+		d.last = make([]int32, n)
+	}
+}
+
+func (d *denseSums) add(num uint32, q int32, s float32, allow *roaring64.Bitmap) {
+	switch d.last[num] {
+	case q + 1:
+		return
+	case 0:
+		if allow != nil && !allow.Contains(uint64(num)) {
+			return
+		}
+		d.nums = append(d.nums, num)
+	}
+	d.last[num] = q + 1
+	d.sum[num] += s
+}
+
+func (d *denseSums) drain(out []scored) []scored {
+	for _, num := range d.nums {
+		out = append(out, scored{num: uint64(num), score: d.sum[num]})
+		d.sum[num], d.last[num] = 0, 0
+	}
+	d.nums = d.nums[:0]
+	return out
+}
+
+// mapSums keys sums by docnum.
+type mapSums struct {
+	slot map[uint32]int32
+	sum  []float32
+	last []int32
+	nums []uint32
+}
+
+func newMapSums(n int) *mapSums {
+	return &mapSums{slot: make(map[uint32]int32, n), sum: make([]float32, 0, n), last: make([]int32, 0, n), nums: make([]uint32, 0, n)}
+}
+
+func (m *mapSums) add(num uint32, q int32, s float32, allow *roaring64.Bitmap) {
+	i, ok := m.slot[num]
+	if !ok {
+		if allow != nil && !allow.Contains(uint64(num)) {
+			return
+		}
+		i = int32(len(m.nums))
+		m.slot[num] = i
+		m.sum = append(m.sum, 0)
+		m.last = append(m.last, -1)
+		m.nums = append(m.nums, num)
+	}
+	if m.last[i] != q {
+		m.last[i] = q
+		m.sum[i] += s
+	}
+}
+
+func (m *mapSums) drain(out []scored) []scored {
+	for i, num := range m.nums {
+		out = append(out, scored{num: uint64(num), score: m.sum[i]})
+	}
+	clear(m.slot)
+	m.sum, m.last, m.nums = m.sum[:0], m.last[:0], m.nums[:0]
+	return out
 }
 
 // topCentroids returns, for each query token q < nq, the n centroids
@@ -392,16 +466,9 @@ func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, ta
 	nlist := len(cent) / dim
 	parts := max(1, min(workers, nlist/1024))
 	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := nlist*p/parts, nlist*(p+1)/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[p] = blas.MulT(cent[lo*dim:hi*dim], hi-lo, query, nq, dim, table[lo*stride:hi*stride], stride)
-		}()
-	}
-	wg.Wait()
+	inParts(nlist, parts, func(p, lo, hi int) {
+		errs[p] = blas.MulT(cent[lo*dim:hi*dim], hi-lo, query, nq, dim, table[lo*stride:hi*stride], stride)
+	})
 	return errors.Join(errs...)
 }
 

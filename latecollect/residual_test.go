@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 )
 
 // everything makes every stage of the residual search keep every document,
@@ -163,5 +165,51 @@ func TestResidualTokenPrune(t *testing.T) {
 	}
 	if _, err := x.Search(ctx, randomUnit(r, 2, 16), &SearchOptions{TokenPrune: float32(math.NaN())}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("TokenPrune NaN: err %v, want ErrBadOptions", err)
+	}
+}
+
+// Stage 2's two accumulators, by docnum in an array and in a map, give the
+// same sums: each query token adds once per document, the first score it
+// brings; documents the filter excludes are never added; a drain forgets
+// everything.
+func TestProbeSumsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 1))
+	allow := roaring64.New()
+	for num := range uint64(200) {
+		if num%3 != 0 {
+			allow.Add(num)
+		}
+	}
+	dense := new(denseSums)
+	dense.grow(200)
+	sparse := newMapSums(10)
+	for round := range 2 {
+		want := map[uint64]float32{}
+		seen := map[[2]uint32]bool{}
+		for q := range int32(6) {
+			for range 300 {
+				num, s := uint32(r.IntN(200)), float32(r.NormFloat64())
+				dense.add(num, q, s, allow)
+				sparse.add(num, q, s, allow)
+				if k := [2]uint32{num, uint32(q)}; num%3 != 0 && !seen[k] {
+					seen[k] = true
+					want[uint64(num)] += s
+				}
+			}
+		}
+		for name, acc := range map[string]probeSums{"dense": dense, "map": sparse} {
+			got := acc.drain(nil)
+			if len(got) != len(want) {
+				t.Fatalf("round %d, %s: %d documents, want %d", round, name, len(got), len(want))
+			}
+			for _, c := range got {
+				if w, ok := want[c.num]; !ok || math.Abs(float64(c.score-w)) > 1e-4 {
+					t.Fatalf("round %d, %s: document %d sums %v, want %v (present %v)", round, name, c.num, c.score, w, ok)
+				}
+			}
+			if again := acc.drain(nil); len(again) != 0 {
+				t.Fatalf("round %d, %s: a second drain gave %d documents", round, name, len(again))
+			}
+		}
 	}
 }
