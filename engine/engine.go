@@ -15,6 +15,7 @@ import (
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/sparse"
 	"github.com/tandemsearch/tandem/storage"
 )
@@ -67,6 +68,15 @@ func (o *Options) fill() error {
 		s.Fill()
 		if err := s.Validate(); err != nil {
 			return err
+		}
+		// The late-interaction index a model names is checked before the
+		// collection is created, not when the index opens.
+		for _, m := range s.Models {
+			if m.Late {
+				if err := latecollect.CheckDescription(m.LateIndex, m.TokenDim); err != nil {
+					return fmt.Errorf("%w: schema model %q: late_index %q: %w", ErrBadRequest, m.Name, m.LateIndex, err)
+				}
+			}
 		}
 		o.Schema = s
 	}

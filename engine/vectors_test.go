@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -435,6 +437,27 @@ func TestFieldTypeFixedByEarlierBatch(t *testing.T) {
 		}
 		if p.Docs != 25 || e.Count() != 25 {
 			t.Errorf("stored %d (count %d), want the 25 lines before", p.Docs, e.Count())
+		}
+	}
+}
+
+// An external model's late-interaction index is checked before the
+// collection is created: a bad one is refused, naming the model and the
+// index, and leaves no directory.
+func TestExternalLateIndexRefusedBeforeCreate(t *testing.T) {
+	for _, tc := range []struct {
+		index  string
+		tokDim int
+	}{{"NoSuchIndex", 16}, {"Residual", 12}, {"Residual3", 16}} {
+		schema := tandem.DefaultSchema()
+		schema.Models = []tandem.Model{{Name: "ext", Late: true, TokenDim: tc.tokDim, LateIndex: tc.index, Similarity: tandem.Dot, External: true}}
+		dir := filepath.Join(t.TempDir(), "c")
+		_, err := Open(dir, &Options{Schema: schema})
+		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `"ext"`) || !strings.Contains(err.Error(), tc.index) {
+			t.Errorf("late_index %q at %d-d: %v, want a bad request naming the model and the index", tc.index, tc.tokDim, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("late_index %q: the collection directory was created", tc.index)
 		}
 	}
 }
