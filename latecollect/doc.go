@@ -51,12 +51,21 @@
 // the training median, reconstructed as the mean of the training residuals
 // on its side); each centroid lists the documents with a token there.
 // Search is staged: the query tokens are scored against every centroid
-// (one BLAS product); each query token probes its NProbe best centroids
-// and the listed documents are ranked by their best probed centroids;
-// the best CandidateCap are scored through the centroids of all their
-// tokens; the best ResidualCap from centroid plus residual code; and the
-// best ExactCap exactly from their full-precision tokens.
+// (BLAS products); each query token probes its NProbe best centroids and
+// the listed documents are ranked by their best probed centroids; the
+// best CandidateCap are scored through the centroids of all their tokens;
+// the best ResidualCap from centroid plus residual code; and the best
+// ExactCap exactly from their full-precision tokens.
 //
+//   - Residual codes are never decoded: a token's score is its centroid's
+//     score plus one looked-up value per 4-bit nibble of its code, in
+//     16-bit integers with a scale per query token chosen so that no sum
+//     leaves the range (the rounding error is bounded and small against
+//     the 1-bit quantisation's).
+//   - At the residual stage a document's tokens whose centroid scores are
+//     more than TokenPrune below its best centroid score, for every query
+//     token, are skipped: pruning only lowers residual-code scores, never
+//     raises them, and the exact stage scores every token.
 //   - The full-precision tokens are the blobs, copied byte for byte to a
 //     file of the index's own (Store.Dir()/derived/late-<model>.tokens)
 //     and read with pread, so they cost page cache, not process memory.
