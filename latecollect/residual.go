@@ -93,7 +93,7 @@ type codebook struct {
 	// provisional marks a codebook trained on the first documents of a
 	// run of the log, replaced where the next run starts.
 	provisional bool
-	quant       *faiss.Quantizer
+	quant       assigner
 }
 
 func (cb *codebook) close() {
@@ -103,12 +103,12 @@ func (cb *codebook) close() {
 	}
 }
 
-// assign sets out[i] to the nearest centroid of row i, creating the
-// quantiser (FAISS's copy of the centroids) on first use: an index that
-// only searches never holds it.
+// assign sets out[i] to the nearest centroid of row i (see newAssigner),
+// creating the assigner (its copy of the centroids) on first use: an index
+// that only searches never holds it.
 func (cb *codebook) assign(rows []float32, out []int32) error {
 	if cb.quant == nil {
-		q, err := faiss.NewQuantizer(cb.cent, cb.dim)
+		q, err := newAssigner(cb.cent, cb.dim)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package latecollect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -211,5 +212,35 @@ func TestProbeSumsAgree(t *testing.T) {
 				t.Fatalf("round %d, %s: a second drain gave %d documents", round, name, len(again))
 			}
 		}
+	}
+}
+
+// An index whose tokens are assigned to centroids in two levels (as from
+// twoLevelCentroids centroids on) searches like any other: with every
+// stage open it returns the exact top 10.
+func TestResidualTwoLevelAssignment(t *testing.T) {
+	saved := twoLevelFrom
+	twoLevelFrom = 16
+	defer func() { twoLevelFrom = saved }()
+	ctx := context.Background()
+	c := newSynth(300, 16, 5)
+	st := openStore(t, "")
+	c.write(t, st, F32)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: "Residual64"})
+	x.mu.RLock()
+	_, two := x.mu.rc.cb.quant.(*twoLevel)
+	x.mu.RUnlock()
+	if !two {
+		t.Fatal("the index did not assign through two levels")
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for qi := range 5 {
+		q := randomUnit(r, 2+qi*3, 16)
+		want := bruteForce(t, st, c, q, nil, ScoreAvgMax)[:10]
+		got, err := x.Search(ctx, q, &everything)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameHits(t, fmt.Sprintf("query %d", qi), got, want)
 	}
 }

@@ -1,0 +1,183 @@
+package latecollect
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+
+	"github.com/tandemsearch/tandem/internal/blas"
+	"github.com/tandemsearch/tandem/internal/faiss"
+)
+
+// Assigning tokens to centroids. Exact assignment compares every token
+// with every centroid: tokens × centroids inner products, which grows past
+// the rest of a build once the centroids number tens of thousands (a
+// million 128-token documents take 65,536). From twoLevelCentroids
+// centroids on, the centroids are grouped under coarse centroids (k-means
+// over the centroids themselves, about √centroids groups); a token is
+// compared with the coarse centroids, then with the centroids of its
+// twoLevelProbe best groups only. It finds the nearest centroid for most
+// tokens and a near one for the others, which only makes their residuals
+// larger (TestTwoLevelAssigner measures how often and by how much).
+const (
+	twoLevelCentroids = 16384
+	twoLevelProbe     = 8
+	// assignBatch is the number of tokens whose coarse scores are
+	// computed in one matrix product.
+	assignBatch = 16384
+)
+
+// assigner assigns rows of dim values to the nearest centroid by inner
+// product: out[i] for row i.
+type assigner interface {
+	Assign(rows []float32, out []int32) error
+	Close() error
+}
+
+// twoLevelFrom is twoLevelCentroids; tests lower it to build small
+// indexes with two-level assignment.
+var twoLevelFrom = twoLevelCentroids
+
+// newAssigner returns the assigner for a set of centroids: FAISS's exact
+// flat index below twoLevelCentroids, the two-level one from there.
+func newAssigner(cent []float32, dim int) (assigner, error) {
+	if len(cent)/dim >= twoLevelFrom {
+		return newTwoLevel(cent, dim, twoLevelProbe)
+	}
+	return faiss.NewQuantizer(cent, dim)
+}
+
+// twoLevel assigns through groups of centroids; see above.
+type twoLevel struct {
+	dim    int
+	probe  int
+	coarse []float32   // ncoarse × dim
+	ids    [][]int32   // per group, the ids of its centroids
+	rows   [][]float32 // per group, their rows, contiguous
+}
+
+func newTwoLevel(cent []float32, dim, probe int) (*twoLevel, error) {
+	nlist := len(cent) / dim
+	ncoarse := 1
+	for ncoarse*ncoarse < nlist {
+		ncoarse *= 2
+	}
+	coarse, err := faiss.KMeans(cent, dim, ncoarse, faiss.KMeansOptions{Iterations: kmeansIterations, Spherical: true, Seed: kmeansSeed})
+	if err != nil {
+		return nil, fmt.Errorf("two-level assignment: group %d centroids: %w", nlist, err)
+	}
+	scores := make([]float32, nlist*ncoarse)
+	if err := blas.MulT(cent, nlist, coarse, ncoarse, dim, scores, ncoarse); err != nil {
+		return nil, fmt.Errorf("two-level assignment: %w", err)
+	}
+	t := &twoLevel{dim: dim, probe: min(probe, ncoarse), coarse: coarse,
+		ids: make([][]int32, ncoarse), rows: make([][]float32, ncoarse)}
+	for c := range nlist {
+		row := scores[c*ncoarse : (c+1)*ncoarse]
+		g := 0
+		for j, v := range row {
+			if v > row[g] {
+				g = j
+			}
+		}
+		t.ids[g] = append(t.ids[g], int32(c))
+		t.rows[g] = append(t.rows[g], cent[c*dim:(c+1)*dim]...)
+	}
+	return t, nil
+}
+
+// Assign compares each row with the coarse centroids, then, group by
+// group, the rows probing a group with its centroids in one matrix
+// product. Shares of the rows go to one goroutine per core.
+func (t *twoLevel) Assign(rows []float32, out []int32) error {
+	dim := t.dim
+	if len(rows)%dim != 0 || len(out) != len(rows)/dim {
+		return fmt.Errorf("two-level assignment: %d values and %d outputs for dimension %d", len(rows), len(out), dim)
+	}
+	n := len(out)
+	parts := max(1, min(runtime.GOMAXPROCS(0), n/1024))
+	errs := make([]error, parts)
+	inParts(n, parts, func(p, from, to int) {
+		errs[p] = t.assignRange(rows[from*dim:to*dim], out[from:to])
+	})
+	return errors.Join(errs...)
+}
+
+func (t *twoLevel) assignRange(rows []float32, out []int32) error {
+	dim := t.dim
+	ncoarse := len(t.ids)
+	n := len(out)
+	best := make([]float32, n)
+	for i := range best {
+		best[i] = float32(math.Inf(-1))
+		out[i] = -1
+	}
+	var (
+		cs      []float32
+		order   = make([]int32, ncoarse)
+		probers = make([][]int32, ncoarse)
+		gather  []float32
+		scores  []float32
+	)
+	for from := 0; from < n; from += assignBatch {
+		to := min(n, from+assignBatch)
+		b := to - from
+		cs = slices.Grow(cs[:0], b*ncoarse)[:b*ncoarse]
+		if err := blas.MulT(rows[from*dim:to*dim], b, t.coarse, ncoarse, dim, cs, ncoarse); err != nil {
+			return fmt.Errorf("two-level assignment: %w", err)
+		}
+		for g := range probers {
+			probers[g] = probers[g][:0]
+		}
+		for i := range b {
+			row := cs[i*ncoarse : (i+1)*ncoarse]
+			for g := range order {
+				order[g] = int32(g)
+			}
+			// The probe best groups, by partial selection.
+			for k := range t.probe {
+				m := k
+				for j := k + 1; j < ncoarse; j++ {
+					if row[order[j]] > row[order[m]] {
+						m = j
+					}
+				}
+				order[k], order[m] = order[m], order[k]
+				probers[order[k]] = append(probers[order[k]], int32(from+i))
+			}
+		}
+		for g, ps := range probers {
+			k := len(t.ids[g])
+			if len(ps) == 0 || k == 0 {
+				continue
+			}
+			gather = slices.Grow(gather[:0], len(ps)*dim)[:len(ps)*dim]
+			for j, i := range ps {
+				copy(gather[j*dim:(j+1)*dim], rows[int(i)*dim:(int(i)+1)*dim])
+			}
+			scores = slices.Grow(scores[:0], len(ps)*k)[:len(ps)*k]
+			if err := blas.MulT(gather, len(ps), t.rows[g], k, dim, scores, k); err != nil {
+				return fmt.Errorf("two-level assignment: %w", err)
+			}
+			for j, i := range ps {
+				for c, v := range scores[j*k : (j+1)*k] {
+					// Ties go to the lower id, as in exact search.
+					if id := t.ids[g][c]; v > best[i] || (v == best[i] && id < out[i]) {
+						best[i], out[i] = v, id
+					}
+				}
+			}
+		}
+	}
+	for i, c := range out {
+		if c < 0 {
+			return fmt.Errorf("two-level assignment: row %d matched no centroid (not finite?)", i)
+		}
+	}
+	return nil
+}
+
+// Close releases nothing native: the groups are Go memory.
+func (t *twoLevel) Close() error { return nil }
