@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 
@@ -181,3 +182,91 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 
 // Close releases nothing native: the groups are Go memory.
 func (t *twoLevel) Close() error { return nil }
+
+// twoLevelKMeans is spherical k-means (Lloyd's iterations, centroids
+// renormalised to unit length) whose assignment step is two-level: for k
+// centroids of n points each iteration costs about n·(√k + probe·√k)
+// inner products instead of n·k. It starts from k distinct points drawn
+// with seed; a centroid left without points takes half of the largest
+// cluster (a copy of its centroid, the two moved apart slightly), as
+// FAISS's k-means does. It needs k ≤ n.
+func twoLevelKMeans(x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
+	n := len(x) / dim
+	if k <= 0 || k > n {
+		return nil, fmt.Errorf("two-level k-means: %d points for %d centroids", n, k)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6b6d))
+	cent := make([]float32, k*dim)
+	for c, i := range r.Perm(n)[:k] {
+		copy(cent[c*dim:(c+1)*dim], x[i*dim:(i+1)*dim])
+	}
+	normalizeRows(cent, dim)
+	assign := make([]int32, n)
+	sums := make([]float64, k*dim)
+	counts := make([]int, k)
+	for it := range iters {
+		a, err := newTwoLevel(cent, dim, twoLevelProbe)
+		if err != nil {
+			return nil, fmt.Errorf("two-level k-means, iteration %d: %w", it, err)
+		}
+		if err := a.Assign(x, assign); err != nil {
+			return nil, fmt.Errorf("two-level k-means, iteration %d: %w", it, err)
+		}
+		clear(sums)
+		clear(counts)
+		for i, c := range assign {
+			counts[c]++
+			s := sums[int(c)*dim : int(c+1)*dim]
+			for j, v := range x[i*dim : (i+1)*dim] {
+				s[j] += float64(v)
+			}
+		}
+		for c := range k {
+			if counts[c] == 0 {
+				continue
+			}
+			for j, s := range sums[c*dim : (c+1)*dim] {
+				cent[c*dim+j] = float32(s / float64(counts[c]))
+			}
+		}
+		// Empty centroids split the largest clusters.
+		for c := range k {
+			if counts[c] > 0 {
+				continue
+			}
+			big := 0
+			for j, m := range counts {
+				if m > counts[big] {
+					big = j
+				}
+			}
+			for j := range dim {
+				v := cent[big*dim+j]
+				eps := float32(1e-3) * float32(r.NormFloat64())
+				cent[c*dim+j], cent[big*dim+j] = v+eps, v-eps
+			}
+			counts[c] = counts[big] / 2
+			counts[big] -= counts[c]
+		}
+		normalizeRows(cent, dim)
+	}
+	return cent, nil
+}
+
+// normalizeRows scales each row of dim values to unit length (a zero row
+// stays zero).
+func normalizeRows(v []float32, dim int) {
+	for i := 0; i < len(v); i += dim {
+		row := v[i : i+dim]
+		var ss float64
+		for _, x := range row {
+			ss += float64(x) * float64(x)
+		}
+		if ss > 0 {
+			inv := float32(1 / math.Sqrt(ss))
+			for j := range row {
+				row[j] *= inv
+			}
+		}
+	}
+}

@@ -3,18 +3,14 @@ package latecollect
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tandemsearch/tandem/internal/faiss"
 )
 
-// The two-level assigner picks, for clustered unit vectors and 2,048
-// spherical centroids, the exact assignment's centroid for nearly every
-// vector and one almost as close for the others; it never scores above
-// the exact best.
-func TestTwoLevelAssigner(t *testing.T) {
-	const dim, nlist, n = 32, 2048, 30000
-	r := rand.New(rand.NewPCG(8, 8))
+// clusteredUnit draws n unit vectors near 300 random unit centres.
+func clusteredUnit(r *rand.Rand, n, dim int) []float32 {
 	centres := make([][]float32, 300)
 	for i := range centres {
 		centres[i] = randomUnit(r, 1, dim)
@@ -23,16 +19,81 @@ func TestTwoLevelAssigner(t *testing.T) {
 	for range n {
 		c := centres[r.IntN(len(centres))]
 		v := make([]float32, dim)
-		var ss float64
 		for j := range v {
 			v[j] = c[j] + float32(r.NormFloat64()*0.1)
-			ss += float64(v[j]) * float64(v[j])
 		}
-		for j := range v {
-			v[j] /= float32(math.Sqrt(ss))
-		}
+		normalizeRows(v, dim)
 		x = append(x, v...)
 	}
+	return x
+}
+
+// meanBestIP is k-means' objective for unit vectors: the mean over the
+// points of the inner product with the nearest centroid (exact).
+func meanBestIP(t *testing.T, x, cent []float32, dim int) float64 {
+	q, err := faiss.NewQuantizer(cent, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	a := make([]int32, len(x)/dim)
+	if err := q.Assign(x, a); err != nil {
+		t.Fatal(err)
+	}
+	var s float64
+	for i, c := range a {
+		s += float64(dot(x[i*dim:(i+1)*dim], cent[int(c)*dim:]))
+	}
+	return s / float64(len(a))
+}
+
+// Two-level k-means clusters as well as FAISS's exact k-means (the mean
+// inner product of a point with its centroid within 0.01), gives unit
+// centroids, and gives the same ones again for the same seed.
+func TestTwoLevelKMeans(t *testing.T) {
+	const dim, k, n = 32, 1024, 30000
+	x := clusteredUnit(rand.New(rand.NewPCG(4, 2)), n, dim)
+	ref, err := faiss.KMeans(x, dim, k, faiss.KMeansOptions{Iterations: kmeansIterations, Spherical: true, Seed: kmeansSeed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := twoLevelKMeans(x, dim, k, kmeansIterations, kmeansSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range k {
+		var ss float64
+		for _, v := range got[c*dim : (c+1)*dim] {
+			ss += float64(v) * float64(v)
+		}
+		if math.Abs(ss-1) > 1e-4 {
+			t.Fatalf("centroid %d has squared norm %v, want 1", c, ss)
+		}
+	}
+	exact, two := meanBestIP(t, x, ref, dim), meanBestIP(t, x, got, dim)
+	t.Logf("mean inner product with the nearest centroid: FAISS k-means %.4f, two-level %.4f", exact, two)
+	if two < exact-0.01 {
+		t.Errorf("two-level k-means: mean inner product %.4f, FAISS's %.4f", two, exact)
+	}
+	again, err := twoLevelKMeans(x, dim, k, kmeansIterations, kmeansSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(again, got) {
+		t.Error("two-level k-means gave other centroids for the same seed")
+	}
+	if _, err := twoLevelKMeans(x[:10*dim], dim, 11, 1, 1); err == nil {
+		t.Error("11 centroids from 10 points: no error")
+	}
+}
+
+// The two-level assigner picks, for clustered unit vectors and 2,048
+// spherical centroids, the exact assignment's centroid for nearly every
+// vector and one almost as close for the others; it never scores above
+// the exact best.
+func TestTwoLevelAssigner(t *testing.T) {
+	const dim, nlist, n = 32, 2048, 30000
+	x := clusteredUnit(rand.New(rand.NewPCG(8, 8)), n, dim)
 	cent, err := faiss.KMeans(x, dim, nlist, faiss.KMeansOptions{Iterations: 4, Spherical: true, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -106,4 +167,26 @@ func BenchmarkAssign(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/token")
 		})
 	}
+}
+
+// BenchmarkKMeans compares FAISS's k-means with exact assignment and
+// two-level k-means: 131,072 clustered 128-d points into 4,096 centroids,
+// 10 iterations (run with -benchtime 1x).
+func BenchmarkKMeans(b *testing.B) {
+	const dim, k, n = 128, 4096, 131072
+	x := clusteredUnit(rand.New(rand.NewPCG(1, 1)), n, dim)
+	b.Run("faiss", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := faiss.KMeans(x, dim, k, faiss.KMeansOptions{Iterations: kmeansIterations, Spherical: true, Seed: kmeansSeed}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("two-level", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := twoLevelKMeans(x, dim, k, kmeansIterations, kmeansSeed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -120,8 +120,9 @@ func (cb *codebook) assign(rows []float32, out []int32) error {
 // codeBytes is the size of one token's residual code.
 func (cb *codebook) codeBytes() int { return cb.dim / 8 }
 
-// trainCodebook trains nlist centroids (spherical k-means) and the
-// residual quantiser on sample, rows of dim values.
+// trainCodebook trains nlist centroids (spherical k-means: FAISS's, or
+// from twoLevelCentroids on twoLevelKMeans) and the residual quantiser on
+// sample, rows of dim values.
 func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, error) {
 	if dim%8 != 0 {
 		return nil, fmt.Errorf("%w: residual codes need a dimension divisible by 8, have %d", ErrBadOptions, dim)
@@ -131,7 +132,13 @@ func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, 
 	if nlist < 1 {
 		return nil, fmt.Errorf("train codebook: no tokens")
 	}
-	cent, err := faiss.KMeans(sample, dim, nlist, faiss.KMeansOptions{Iterations: kmeansIterations, Spherical: true, Seed: kmeansSeed})
+	var cent []float32
+	var err error
+	if nlist >= twoLevelFrom {
+		cent, err = twoLevelKMeans(sample, dim, nlist, kmeansIterations, kmeansSeed)
+	} else {
+		cent, err = faiss.KMeans(sample, dim, nlist, faiss.KMeansOptions{Iterations: kmeansIterations, Spherical: true, Seed: kmeansSeed})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("train codebook: %w", err)
 	}
