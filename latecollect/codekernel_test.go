@@ -233,6 +233,28 @@ func TestSelectTokensOutOfRange(t *testing.T) {
 	selectTokens(nil, table, stride, thr, cids)
 }
 
+// randomCodebook draws rows centroids of dim values, reconstruction values
+// lo < 0 < hi per dimension, and n tokens' centroid ids and one-bit codes.
+func randomCodebook(r *rand.Rand, rows, dim, n int) (cent, lo, hi []float32, cids []uint16, codes []byte) {
+	cent = make([]float32, rows*dim)
+	for i := range cent {
+		cent[i] = float32(r.NormFloat64())
+	}
+	lo, hi = make([]float32, dim), make([]float32, dim)
+	for i := range dim {
+		lo[i], hi[i] = -float32(r.Float64()), float32(r.Float64())
+	}
+	cids = make([]uint16, n)
+	for i := range cids {
+		cids[i] = uint16(r.IntN(rows))
+	}
+	codes = make([]byte, n*dim/8)
+	for i := range codes {
+		codes[i] = byte(r.Uint32())
+	}
+	return cent, lo, hi, cids, codes
+}
+
 // decodeResidual1Go reconstructs one token from its centroid and its
 // one-bit residual code: for dimension i = 8*b + k, bit k (least
 // significant first) of code[b] selects hi[i] when set and lo[i]
@@ -259,22 +281,7 @@ func decodeResidual1Go(dst, centroid, lo, hi []float32, code []byte) {
 func TestResidualTableScoresDecodedTokens(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	const dim, rows, n = 48, 20, 40
-	cent := make([]float32, rows*dim)
-	for i := range cent {
-		cent[i] = float32(r.NormFloat64())
-	}
-	lo, hi := make([]float32, dim), make([]float32, dim)
-	for i := range dim {
-		lo[i], hi[i] = -float32(r.Float64()), float32(r.Float64())
-	}
-	cids := make([]uint16, n)
-	for i := range cids {
-		cids[i] = uint16(r.IntN(rows))
-	}
-	codes := make([]byte, n*dim/8)
-	for i := range codes {
-		codes[i] = byte(r.Uint32())
-	}
+	cent, lo, hi, cids, codes := randomCodebook(r, rows, dim, n)
 	decoded := make([]float32, n*dim)
 	for i, c := range cids {
 		decodeResidual1Go(decoded[i*dim:(i+1)*dim], cent[int(c)*dim:(int(c)+1)*dim], lo, hi, codes[i*dim/8:(i+1)*dim/8])
@@ -380,22 +387,7 @@ func BenchmarkCentroidMax(b *testing.B) {
 func BenchmarkResidualScore(b *testing.B) {
 	const dim, rows, tokens, nq = 384, 4096, 327, 32
 	r := rand.New(rand.NewPCG(3, 4))
-	cent := make([]float32, rows*dim)
-	for i := range cent {
-		cent[i] = float32(r.NormFloat64())
-	}
-	lo, hi := make([]float32, dim), make([]float32, dim)
-	for i := range dim {
-		lo[i], hi[i] = -float32(r.Float64()), float32(r.Float64())
-	}
-	cids := make([]uint16, tokens)
-	for i := range cids {
-		cids[i] = uint16(r.IntN(rows))
-	}
-	codes := make([]byte, tokens*dim/8)
-	for i := range codes {
-		codes[i] = byte(r.Uint32())
-	}
+	_, lo, hi, cids, codes := randomCodebook(r, rows, dim, tokens)
 	query := make([]float32, nq*dim)
 	for i := range query {
 		query[i] = float32(r.NormFloat64())

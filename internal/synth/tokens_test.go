@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"math"
 	"reflect"
 	"slices"
@@ -144,7 +145,7 @@ func TestTokenCorpusNeighbours(t *testing.T) {
 			}
 		}
 		sorted := slices.Clone(scores)
-		slices.SortFunc(sorted, func(a, b float64) int { return -cmpFloat(a, b) })
+		slices.SortFunc(sorted, func(a, b float64) int { return cmp.Compare(b, a) })
 		if scores[target] >= sorted[9] {
 			inTop10++
 		}
@@ -174,16 +175,6 @@ func avgMax(q, d [][]float32) float64 {
 		s += best
 	}
 	return s / float64(len(q))
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func TestTokenCorpusInvalid(t *testing.T) {
