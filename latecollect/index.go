@@ -98,8 +98,11 @@ type Options struct {
 	// default DefaultResidualCandidates. Residual codes only.
 	ResidualCap int
 	// ExactCap is the number of documents rescored exactly from the
-	// stored tokens; default DefaultExactCandidates, negative for none.
-	// Residual codes only.
+	// stored tokens, negative for none. The default (0) is as many as
+	// make up ExactBudget full-precision values at the index's mean
+	// document length, at least DefaultExactCandidates and at most
+	// MaxExactCandidates: short or low-dimensional documents, whose
+	// residual codes carry fewer bits, get more. Residual codes only.
 	ExactCap int
 	// TokenPrune skips, at the residual stage, the tokens of a document
 	// whose centroid scores against every query token are more than
@@ -156,9 +159,6 @@ func (o *Options) fill() (Options, error) {
 	}
 	if c.TokenPrune == 0 {
 		c.TokenPrune = DefaultTokenPrune
-	}
-	if c.ExactCap == 0 {
-		c.ExactCap = DefaultExactCandidates
 	}
 	if c.Scoring == "" {
 		c.Scoring = ScoreAvgMax

@@ -244,3 +244,21 @@ func TestResidualTwoLevelAssignment(t *testing.T) {
 		sameHits(t, fmt.Sprintf("query %d", qi), got, want)
 	}
 }
+
+// The automatic exact stage takes ExactBudget token values' worth of
+// documents at the index's mean length, within its bounds: every
+// document of a small collection of short documents.
+func TestResidualAutomaticExactCap(t *testing.T) {
+	c := newSynth(300, 16, 6)
+	st := openStore(t, "")
+	c.write(t, st, F32)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: "Residual"})
+	s, _ := x.Stats()
+	want := min(MaxExactCandidates, max(DefaultExactCandidates, int(ExactBudget/(float64(s.Tokens)/float64(s.Docs)*16))))
+	x.mu.RLock()
+	got := x.exactCapLocked()
+	x.mu.RUnlock()
+	if got != want || got != MaxExactCandidates {
+		t.Errorf("automatic exact cap %d, want %d (the maximum, for %d documents of %.1f 16-d tokens)", got, want, s.Docs, float64(s.Tokens)/float64(s.Docs))
+	}
+}

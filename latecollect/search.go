@@ -134,9 +134,8 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 		so.ResidualCap = x.opts.ResidualCap
 	}
 	if so.ExactCap == 0 {
-		so.ExactCap = x.opts.ExactCap
+		so.ExactCap = x.opts.ExactCap // 0 still: automatic (exactCapLocked)
 	}
-	so.ExactCap = max(so.ExactCap, 0)
 	if so.TokenPrune == 0 {
 		so.TokenPrune = x.opts.TokenPrune
 	}
