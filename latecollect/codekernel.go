@@ -94,8 +94,11 @@ func newResidualTables(query []float32, nq, dim int, table []float32, stride, nl
 	inParts(nlist, parts, func(p, from, to int) {
 		m := make([]float32, nq)
 		for c := from; c < to; c++ {
-			for q, v := range table[c*stride : c*stride+nq] {
-				m[q] = max(m[q], v, -v)
+			row := table[c*stride : c*stride+nq]
+			for q, v := range row {
+				if a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31)); a > m[q] {
+					m[q] = a
+				}
 			}
 		}
 		partMax[p] = m
@@ -152,16 +155,18 @@ func newResidualTables(query []float32, nq, dim int, table []float32, stride, nl
 		}
 	}
 	inParts(nlist, parts, func(_, from, to int) {
-		for c := from; c < to; c++ {
-			for q, v := range table[c*stride : c*stride+nq] {
-				// Rounded half away from zero, as math.Round.
-				x := v * scale[q]
-				if x < 0 {
-					x -= 0.5
-				} else {
-					x += 0.5
+		for blk := range blocks {
+			lanes := min(lutBlock, nq-blk*lutBlock)
+			sc := scale[blk*lutBlock : blk*lutBlock+lanes]
+			for c := from; c < to; c++ {
+				src := table[c*stride+blk*lutBlock : c*stride+blk*lutBlock+lanes]
+				dst := t.cent[(blk*nlist+c)*lutBlock : (blk*nlist+c)*lutBlock+lanes]
+				for j, v := range src {
+					// Rounded to nearest (halves up) without a branch:
+					// the shifted value is positive, so truncation
+					// floors it.
+					dst[j] = int16(int32(float64(v)*float64(sc[j])+32768.5) - 32768)
 				}
-				t.cent[((q/lutBlock)*nlist+c)*lutBlock+q%lutBlock] = int16(x)
 			}
 		}
 	})

@@ -408,3 +408,20 @@ func BenchmarkResidualScore(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")
 	})
 }
+
+// BenchmarkResidualTables measures building one query's 16-bit tables:
+// 32 query tokens against 16,384 centroids at 128-d (100,000 synthetic
+// documents' index), on one goroutine.
+func BenchmarkResidualTables(b *testing.B) {
+	const dim, nlist, nq = 128, 16384, 32
+	r := rand.New(rand.NewPCG(5, 5))
+	_, lo, hi, _, _ := randomCodebook(r, 1, dim, 0)
+	query := randomUnit(r, nq, dim)
+	table := make([]float32, nlist*nq)
+	for i := range table {
+		table[i] = float32(r.NormFloat64() * 0.3)
+	}
+	for b.Loop() {
+		newResidualTables(query, nq, dim, table, nq, nlist, lo, hi, 1)
+	}
+}

@@ -120,8 +120,7 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 			cands[i].score = combine(so.Scoring, best[:nq])
 			cands[i].slot = int32(i)
 		}, 0)
-		slices.SortFunc(cands, byScore)
-		cands = cands[:keep3]
+		cands = bestFirst(cands, keep3)
 	}
 
 	// Stage 4: residual codes, scored through lookup tables, of the
@@ -245,12 +244,51 @@ func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) [
 			}
 		}
 	}
-	cands := acc.drain(nil)
-	slices.SortFunc(cands, byScore)
-	if len(cands) > so.CandidateCap {
-		cands = cands[:so.CandidateCap]
+	return bestFirst(acc.drain(nil), so.CandidateCap)
+}
+
+// bestFirst returns the best k of c (all of them if fewer), sorted by
+// byScore. It selects before it sorts: stage 2 finds tens of thousands of
+// documents in a large collection and keeps a thousand.
+func bestFirst(c []scored, k int) []scored {
+	if len(c) > k {
+		// Quickselect: c[:k] ends holding the k best (byScore is a strict
+		// order, so which they are does not depend on the pivots).
+		lo, hi := 0, len(c)
+		for hi-lo > 1 {
+			m := lo + (hi-lo)/2
+			// Median of three as the pivot, moved to hi-1.
+			if byScore(c[m], c[lo]) < 0 {
+				c[m], c[lo] = c[lo], c[m]
+			}
+			if byScore(c[hi-1], c[lo]) < 0 {
+				c[hi-1], c[lo] = c[lo], c[hi-1]
+			}
+			if byScore(c[m], c[hi-1]) < 0 {
+				c[m], c[hi-1] = c[hi-1], c[m]
+			}
+			pivot := c[hi-1]
+			i := lo
+			for j := lo; j < hi-1; j++ {
+				if byScore(c[j], pivot) < 0 {
+					c[i], c[j] = c[j], c[i]
+					i++
+				}
+			}
+			c[i], c[hi-1] = c[hi-1], c[i]
+			switch {
+			case i == k || i == k-1:
+				lo = hi // done: c[:k] are the best
+			case i < k:
+				lo = i + 1
+			default:
+				hi = i
+			}
+		}
+		c = c[:k]
 	}
-	return cands
+	slices.SortFunc(c, byScore)
+	return c
 }
 
 // probeSums accumulates stage 2's sums: add adds s to document num's sum

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -260,5 +261,25 @@ func TestResidualAutomaticExactCap(t *testing.T) {
 	x.mu.RUnlock()
 	if got != want || got != MaxExactCandidates {
 		t.Errorf("automatic exact cap %d, want %d (the maximum, for %d documents of %.1f 16-d tokens)", got, want, s.Docs, float64(s.Tokens)/float64(s.Docs))
+	}
+}
+
+// bestFirst keeps what sorting everything and cutting keeps, ties in score
+// included (broken by docnum).
+func TestBestFirst(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, n := range []int{0, 1, 2, 3, 10, 100, 5000} {
+		for _, k := range []int{1, 2, 5, 99, 1000, 6000} {
+			c := make([]scored, n)
+			for i := range c {
+				c[i] = scored{num: uint64(r.IntN(1 << 30)), score: float32(r.IntN(50))}
+			}
+			want := slices.Clone(c)
+			slices.SortFunc(want, byScore)
+			want = want[:min(k, n)]
+			if got := bestFirst(c, k); !slices.Equal(got, want) {
+				t.Fatalf("n=%d k=%d: bestFirst differs from sort and cut", n, k)
+			}
+		}
 	}
 }
