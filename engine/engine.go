@@ -429,10 +429,14 @@ type LateStats struct {
 	BytesPerToken float64 `json:"bytes_per_token"`
 	Description   string  `json:"description"`
 	// Residual codes only: centroids, mean residual norm over the
-	// training sample's, and the file of full-precision tokens.
-	Centroids      int     `json:"centroids,omitempty"`
-	Drift          float64 `json:"drift,omitempty"`
-	TokenFileBytes int64   `json:"token_file_bytes,omitempty"`
+	// training sample's, retrainings since Open, and the file of
+	// full-precision tokens with the reads of it that failed (those
+	// documents were read from the store instead).
+	Centroids       int     `json:"centroids,omitempty"`
+	Drift           float64 `json:"drift,omitempty"`
+	Retrains        int     `json:"retrains,omitempty"`
+	TokenFileBytes  int64   `json:"token_file_bytes,omitempty"`
+	TokenFileErrors int64   `json:"token_file_errors,omitempty"`
 }
 
 // Stats reports counts, sequences, models and sizes.
@@ -461,7 +465,8 @@ func (e *Engine) Stats() (Stats, error) {
 			}
 			s.Late = append(s.Late, LateStats{Model: m.spec.Name, Docs: ls.Docs, Tokens: ls.Tokens, TokenKeys: ls.TokenKeys,
 				StoredBytes: ls.StoredBytes, IndexBytes: ls.IndexBytes, MemoryBytes: ls.MemoryBytes, BytesPerToken: ls.BytesPerToken,
-				Description: ls.Description, Centroids: ls.Centroids, Drift: ls.Drift, TokenFileBytes: ls.TokenFileBytes})
+				Description: ls.Description, Centroids: ls.Centroids, Drift: ls.Drift, Retrains: ls.Retrains,
+				TokenFileBytes: ls.TokenFileBytes, TokenFileErrors: ls.TokenFileErrors})
 		}
 	}
 	for _, part := range []string{"badger", "bleve", "snapshots", "derived"} {

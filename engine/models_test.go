@@ -320,7 +320,29 @@ func TestResidualLateIndex(t *testing.T) {
 	}
 	s2, err := e2.Stats()
 	if err != nil || len(s2.Late) != 1 || !strings.HasPrefix(s2.Late[0].Description, "Residual") {
-		t.Errorf("reopened stats %+v, %v: want the residual late index kept", s2.Late, err)
+		t.Fatalf("reopened stats %+v, %v: want the residual late index kept", s2.Late, err)
+	}
+	if s2.Late[0].TokenFileBytes == 0 || s2.Late[0].TokenFileErrors != 0 {
+		t.Errorf("reopened stats %+v: want a token file and no failed read", s2.Late[0])
+	}
+	// A damaged token file costs reads from the store, not results, and
+	// the stats count them.
+	tf := filepath.Join(dir, "derived", "late-"+s2.Late[0].Model+".tokens")
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(tf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := search(e2, "late", "kitten"); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("token file damaged: %v, before %v", got, before)
+	}
+	if s3, err := e2.Stats(); err != nil || s3.Late[0].TokenFileErrors == 0 {
+		t.Errorf("token file damaged: stats %+v, %v: want failed reads counted", s3.Late, err)
 	}
 	// A late index that cannot be built is refused before anything is
 	// created.

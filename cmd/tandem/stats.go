@@ -57,8 +57,12 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, l := range s.Late {
 		if l.Centroids > 0 {
-			fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens, %s (%d centroids, drift %.3f), %s in memory (%.1f bytes/token), token file %s\n",
-				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, size(l.MemoryBytes), l.BytesPerToken, size(l.TokenFileBytes))
+			var failed string
+			if l.TokenFileErrors > 0 {
+				failed = fmt.Sprintf(", %d reads of it failed (read from the store instead)", l.TokenFileErrors)
+			}
+			fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens, %s (%d centroids, drift %.3f), %s in memory (%.1f bytes/token), token file %s%s\n",
+				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, size(l.MemoryBytes), l.BytesPerToken, size(l.TokenFileBytes), failed)
 			continue
 		}
 		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory (%.1f bytes/token), %s of it token blobs\n",
