@@ -9,7 +9,8 @@ import (
 // average length (238 MiniLM tokens) against a 20-token query: f16
 // decoding plus the maxSim kernel, with the portable Go code (table
 // decoding, maxSimGo) and, where the CPU has them, the assembly kernels
-// that search uses (F16C decoding, maxSimAVX2); then each part alone.
+// that search uses (F16C decoding, maxSimAVX2); then the same a block of
+// rows at a time (maxSimBlob, what search runs); then each part alone.
 func BenchmarkMaxSim(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	q, d := randomUnit(r, 20, 384), randomUnit(r, 238, 384)
@@ -33,6 +34,13 @@ func BenchmarkMaxSim(b *testing.B) {
 			for b.Loop() {
 				decodeRows(blob, h, 0, h.count, buf)
 				maxSim(q, buf, 384, nil, best)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(20*238), "ns/dot")
+		})
+		b.Run("blocks/"+name, func(b *testing.B) {
+			var scratch []float32
+			for b.Loop() {
+				scratch = maxSimBlob(q, blob, h, best, scratch)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(20*238), "ns/dot")
 		})

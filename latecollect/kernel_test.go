@@ -34,6 +34,7 @@ func TestMaxSimAVX2MatchesPairwise(t *testing.T) {
 				}
 				for _, mask := range [][]bool{nil, alternate(nd), none, last} {
 					got := make([]float32, nq)
+					fillInf(got)
 					maxSimAVX2(q, d, dim, mask, got)
 					for i, want := range naiveMaxSim(q, d, dim, mask, nq) {
 						if got[i] != want {
@@ -57,13 +58,15 @@ func TestMaxSimAVX2CloseToGo(t *testing.T) {
 		nq, nd := n[0], n[1]
 		q, d := randomUnit(r, nq, dim), randomUnit(r, nd, dim)
 		fast, slow := make([]float32, nq), make([]float32, nq)
+		fillInf(fast)
+		fillInf(slow)
 		maxSimAVX2(q, d, dim, nil, fast)
 		maxSimGo(q, d, dim, nil, slow)
 		for i := range nq {
 			if math.Abs(float64(fast[i]-slow[i])) > 1e-6 {
 				t.Errorf("nq=%d nd=%d: best[%d] AVX2 %v, Go %v", nq, nd, i, fast[i], slow[i])
 			}
-			alone := make([]float32, 1)
+			alone := []float32{float32(math.Inf(-1))}
 			maxSimAVX2(q[i*dim:(i+1)*dim], d, dim, nil, alone)
 			if alone[0] != fast[i] {
 				t.Errorf("nq=%d nd=%d: best[%d] %v in a block, %v alone", nq, nd, i, fast[i], alone[0])
@@ -100,6 +103,42 @@ func TestDecodeF16F16CMatchesTable(t *testing.T) {
 					}
 				} else if math.Float32bits(g) != math.Float32bits(want) {
 					t.Fatalf("rows=%d from=%d: value %#04x decoded to %v, want %v", rows, from, from*h.dim+k, g, want)
+				}
+			}
+		}
+	}
+}
+
+// Scoring a blob a block of rows at a time gives exactly the maxima of
+// decoding it whole, for every encoding and for lengths around the block
+// size, whichever kernel runs.
+func TestMaxSimBlobMatchesWhole(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, dim := range []int{8, 384} {
+		rows := exactBlockBytes / (4 * dim)
+		for _, nd := range []int{0, 1, rows - 1, rows, rows + 1, 2*rows + 3} {
+			for _, enc := range []Encoding{F32, F16, I8} {
+				q, d := randomUnit(r, 7, dim), randomUnit(r, nd, dim)
+				blob, err := EncodeTokens(d, dim, enc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := parseHeader(blob)
+				if err != nil {
+					t.Fatal(err)
+				}
+				whole := make([]float32, nd*dim)
+				decodeRows(blob, h, 0, nd, whole)
+				want, got := make([]float32, 7), make([]float32, 7)
+				maxSim(q, whole, dim, nil, want)
+				var buf []float32
+				for range 2 { // the second call reuses buf
+					buf = maxSimBlob(q, blob, h, got, buf)
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("dim=%d nd=%d enc=%d: best[%d] = %v by blocks, %v whole", dim, nd, enc, i, got[i], want[i])
+						}
+					}
 				}
 			}
 		}

@@ -423,8 +423,8 @@ type residualScratch struct {
 }
 
 // exactScratch is one worker's buffers for exactScore, kept across the
-// documents it scores: a blob and its decoded rows are hundreds of
-// kilobytes each.
+// documents it scores: a blob is hundreds of kilobytes, and rows holds
+// the block of it being scored (maxSimBlob).
 type exactScratch struct {
 	blob []byte
 	rows []float32
@@ -463,17 +463,11 @@ func (x *Index) exactScore(query []float32, num uint64, s Scoring, sc *exactScra
 	if err != nil {
 		return 0, fmt.Errorf("latecollect: search: %w", err)
 	}
-	dim := x.opts.Dim
-	if n := e.h.count * dim; cap(sc.rows) < n {
-		sc.rows = make([]float32, n)
-	}
-	rows := sc.rows[:e.h.count*dim]
-	decodeRows(e.blob, e.h, 0, e.h.count, rows)
-	nq := len(query) / dim
+	nq := len(query) / x.opts.Dim
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
 	}
-	maxSim(query, rows, dim, nil, sc.best[:nq])
+	sc.rows = maxSimBlob(query, e.blob, e.h, sc.best[:nq], sc.rows)
 	return combine(s, sc.best[:nq]), nil
 }
 

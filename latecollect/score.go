@@ -91,6 +91,14 @@ func maxSimChecked(q, d []float32, dim int, qmask, dmask []bool) (float32, int, 
 // deterministic, and every search of a process uses the same one, so a
 // candidate's score equals its exhaustive score exactly.
 func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
+	fillInf(best)
+	maxSimInto(q, d, dim, dmask, best)
+}
+
+// maxSimInto raises best[i] to the largest inner product of query token i
+// with a counted document token, so that a document can be scored a block
+// of tokens at a time (maxSimBlob).
+func maxSimInto(q, d []float32, dim int, dmask []bool, best []float32) {
 	if useAVX2 && dim%8 == 0 {
 		maxSimAVX2(q, d, dim, dmask, best)
 		return
@@ -98,15 +106,38 @@ func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
 	maxSimGo(q, d, dim, dmask, best)
 }
 
-// maxSimAVX2 is maxSim over dot4x2AVX2: four query tokens against two
-// counted document tokens per call. Past the last query token (or the
+// exactBlockBytes bounds the float32 rows maxSimBlob decodes at a time:
+// 16 rows of 384 dimensions, which stay in a first-level cache while
+// every query token passes over them, and a worker's buffer stays this
+// small whatever the document's length (a whole 327-token document
+// decoded is half a megabyte).
+const exactBlockBytes = 24 << 10
+
+// maxSimBlob sets best as maxSim does for the tokens of a checked blob,
+// decoding them a block at a time into buf, which it returns (grown if
+// it was too small) for the next call.
+func maxSimBlob(q []float32, blob []byte, h blobHeader, best, buf []float32) []float32 {
+	dim := h.dim
+	rows := max(1, exactBlockBytes/(4*dim))
+	if cap(buf) < rows*dim {
+		buf = make([]float32, rows*dim)
+	}
+	fillInf(best)
+	for from := 0; from < h.count; from += rows {
+		to := min(h.count, from+rows)
+		block := buf[:(to-from)*dim]
+		decodeRows(blob, h, from, to, block)
+		maxSimInto(q, block, dim, nil, best)
+	}
+	return buf
+}
+
+// maxSimAVX2 is maxSimInto over dot4x2AVX2: four query tokens against
+// two counted document tokens per call. Past the last query token (or the
 // last counted document token) a block repeats the last one and ignores
 // its products, so each product is computed the same way wherever it
 // falls. dim must be a positive multiple of 8.
 func maxSimAVX2(q, d []float32, dim int, dmask []bool, best []float32) {
-	for i := range best {
-		best[i] = float32(math.Inf(-1))
-	}
 	nq, nd := len(best), len(d)/dim
 	if nq == 0 || nd == 0 {
 		return
@@ -149,14 +180,11 @@ func maxSimAVX2(q, d []float32, dim int, dmask []bool, best []float32) {
 	}
 }
 
-// maxSimGo is the portable maxSim. Query tokens are taken four at a time
+// maxSimGo is the portable maxSimInto. Query tokens are taken four at a time
 // against two document tokens, so that each loaded value serves several
 // products and eight independent sums are in flight (BenchmarkMaxSim
 // reports ns per product).
 func maxSimGo(q, d []float32, dim int, dmask []bool, best []float32) {
-	for i := range best {
-		best[i] = float32(math.Inf(-1))
-	}
 	nq, nd := len(best), len(d)/dim
 	i := 0
 	for ; i+4 <= nq; i += 4 {

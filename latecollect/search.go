@@ -301,13 +301,7 @@ func (x *Index) rescoreLocked(ctx context.Context, query []float32, cands []uint
 			for start := range next {
 				for i := start; i < min(start+chunk, len(cands)); i++ {
 					e := x.mu.docs[cands[i]]
-					n := e.h.count * dim
-					if cap(buf) < n {
-						buf = make([]float32, n)
-					}
-					buf = buf[:n]
-					decodeRows(e.blob, e.h, 0, e.h.count, buf)
-					maxSim(query, buf, dim, nil, best)
+					buf = maxSimBlob(query, e.blob, e.h, best, buf)
 					hits[i] = Hit{DocNum: cands[i], Score: combine(so.Scoring, best)}
 				}
 			}
