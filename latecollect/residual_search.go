@@ -217,7 +217,7 @@ func (x *Index) exactCapLocked() int {
 func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) []scored {
 	r := x.mu.rc
 	nlist := r.cb.nlist
-	tops := topCentroids(table, stride, nq, nlist, min(so.NProbe, nlist))
+	tops := topCentroids(table, stride, nq, nlist, min(so.NProbe, nlist), x.opts.Parallelism)
 	// Sums are kept per docnum in pooled arrays when docnums are dense
 	// enough, in a map otherwise.
 	var acc probeSums
@@ -379,17 +379,43 @@ func (m *mapSums) drain(out []scored) []scored {
 }
 
 // topCentroids returns, for each query token q < nq, the n centroids
-// with the best score table[c*stride+q], best first (ties by id). It reads
-// the table row by row, keeping every query token's best n at once.
-func topCentroids(table []float32, stride, nq, nlist, n int) [][]int32 {
-	ids := make([]int32, nq*n)
-	vals := make([]float32, nq*n)
-	filled := make([]int, nq)
-	for c := range nlist {
+// with the best score table[c*stride+q], best first (ties by id). Each of
+// at most workers goroutines reads a share of the table's rows, keeping
+// every query token's best n at once; the shares' lists are then merged.
+func topCentroids(table []float32, stride, nq, nlist, n, workers int) [][]int32 {
+	parts := max(1, min(workers, nlist/1024))
+	tops := make([]topN, parts)
+	inParts(nlist, parts, func(p, from, to int) {
+		tops[p] = topCentroidsIn(table, stride, nq, from, to, n)
+	})
+	t := tops[0]
+	for _, u := range tops[1:] {
+		t = t.merge(u)
+	}
+	out := make([][]int32, nq)
+	for q := range out {
+		out[q] = t.ids[q*n : q*n+t.filled[q]]
+	}
+	return out
+}
+
+// topN holds, per query token q, its best filled[q] (at most n)
+// centroids in ids[q*n:] and their scores in vals[q*n:], best first.
+type topN struct {
+	n      int
+	ids    []int32
+	vals   []float32
+	filled []int
+}
+
+// topCentroidsIn is topCentroids over the rows [from, to).
+func topCentroidsIn(table []float32, stride, nq, from, to, n int) topN {
+	t := topN{n: n, ids: make([]int32, nq*n), vals: make([]float32, nq*n), filled: make([]int, nq)}
+	for c := from; c < to; c++ {
 		row := table[c*stride : c*stride+nq]
 		for q, v := range row {
-			k := filled[q]
-			qv, qi := vals[q*n:(q+1)*n], ids[q*n:(q+1)*n]
+			k := t.filled[q]
+			qv, qi := t.vals[q*n:(q+1)*n], t.ids[q*n:(q+1)*n]
 			if k == n {
 				// A later centroid of equal score loses on its id.
 				if !(v > qv[n-1]) {
@@ -397,7 +423,7 @@ func topCentroids(table []float32, stride, nq, nlist, n int) [][]int32 {
 				}
 				k = n - 1
 			} else {
-				filled[q]++
+				t.filled[q]++
 			}
 			for k > 0 && v > qv[k-1] {
 				qv[k], qi[k] = qv[k-1], qi[k-1]
@@ -406,11 +432,28 @@ func topCentroids(table []float32, stride, nq, nlist, n int) [][]int32 {
 			qv[k], qi[k] = v, int32(c)
 		}
 	}
-	out := make([][]int32, nq)
-	for q := range out {
-		out[q] = ids[q*n : q*n+filled[q]]
+	return t
+}
+
+// merge returns the best n of t and u per query token, where every id of
+// t is below every id of u: on equal scores t's come first.
+func (t topN) merge(u topN) topN {
+	n := t.n
+	m := topN{n: n, ids: make([]int32, len(t.ids)), vals: make([]float32, len(t.vals)), filled: make([]int, len(t.filled))}
+	for q := range t.filled {
+		a, b, k := 0, 0, 0
+		for ; k < n && (a < t.filled[q] || b < u.filled[q]); k++ {
+			if b == u.filled[q] || (a < t.filled[q] && !(u.vals[q*n+b] > t.vals[q*n+a])) {
+				m.ids[q*n+k], m.vals[q*n+k] = t.ids[q*n+a], t.vals[q*n+a]
+				a++
+			} else {
+				m.ids[q*n+k], m.vals[q*n+k] = u.ids[q*n+b], u.vals[q*n+b]
+				b++
+			}
+		}
+		m.filled[q] = k
 	}
-	return out
+	return m
 }
 
 // residualScratch is one worker's buffers for the residual stage.

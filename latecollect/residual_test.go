@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -281,5 +282,52 @@ func TestBestFirst(t *testing.T) {
 				t.Fatalf("n=%d k=%d: bestFirst differs from sort and cut", n, k)
 			}
 		}
+	}
+}
+
+// topCentroids, in one share of the rows or several, finds each query
+// token's best centroids by score, ties to the lower id, as a full sort
+// does.
+func TestTopCentroids(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	const nq, stride, nlist = 5, 8, 4000
+	table := make([]float32, nlist*stride)
+	for i := range table {
+		table[i] = float32(r.IntN(50)) // many ties
+	}
+	for _, n := range []int{1, 8, 40} {
+		for _, workers := range []int{1, 2, 3} {
+			got := topCentroids(table, stride, nq, nlist, n, workers)
+			for q := range nq {
+				ids := make([]int32, nlist)
+				for c := range ids {
+					ids[c] = int32(c)
+				}
+				slices.SortStableFunc(ids, func(a, b int32) int {
+					return cmp.Compare(table[int(b)*stride+q], table[int(a)*stride+q])
+				})
+				if !slices.Equal(got[q], ids[:n]) {
+					t.Fatalf("n=%d workers=%d q=%d: %v, want %v", n, workers, q, got[q], ids[:n])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkTopCentroids measures stage 2's choice of each query token's 8
+// best centroids among 8,192 for a 23-token query, on one worker and two.
+func BenchmarkTopCentroids(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const nq, stride, nlist = 23, 24, 8192
+	table := make([]float32, nlist*stride)
+	for i := range table {
+		table[i] = r.Float32()
+	}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			for b.Loop() {
+				topCentroids(table, stride, nq, nlist, 8, workers)
+			}
+		})
 	}
 }
