@@ -190,28 +190,51 @@ func (t *residualTables) score(best []float32, max16 []int16) {
 // residualMax sets best[j] to the maximum over the tokens t (centroid ids
 // cids, one-bit codes of codeBytes bytes each in codes) of their scaled
 // score for lane j, for every lane of every block; best must hold
-// blocks*lutBlock values, filled with noScore for a new document.
+// blocks*lutBlock values, filled with noScore for a new document. When
+// keep is not nil only the tokens it lists count (indices into cids, as
+// selectTokens returns them), so that pruning copies nothing.
 //
 // On amd64 with AVX2 the assembly kernel residualMaxAVX2 does the work; on
 // an id out of range it hands over to residualMaxGo, which panics on it
 // (max is idempotent, so the part already done does not matter).
-func (t *residualTables) residualMax(best []int16, cids []uint16, codes []byte, codeBytes int) {
+func (t *residualTables) residualMax(best []int16, cids []uint16, codes []byte, codeBytes int, keep []int32) {
 	n := len(cids)
-	if useAVX2 && n > 0 && codeBytes > 0 && 2*codeBytes == t.npos && len(codes) >= n*codeBytes && len(best) >= t.blocks*lutBlock {
-		if residualMaxAVX2(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], n, codeBytes) {
+	if keep != nil {
+		for _, i := range keep {
+			if uint(i) >= uint(n) {
+				panic("latecollect: residualMax: kept token index out of range")
+			}
+		}
+		n = len(keep)
+	}
+	if useAVX2 && n > 0 && codeBytes > 0 && 2*codeBytes == t.npos && len(codes) >= len(cids)*codeBytes && len(best) >= t.blocks*lutBlock {
+		var kp *int32
+		if keep != nil {
+			kp = &keep[0]
+		}
+		if residualMaxAVX2(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], kp, n, codeBytes) {
 			return
 		}
 	}
-	t.residualMaxGo(best, cids, codes, codeBytes)
+	t.residualMaxGo(best, cids, codes, codeBytes, keep)
 }
 
-func (t *residualTables) residualMaxGo(best []int16, cids []uint16, codes []byte, codeBytes int) {
+func (t *residualTables) residualMaxGo(best []int16, cids []uint16, codes []byte, codeBytes int, keep []int32) {
+	n := len(cids)
+	if keep != nil {
+		n = len(keep)
+	}
 	var acc [lutBlock]int16
 	for blk := range t.blocks {
 		cent := t.cent[blk*t.nlist*lutBlock : (blk+1)*t.nlist*lutBlock]
 		nib := t.nib[blk*t.npos*16*lutBlock : (blk+1)*t.npos*16*lutBlock]
 		bb := best[blk*lutBlock : (blk+1)*lutBlock]
-		for i, c := range cids {
+		for k := range n {
+			i := k
+			if keep != nil {
+				i = int(keep[k])
+			}
+			c := cids[i]
 			copy(acc[:], cent[int(c)*lutBlock:(int(c)+1)*lutBlock])
 			for b, byt := range codes[i*codeBytes : (i+1)*codeBytes] {
 				lo := nib[((2*b)*16+int(byt&15))*lutBlock:]

@@ -135,17 +135,40 @@ func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 				for i := range want {
 					want[i] = int16(r.Uint32())
 				}
+				init := slices.Clone(want)
 				got, direct := slices.Clone(want), slices.Clone(want)
-				tb.residualMaxGo(want, cids, codes, codeBytes)
-				tb.residualMax(got, cids, codes, codeBytes)
+				tb.residualMaxGo(want, cids, codes, codeBytes, nil)
+				tb.residualMax(got, cids, codes, codeBytes, nil)
 				if !slices.Equal(got, want) {
 					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMax differs from the Go version", nq, codeBytes, n)
 				}
-				if !residualMaxAVX2(&direct[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], n, codeBytes) {
+				if !residualMaxAVX2(&direct[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], nil, n, codeBytes) {
 					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX2 refused ids below %d", nq, codeBytes, n, rows)
 				}
 				if !slices.Equal(direct, want) {
 					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX2 differs from the Go version", nq, codeBytes, n)
+				}
+
+				// A list of kept tokens scores as those tokens copied out.
+				var keep []int32
+				var kc []uint16
+				var kcodes []byte
+				for i := range n {
+					if r.IntN(3) == 0 {
+						keep = append(keep, int32(i))
+						kc = append(kc, cids[i])
+						kcodes = append(kcodes, codes[i*codeBytes:(i+1)*codeBytes]...)
+					}
+				}
+				if len(keep) == 0 {
+					continue
+				}
+				want, got, goKeep := slices.Clone(init), slices.Clone(init), slices.Clone(init)
+				tb.residualMaxGo(want, kc, kcodes, codeBytes, nil)
+				tb.residualMaxGo(goKeep, cids, codes, codeBytes, keep)
+				tb.residualMax(got, cids, codes, codeBytes, keep)
+				if !slices.Equal(goKeep, want) || !slices.Equal(got, want) {
+					t.Fatalf("nq=%d codeBytes=%d n=%d: kept tokens score otherwise than copied out", nq, codeBytes, n)
 				}
 			}
 		}
@@ -160,7 +183,7 @@ func TestResidualMaxOutOfRange(t *testing.T) {
 	best := make([]int16, lutBlock)
 	cids := []uint16{1, rows, 3}
 	codes := make([]byte, len(cids)*codeBytes)
-	if useAVX2 && residualMaxAVX2(&best[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], len(cids), codeBytes) {
+	if useAVX2 && residualMaxAVX2(&best[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], nil, len(cids), codeBytes) {
 		t.Errorf("residualMaxAVX2 accepted id %d of a %d-row table", rows, rows)
 	}
 	defer func() {
@@ -168,7 +191,23 @@ func TestResidualMaxOutOfRange(t *testing.T) {
 			t.Errorf("residualMax did not panic on id %d of a %d-row table", rows, rows)
 		}
 	}()
-	tb.residualMax(best, cids, codes, codeBytes)
+	tb.residualMax(best, cids, codes, codeBytes, nil)
+}
+
+// A kept index beyond the tokens makes residualMax panic before any
+// kernel reads past the codes.
+func TestResidualMaxKeepOutOfRange(t *testing.T) {
+	const rows, codeBytes = 10, 2
+	tb := randomTables(rand.New(rand.NewPCG(1, 2)), 5, rows, codeBytes)
+	best := make([]int16, lutBlock)
+	cids := []uint16{1, 2, 3}
+	codes := make([]byte, len(cids)*codeBytes)
+	defer func() {
+		if recover() == nil {
+			t.Error("residualMax did not panic on kept index 3 of 3 tokens")
+		}
+	}()
+	tb.residualMax(best, cids, codes, codeBytes, []int32{0, 3})
 }
 
 // The assembly selectTokens keeps the tokens the Go version keeps, for
@@ -307,7 +346,7 @@ func TestResidualTableScoresDecodedTokens(t *testing.T) {
 			for j := range max16 {
 				max16[j] = noScore
 			}
-			tb.residualMax(max16, cids, codes, dim/8)
+			tb.residualMax(max16, cids, codes, dim/8, nil)
 			best := make([]float32, nq)
 			tb.score(best, max16)
 			for q := range nq {
@@ -403,7 +442,7 @@ func BenchmarkResidualScore(b *testing.B) {
 			for j := range best {
 				best[j] = noScore
 			}
-			tb.residualMax(best, cids, codes, dim/8)
+			tb.residualMax(best, cids, codes, dim/8, nil)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")
 	})
@@ -424,4 +463,56 @@ func BenchmarkResidualTables(b *testing.B) {
 	for b.Loop() {
 		newResidualTables(query, nq, dim, table, nq, nlist, lo, hi, 1)
 	}
+}
+
+// BenchmarkResidualKept measures the residual stage on the 36% of a
+// document's tokens that pruning keeps (SciFact's share): the kept tokens
+// copied out first, as the search did, and passed as a list of indices,
+// as it does now.
+func BenchmarkResidualKept(b *testing.B) {
+	const dim, rows, tokens, nq = 384, 4096, 327, 32
+	r := rand.New(rand.NewPCG(3, 4))
+	_, lo, hi, cids, codes := randomCodebook(r, rows, dim, tokens)
+	query := make([]float32, nq*dim)
+	for i := range query {
+		query[i] = float32(r.NormFloat64())
+	}
+	table := make([]float32, rows*nq)
+	for i := range table {
+		table[i] = float32(r.NormFloat64())
+	}
+	tb := newResidualTables(query, nq, dim, table, nq, rows, lo, hi, 1)
+	var keep []int32
+	for i := range tokens {
+		if r.Float64() < 0.36 {
+			keep = append(keep, int32(i))
+		}
+	}
+	best := make([]int16, nq)
+	cb := dim / 8
+	b.Run("copied", func(b *testing.B) {
+		var kc []uint16
+		var kcodes []byte
+		for b.Loop() {
+			kc, kcodes = kc[:0], kcodes[:0]
+			for _, t := range keep {
+				kc = append(kc, cids[t])
+				kcodes = append(kcodes, codes[int(t)*cb:int(t+1)*cb]...)
+			}
+			for j := range best {
+				best[j] = noScore
+			}
+			tb.residualMax(best, kc, kcodes, cb, nil)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(keep)), "ns/token")
+	})
+	b.Run("listed", func(b *testing.B) {
+		for b.Loop() {
+			for j := range best {
+				best[j] = noScore
+			}
+			tb.residualMax(best, cids, codes, cb, keep)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(keep)), "ns/token")
+	})
 }

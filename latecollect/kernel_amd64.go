@@ -61,15 +61,16 @@ var (
 //go:noescape
 func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
 
-// residualMaxAVX2 is residualTables.residualMaxGo over n tokens, with
+// residualMaxAVX2 is residualTables.residualMaxGo over n tokens (the
+// first n, or the n whose indices keep lists when it is not nil), with
 // the tables' slices as pointers: cent holds blocks tables of rows rows of
 // 32 lanes, nib blocks tables of 2*codeBytes positions × 16 rows of 32
-// lanes, best blocks × 32 lanes, codes n × codeBytes bytes. It returns
-// false, leaving best partly updated, when an id is rows or more.
+// lanes, best blocks × 32 lanes, codes codeBytes bytes per token. It
+// returns false, leaving best partly updated, when an id is rows or more.
 // Implemented in kernel_amd64.s.
 //
 //go:noescape
-func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
+func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
 
 // selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
 // indices at out (room for n) and returning how many; stride must be a

@@ -202,40 +202,51 @@ bad:
 	VZEROUPPER
 	RET
 
-// func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) (ok bool)
+// func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
 //
-// For each block of 32 lanes (16-bit, two registers): for each token, the
-// accumulators start as the token's centroid row (64 bytes) of the block's
-// centroid table, get the nibble table's row for each nibble of the code
-// added (low nibble of each byte first; a nibble position's 16 rows take
-// 1024 bytes), and best keeps the signed maximum. An id ≥ rows stops the
-// kernel with ok false before anything of the current block is stored.
-TEXT ·residualMaxAVX2(SB), NOSPLIT, $0-73
+// For each block of 32 lanes (16-bit, two registers): for each token (the
+// n first, or the n listed in keep when it is not nil), the accumulators
+// start as the token's centroid row (64 bytes) of the block's centroid
+// table, get the nibble table's row for each nibble of the code added (low
+// nibble of each byte first; a nibble position's 16 rows take 1024 bytes),
+// and best keeps the signed maximum. An id ≥ rows stops the kernel with ok
+// false before anything of the current block is stored.
+TEXT ·residualMaxAVX2(SB), NOSPLIT, $0-81
 	MOVQ best+0(FP), DX
 	MOVQ cent+8(FP), BX
 	MOVQ rows+16(FP), R9
 	MOVQ nib+24(FP), SI
 	MOVQ blocks+32(FP), R15
 	MOVQ cids+40(FP), R10
-	MOVQ n+56(FP), R11
+	MOVQ n+64(FP), R11
 	MOVQ R9, R14
 	SHLQ $6, R14
 
 rblock:
 	VMOVDQU 0(DX), Y0
 	VMOVDQU 32(DX), Y1
-	MOVQ    codes+48(FP), DI
 	XORQ    AX, AX
 
 rtoken:
-	MOVWQZX (R10)(AX*2), R13
+	// R8 = the token's index: AX, or keep[AX].
+	MOVQ    AX, R8
+	MOVQ    keep+56(FP), R13
+	TESTQ   R13, R13
+	JZ      rindex
+	MOVLQSX (R13)(AX*4), R8
+
+rindex:
+	MOVQ    codeBytes+72(FP), DI
+	IMULQ   R8, DI
+	ADDQ    codes+48(FP), DI
+	MOVWQZX (R10)(R8*2), R13
 	CMPQ    R13, R9
 	JAE     rbad
 	SHLQ    $6, R13
 	VMOVDQU 0(BX)(R13*1), Y4
 	VMOVDQU 32(BX)(R13*1), Y5
 	MOVQ    SI, R12
-	MOVQ    codeBytes+64(FP), CX
+	MOVQ    codeBytes+72(FP), CX
 
 rbyte:
 	MOVBQZX (DI), R13
@@ -267,12 +278,12 @@ rbyte:
 	DECQ    R15
 	JNZ     rblock
 
-	MOVB $1, ok+72(FP)
+	MOVB $1, ok+80(FP)
 	VZEROUPPER
 	RET
 
 rbad:
-	MOVB $0, ok+72(FP)
+	MOVB $0, ok+80(FP)
 	VZEROUPPER
 	RET
 

@@ -19,7 +19,7 @@ func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int
 	panic("latecollect: centroidMaxAVX2 without amd64")
 }
 
-func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, n, codeBytes int) bool {
+func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) bool {
 	panic("latecollect: residualMaxAVX2 without amd64")
 }
 

@@ -135,6 +135,7 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	parallelWith(x.opts.Parallelism, len(cands), newScratch, func(i int, sc *residualScratch) {
 		d := r.docs[cands[i].num]
 		cids, codes := d.cids, d.codes
+		var keep []int32 // nil: every token
 		if prune && len(cids) > 0 {
 			best := sc.best
 			if slab != nil {
@@ -151,18 +152,13 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 				}
 			}
 			sc.keep = selectTokens(sc.keep[:0], table, stride, sc.thr, cids)
-			sc.cids, sc.codes = sc.cids[:0], sc.codes[:0]
-			for _, t := range sc.keep {
-				sc.cids = append(sc.cids, cids[t])
-				sc.codes = append(sc.codes, codes[int(t)*cbytes:int(t+1)*cbytes]...)
-			}
-			cids, codes = sc.cids, sc.codes
+			keep = sc.keep
 		}
 		for j := range sc.max16 {
 			sc.max16[j] = noScore
 		}
 		if len(cids) > 0 {
-			rt.residualMax(sc.max16, cids, codes, cbytes)
+			rt.residualMax(sc.max16, cids, codes, cbytes, keep)
 		}
 		rt.score(sc.best, sc.max16)
 		cands[i].score = combine(so.Scoring, sc.best[:nq])
@@ -461,8 +457,6 @@ type residualScratch struct {
 	best, thr []float32
 	max16     []int16
 	keep      []int32
-	cids      []uint16
-	codes     []byte
 }
 
 // exactScratch is one worker's buffers for exactScore, kept across the
