@@ -150,6 +150,73 @@ type Schema struct {
 	// Models lists the encoders the collection indexes; empty means BM25
 	// only. Set when the collection is created, never changed after.
 	Models []Model `json:"models,omitempty"`
+	// BM25 sets how the sparse retriever scores; nil means textbook BM25
+	// with k1 = DefaultK1 and b = DefaultB.
+	BM25 *BM25 `json:"bm25,omitempty"`
+}
+
+// Scorings of the sparse retriever (BM25.Scoring).
+const (
+	// BM25Textbook is Robertson's BM25 with the collection's true
+	// document lengths (package sparse has the formula).
+	BM25Textbook = "textbook"
+	// BM25Bleve is Bleve's built-in BM25 variant: the square root of the
+	// term frequency, k1 and b fixed at 1.2 and 0.75, an average length
+	// from the vocabulary size, a query norm and a coordination factor.
+	BM25Bleve = "bleve"
+)
+
+// Textbook BM25's parameters when the schema sets none: Robertson's usual
+// values, which score better on SciFact and Cranfield than Lucene's 0.9
+// and 0.4 (package sparse has the measurements).
+const (
+	DefaultK1 = 1.2
+	DefaultB  = 0.75
+)
+
+// BM25 is the sparse retriever's scoring.
+type BM25 struct {
+	// Scoring is BM25Textbook (also when empty) or BM25Bleve.
+	Scoring string `json:"scoring,omitempty"`
+	// K1 (term-frequency saturation, ≥ 0) and B (length normalisation,
+	// in [0, 1]) are textbook BM25's parameters; nil means DefaultK1 and
+	// DefaultB.
+	K1 *float64 `json:"k1,omitempty"`
+	B  *float64 `json:"b,omitempty"`
+}
+
+// Params returns the scoring and textbook BM25's k1 and b, with defaults
+// for what b (which may be nil) leaves unset.
+func (b *BM25) Params() (scoring string, k1, bb float64) {
+	scoring, k1, bb = BM25Textbook, DefaultK1, DefaultB
+	if b == nil {
+		return
+	}
+	if b.Scoring != "" {
+		scoring = b.Scoring
+	}
+	if b.K1 != nil {
+		k1 = *b.K1
+	}
+	if b.B != nil {
+		bb = *b.B
+	}
+	return
+}
+
+func (b *BM25) validate() error {
+	if b == nil {
+		return nil
+	}
+	switch {
+	case b.Scoring != "" && b.Scoring != BM25Textbook && b.Scoring != BM25Bleve:
+		return fmt.Errorf("tandem: schema bm25.scoring %q (want %q or %q)", b.Scoring, BM25Textbook, BM25Bleve)
+	case b.K1 != nil && (*b.K1 < 0 || math.IsNaN(*b.K1) || math.IsInf(*b.K1, 0)):
+		return fmt.Errorf("tandem: schema bm25.k1 %v: want a finite value >= 0", *b.K1)
+	case b.B != nil && !(*b.B >= 0 && *b.B <= 1):
+		return fmt.Errorf("tandem: schema bm25.b %v: want a value in [0, 1]", *b.B)
+	}
+	return nil
 }
 
 // DefaultSchema is the schema of a collection created without one: a BEIR
@@ -170,6 +237,10 @@ func (s *Schema) Clone() *Schema {
 	c := *s
 	c.Fields = slices.Clone(s.Fields)
 	c.Models = slices.Clone(s.Models)
+	if s.BM25 != nil {
+		b := *s.BM25
+		c.BM25 = &b
+	}
 	return &c
 }
 
@@ -215,6 +286,9 @@ func (s *Schema) Validate() error {
 	}
 	if s.MaxTextBytes < 0 {
 		return fmt.Errorf("tandem: schema: negative max_text_bytes")
+	}
+	if err := s.BM25.validate(); err != nil {
+		return err
 	}
 	models := map[string]bool{}
 	for i, m := range s.Models {

@@ -1,7 +1,9 @@
 package tandem
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -103,6 +105,52 @@ func TestSchemaValidate(t *testing.T) {
 	} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", s.Fields)
+		}
+	}
+}
+
+func TestSchemaBM25(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, b := range []*BM25{
+		{Scoring: "tfidf"},
+		{K1: f(-0.1)},
+		{K1: f(math.Inf(1))},
+		{B: f(1.5)},
+		{B: f(math.NaN())},
+	} {
+		err := (&Schema{BM25: b}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "bm25.") {
+			t.Errorf("Validate with BM25 %+v = %v, want an error naming the bm25 parameter", b, err)
+		}
+	}
+	for _, tc := range []struct {
+		b         *BM25
+		scoring   string
+		k1, bb    float64
+		serialise string
+	}{
+		{nil, BM25Textbook, DefaultK1, DefaultB, `{"id_field":"","fields":null}`},
+		{&BM25{Scoring: BM25Bleve}, BM25Bleve, DefaultK1, DefaultB, `{"id_field":"","fields":null,"bm25":{"scoring":"bleve"}}`},
+		{&BM25{K1: f(0.9), B: f(0)}, BM25Textbook, 0.9, 0, `{"id_field":"","fields":null,"bm25":{"k1":0.9,"b":0}}`},
+	} {
+		s := &Schema{BM25: tc.b}
+		if err := s.Validate(); err != nil {
+			t.Errorf("Validate with BM25 %+v: %v", tc.b, err)
+		}
+		scoring, k1, bb := s.BM25.Params()
+		if scoring != tc.scoring || k1 != tc.k1 || bb != tc.bb {
+			t.Errorf("Params of %+v = %s %v %v, want %s %v %v", tc.b, scoring, k1, bb, tc.scoring, tc.k1, tc.bb)
+		}
+		js, err := json.Marshal(s)
+		if err != nil || string(js) != tc.serialise {
+			t.Errorf("schema with BM25 %+v marshals as %s (%v), want %s", tc.b, js, err, tc.serialise)
+		}
+		var back Schema
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatal(err)
+		}
+		if s2, k2, b2 := back.BM25.Params(); s2 != scoring || k2 != k1 || b2 != bb {
+			t.Errorf("%s reads back as %s %v %v", js, s2, k2, b2)
 		}
 	}
 }
