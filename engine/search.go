@@ -30,7 +30,10 @@ import (
 // dbsf 0.8677, zscore 0.8676, minmax 0.8675, rrf 0.8661, max 0.8524; for
 // bm25+dense, minmax 0.8684 (the best overall), dbsf 0.8627, rrf 0.8533.
 // Min-max is within 0.0003 of the best for three retrievers and the best
-// for two, so it is the default. Re-measure on the full corpus.
+// for two, so it is the default. On the full corpus with textbook BM25,
+// over SciFact's 809 training queries (kept apart from the 300 test
+// queries the README reports), hybrid nDCG@10: minmax 0.7760, zscore
+// 0.7738, dbsf 0.7738, rrf 0.7713.
 const DefaultFusion = "minmax"
 
 // DefaultDepth is how many hits each retriever contributes to fusion when

@@ -3,10 +3,13 @@ package sparse
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +85,9 @@ func Open(dir string) (*Index, error) {
 			return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
 		}
 	}
+	if idx, err = checkLayout(dir, idx, m); err != nil {
+		return nil, err
+	}
 	x := &Index{idx: idx, mapping: m}
 	v, err := idx.GetInternal(appliedKey)
 	if err != nil {
@@ -92,6 +98,50 @@ func Open(dir string) (*Index, error) {
 		x.mu.applied.Store(binary.BigEndian.Uint64(v))
 	}
 	return x, nil
+}
+
+// layoutKey is the Bleve internal key holding the index's layout version,
+// layoutVersion: 2 added the BM25 statistics (statsKey) and the length
+// field. An index of another layout is rebuilt from the change log.
+var layoutKey = []byte("tandem.layout")
+
+const layoutVersion = "2"
+
+// checkLayout returns idx if it has the current layout, having recorded
+// it in a new empty index; otherwise it removes the index and returns a
+// new empty one, whose applied sequence 0 makes the caller replay the
+// change log.
+func checkLayout(dir string, idx bleve.Index, m mapping.IndexMapping) (bleve.Index, error) {
+	v, err := idx.GetInternal(layoutKey)
+	if err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("sparse: read layout: %w", err)
+	}
+	if string(v) == layoutVersion {
+		return idx, nil
+	}
+	applied, err := idx.GetInternal(appliedKey)
+	if err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("sparse: read applied sequence: %w", err)
+	}
+	if len(applied) > 0 {
+		// Built by an older Tandem: rebuild.
+		if err := idx.Close(); err != nil {
+			return nil, fmt.Errorf("sparse: close %s to rebuild it: %w", dir, err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("sparse: remove %s to rebuild it: %w", dir, err)
+		}
+		if idx, err = bleve.NewUsing(dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, scorchConfig()); err != nil {
+			return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
+		}
+	}
+	if err := idx.SetInternal(layoutKey, []byte(layoutVersion)); err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("sparse: record layout: %w", err)
+	}
+	return idx, nil
 }
 
 // scorchConfig is the configuration of the Bleve index. With unsafe_batch,
@@ -185,35 +235,177 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 	x.applyMu.Lock()
 	defer x.applyMu.Unlock()
 	applied := x.mu.applied.Load()
-	b := x.idx.NewBatch()
+	var todo []storage.Change
 	last := applied
 	for _, c := range changes {
 		if c.Seq <= last {
 			continue
 		}
 		last = c.Seq
-		id := DocID(c.DocNum)
-		if c.Op == storage.OpDelete || c.Doc == nil {
-			b.Delete(id)
-			continue
-		}
-		d, err := x.buildDoc(schema, id, c.Doc)
-		if err != nil {
-			return fmt.Errorf("sparse: document %q: %w", c.ID, err)
-		}
-		if err := b.IndexAdvanced(d); err != nil {
-			return fmt.Errorf("sparse: document %q: %w", c.ID, err)
-		}
+		todo = append(todo, c)
 	}
 	if last == applied {
 		return nil
 	}
+	docs, err := x.buildDocs(ctx, schema, todo)
+	if err != nil {
+		return err
+	}
+	r, err := x.reader()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	stats, err := statsOf(r)
+	if err != nil {
+		return err
+	}
+	// Each document's lengths leave the statistics when it is replaced or
+	// deleted: from this batch if it put the document, else from the
+	// index's length field.
+	pending := map[string][]fieldLength{}
+	b := x.idx.NewBatch()
+	for i, c := range todo {
+		id := DocID(c.DocNum)
+		old, ok := pending[id]
+		if !ok {
+			if old, err = lengthsOf(r, id); err != nil {
+				return fmt.Errorf("sparse: document %q: %w", c.ID, err)
+			}
+		}
+		for _, l := range old {
+			fs := stats[l.field]
+			fs.Docs--
+			fs.Tokens -= l.n
+			stats[l.field] = fs
+		}
+		if docs[i] == nil {
+			b.Delete(id)
+			pending[id] = nil
+			continue
+		}
+		for _, l := range docs[i].lengths {
+			fs := stats[l.field]
+			fs.Docs++
+			fs.Tokens += l.n
+			stats[l.field] = fs
+		}
+		pending[id] = docs[i].lengths
+		if err := b.IndexAdvanced(docs[i].doc); err != nil {
+			return fmt.Errorf("sparse: document %q: %w", c.ID, err)
+		}
+	}
+	for f, fs := range stats {
+		if fs.Docs == 0 {
+			delete(stats, f)
+		}
+	}
+	sv, err := json.Marshal(stats)
+	if err != nil {
+		return fmt.Errorf("sparse: BM25 statistics: %w", err)
+	}
+	b.SetInternal(statsKey, sv)
 	b.SetInternal(appliedKey, binary.BigEndian.AppendUint64(nil, last))
 	if err := x.idx.Batch(b); err != nil {
 		return fmt.Errorf("sparse: apply changes up to %d: %w", last, err)
 	}
 	x.mu.applied.Store(last)
 	return nil
+}
+
+// reader returns a reader of the index's current snapshot.
+func (x *Index) reader() (index.IndexReader, error) {
+	adv, err := x.idx.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("sparse: %w", err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("sparse: reader: %w", err)
+	}
+	return r, nil
+}
+
+// fieldLength is the number of tokens of a document's text field.
+type fieldLength struct {
+	field string
+	n     uint64
+}
+
+// lengthsOf returns the field lengths the index holds for document id,
+// none if it does not hold it.
+func lengthsOf(r index.IndexReader, id string) ([]fieldLength, error) {
+	iid, err := r.InternalID(id)
+	if err != nil || iid == nil {
+		return nil, err
+	}
+	dv, err := r.DocValueReader([]string{lengthField})
+	if err != nil {
+		return nil, err
+	}
+	var out []fieldLength
+	var bad error
+	err = dv.VisitDocValues(iid, func(_ string, term []byte) {
+		f, n, ok := parseLengthTerm(string(term))
+		if !ok {
+			bad = fmt.Errorf("bad length term %q", term)
+			return
+		}
+		out = append(out, fieldLength{f, n})
+	})
+	if err == nil {
+		err = bad
+	}
+	return out, err
+}
+
+// builtDoc is a Bleve document ready for a batch, with the lengths of its
+// text fields; nil for a delete.
+type builtDoc struct {
+	doc     *document.Document
+	lengths []fieldLength
+}
+
+// buildDocs builds the documents of changes (analysing their text) over
+// the cores; a delete, or a put whose document is gone, gives nil.
+func (x *Index) buildDocs(ctx context.Context, schema *tandem.Schema, changes []storage.Change) ([]*builtDoc, error) {
+	out := make([]*builtDoc, len(changes))
+	errs := make([]error, len(changes))
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(changes)/16))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(changes) || ctx.Err() != nil {
+					return
+				}
+				c := changes[i]
+				if c.Op == storage.OpDelete || c.Doc == nil {
+					continue
+				}
+				d, err := x.buildDoc(schema, DocID(c.DocNum), c.Doc)
+				if err != nil {
+					errs[i] = fmt.Errorf("sparse: document %q: %w", c.ID, err)
+					continue
+				}
+				out[i] = d
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (x *Index) analyzer(name string) (analysis.Analyzer, error) {
@@ -224,8 +416,17 @@ func (x *Index) analyzer(name string) (analysis.Analyzer, error) {
 	return a, nil
 }
 
-func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*document.Document, error) {
+func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*builtDoc, error) {
 	d := document.NewDocument(id)
+	var lengths []fieldLength
+	addText := func(name string, value []byte, a analysis.Analyzer) {
+		f := document.NewTextFieldCustom(name, nil, value, index.IndexField, a)
+		f.Analyze()
+		d.AddField(analyzedText{f})
+		if n := f.AnalyzedLength(); n > 0 {
+			lengths = append(lengths, fieldLength{name, uint64(n)})
+		}
+	}
 	kw := x.mapping.AnalyzerNamed(keyword.Name)
 	var texts []string
 	compositeAnalyzer := ""
@@ -249,7 +450,7 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*do
 			if compositeAnalyzer == "" {
 				compositeAnalyzer = f.Analyzer
 			}
-			d.AddField(document.NewTextFieldCustom(f.Name, nil, []byte(s), index.IndexField, a))
+			addText(f.Name, []byte(s), a)
 			texts = append(texts, s)
 		case tandem.Keyword:
 			s, _ := v.(string)
@@ -282,12 +483,15 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*do
 		if err != nil {
 			return nil, err
 		}
-		d.AddField(document.NewTextFieldCustom(CompositeField, nil, []byte(strings.Join(texts, " ")), index.IndexField, a))
+		addText(CompositeField, []byte(strings.Join(texts, " ")), a)
 	}
 	for i, name := range present {
 		d.AddField(document.NewTextFieldCustom(existsField, []uint64{uint64(i)}, []byte(name), index.IndexField, kw))
 	}
-	return d, nil
+	for i, l := range lengths {
+		d.AddField(document.NewTextFieldCustom(lengthField, []uint64{uint64(i)}, []byte(lengthTerm(l.field, int(l.n))), index.IndexField|index.DocValues, kw))
+	}
+	return &builtDoc{doc: d, lengths: lengths}, nil
 }
 
 // Query is a BM25 search.
@@ -320,7 +524,7 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 	var tq query.Query
 	if strings.TrimSpace(q.Text) != "" {
 		var err error
-		if tq, err = textQuery(schema, q.Text, q.Fields); err != nil {
+		if tq, err = x.textQuery(schema, q.Text, q.Fields); err != nil {
 			return nil, err
 		}
 	} else if q.Filter == nil {
@@ -374,18 +578,24 @@ func (x *Index) search(ctx context.Context, q query.Query, k int, score string) 
 	return hits, nil
 }
 
-func textQuery(schema *tandem.Schema, text string, fields map[string]float64) (query.Query, error) {
+// searchField is a text field a query searches, with its analyzer and
+// boost.
+type searchField struct {
+	name, analyzer string
+	boost          float64
+}
+
+// searchFields resolves Query.Fields: CompositeField when empty, with
+// the first text field's analyzer.
+func searchFields(schema *tandem.Schema, fields map[string]float64) ([]searchField, error) {
 	if len(fields) == 0 {
 		tf := schema.TextFields()
 		if len(tf) == 0 {
 			return nil, errors.New("sparse: the schema has no text field")
 		}
-		mq := query.NewMatchQuery(text)
-		mq.SetField(CompositeField)
-		mq.Analyzer = tf[0].Analyzer
-		return mq, nil
+		return []searchField{{CompositeField, tf[0].Analyzer, 1}}, nil
 	}
-	var qs []query.Query
+	var out []searchField
 	for name, boost := range fields {
 		f, ok := schema.Field(name)
 		if !ok {
@@ -397,19 +607,62 @@ func textQuery(schema *tandem.Schema, text string, fields map[string]float64) (q
 		if boost == 0 {
 			boost = f.Boost
 		}
-		if boost < 0 || math.IsNaN(boost) {
+		if boost < 0 || math.IsNaN(boost) || math.IsInf(boost, 0) {
 			return nil, &tandem.FieldError{Field: name, Err: fmt.Errorf("invalid boost %v", boost)}
 		}
-		mq := query.NewMatchQuery(text)
-		mq.SetField(name)
-		mq.Analyzer = f.Analyzer
-		mq.SetBoost(boost)
-		qs = append(qs, mq)
+		if boost == 0 {
+			boost = 1
+		}
+		out = append(out, searchField{name, f.Analyzer, boost})
 	}
-	if len(qs) == 1 {
-		return qs[0], nil
+	slices.SortFunc(out, func(a, b searchField) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// textQuery is the scored part of a search: textbook BM25 (bm25Query)
+// unless the schema chooses Bleve's scoring.
+func (x *Index) textQuery(schema *tandem.Schema, text string, fields map[string]float64) (query.Query, error) {
+	sf, err := searchFields(schema, fields)
+	if err != nil {
+		return nil, err
 	}
-	return query.NewDisjunctionQuery(qs), nil
+	scoring, k1, b := schema.BM25.Params()
+	if scoring == tandem.BM25Bleve {
+		var qs []query.Query
+		for _, f := range sf {
+			mq := query.NewMatchQuery(text)
+			mq.SetField(f.name)
+			mq.Analyzer = f.analyzer
+			if len(fields) > 0 {
+				mq.SetBoost(f.boost)
+			}
+			qs = append(qs, mq)
+		}
+		if len(qs) == 1 {
+			return qs[0], nil
+		}
+		return query.NewDisjunctionQuery(qs), nil
+	}
+	q := &bm25Query{k1: k1, b: b}
+	for _, f := range sf {
+		a, err := x.analyzer(f.analyzer)
+		if err != nil {
+			return nil, &tandem.FieldError{Field: f.name, Err: err}
+		}
+		count := map[string]int{}
+		var terms []string
+		for _, t := range a.Analyze([]byte(text)) {
+			if count[string(t.Term)] == 0 {
+				terms = append(terms, string(t.Term))
+			}
+			count[string(t.Term)]++
+		}
+		slices.Sort(terms)
+		for _, t := range terms {
+			q.clauses = append(q.clauses, bm25Clause{field: f.name, term: t, weight: f.boost * float64(count[t])})
+		}
+	}
+	return q, nil
 }
 
 // FilterBitmap returns the internal numbers of the documents matching e

@@ -29,15 +29,16 @@ func testIndex(t *testing.T, schema *tandem.Schema, docs ...tandem.Doc) *Index {
 	return x
 }
 
-// TestBM25PinnedScores pins Bleve v2.6.1's BM25 to hand-computed values
-// on a three-document, one-segment index. The rules (see
+// TestBM25PinnedScores pins Bleve v2.6.1's BM25 (the schema's BM25Bleve
+// scoring) to hand-computed values on a three-document, one-segment index,
+// and textbook BM25 on the same index. The rules (see
 // /work/shared/notes/bleve-bm25.md): tf enters as sqrt(tf); k1=1.2,
 // b=0.75; the average length is ceil(vocabulary size / doc count); each
 // term's score is multiplied by its query weight idf*queryNorm, with
 // queryNorm = 1/sqrt(sum of squared idfs of the query terms); and a match
 // query multiplies the sum by matched terms / query terms.
 func TestBM25PinnedScores(t *testing.T) {
-	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text, Analyzer: "standard"}}}
+	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text, Analyzer: "standard"}}, BM25: &tandem.BM25{Scoring: tandem.BM25Bleve}}
 	schema.Fill()
 	x := testIndex(t, schema,
 		tandem.Doc{ID: "a", Fields: map[string]any{"text": "zebra lion"}},
@@ -57,15 +58,27 @@ func TestBM25PinnedScores(t *testing.T) {
 	//   c 0.5*0.9808293²*0.9194455*0.4528302 = 0.2002686
 	//   a 0.5*0.4700036²*0.9194455*0.5454545 = 0.0553926
 	//   b 0.5*0.4700036²*0.9194455*0.5423883 = 0.0550812
+	//
+	// Textbook (k1 1.2, b 0.75): lengths 2, 4, 3, so avgdl 3;
+	// tf·2.2 / (tf + 1.2·(0.25 + 0.75·len/3)):
+	//   a (tf 1, len 2) 2.2/1.9 = 1.1578947; b (tf 3, len 4) 6.6/4.5 = 1.4666667;
+	//   c (tf 1, len 3) 2.2/2.2 = 1
+	// "zebra": b 0.4700036·1.4666667 = 0.6893387; a 0.4700036·1.1578947 = 0.5442147
+	// "zebra cat": c 0.9808293·1 = 0.9808293, then b and a as above.
+	textbook := schema.Clone()
+	textbook.BM25 = nil
 	tests := []struct {
-		query string
-		want  []Hit
+		schema *tandem.Schema
+		query  string
+		want   []Hit
 	}{
-		{"zebra", []Hit{{0, 0.2563656}, {1, 0.2549246}}},
-		{"zebra cat", []Hit{{2, 0.2002686}, {0, 0.0553926}, {1, 0.0550812}}},
+		{schema, "zebra", []Hit{{0, 0.2563656}, {1, 0.2549246}}},
+		{schema, "zebra cat", []Hit{{2, 0.2002686}, {0, 0.0553926}, {1, 0.0550812}}},
+		{textbook, "zebra", []Hit{{1, 0.6893387}, {0, 0.5442147}}},
+		{textbook, "zebra cat", []Hit{{2, 0.9808293}, {1, 0.6893387}, {0, 0.5442147}}},
 	}
 	for _, tc := range tests {
-		hits, err := x.Search(context.Background(), schema, Query{Text: tc.query, K: 10})
+		hits, err := x.Search(context.Background(), tc.schema, Query{Text: tc.query, K: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
