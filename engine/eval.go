@@ -39,9 +39,9 @@ type EvalResult struct {
 	Report evaluate.Report
 	// Run holds every query's ranking, for TREC run files.
 	Run evaluate.Run
-	// P50 and Mean are the search latencies over the queries.
-	P50, Mean time.Duration
-	Queries   int
+	// P50, P95 and Mean are the search latencies over the queries.
+	P50, P95, Mean time.Duration
+	Queries        int
 }
 
 // Evaluate runs req once per judged query (req.Text replaced by the query's
@@ -87,6 +87,7 @@ func (e *Engine) Evaluate(ctx context.Context, queries []evaluate.Query, qrels e
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		out.P50 = lat[len(lat)/2]
+		out.P95 = lat[min(len(lat)-1, len(lat)*95/100)]
 		out.Mean = total / time.Duration(len(lat))
 	}
 	return out, nil

@@ -80,6 +80,23 @@ func TestCollectionCommands(t *testing.T) {
 	if m["recall@100"] != 1 || m["mrr@10"] != 1 {
 		t.Errorf("eval = %v: both relevant docs should rank first", m)
 	}
+	// With several rows, each carries its mode and latencies.
+	code, out, errs = tandemRun(t, "eval", "--dir", dir, "--queries", queries, "--qrels", qrels, "--mode", "bm25,bm25", "--json")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 {
+		t.Fatalf("eval of two rows: %d %q %s", code, out, errs)
+	} else {
+		for _, l := range lines {
+			var row map[string]any
+			if err := json.Unmarshal([]byte(l), &row); err != nil {
+				t.Fatalf("eval --json row %q: %v", l, err)
+			}
+			p50, ok50 := row["p50_ms"].(float64)
+			p95, ok95 := row["p95_ms"].(float64)
+			if row["mode"] != "bm25" || !ok50 || !ok95 || p95 < p50 {
+				t.Errorf("eval --json row %v: want mode bm25 and p50_ms <= p95_ms", row)
+			}
+		}
+	}
 
 	if code, out, _ := tandemRun(t, "delete", "--dir", dir, "d3", "nope"); code != 0 || !strings.Contains(out, "deleted 1 of 2") {
 		t.Errorf("delete: %d %q", code, out)

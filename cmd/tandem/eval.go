@@ -26,7 +26,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	depth := fs.Int("depth", 0, fmt.Sprintf("hits each retriever contributes to fusion (default %d)", engine.DefaultDepth))
 	weightsFlag := fs.String("weights", "", "fusion weights per retriever, e.g. bm25=1,dense=2,late=1")
 	runsDir := fs.String("runs", "", "write one TREC run file per row into this directory")
-	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"} for one mode; with several rows, one JSON object per row with "mode" and "p50_ms" added`)
+	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"} for one mode; with several rows, one JSON object per row with "mode", "p50_ms" and "p95_ms" added`)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the searches to this file (go tool pprof)")
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	if err := parseFlags(fs, args); err != nil {
@@ -118,8 +118,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		m := res.Report.Mean
-		p50 := float64(res.P50.Microseconds()) / 1000
-		fmt.Fprintf(stderr, "%s: %d queries, p50 %.2f ms, mean %.2f ms\n", r.name, res.Queries, p50, float64(res.Mean.Microseconds())/1000)
+		p50, p95 := float64(res.P50.Microseconds())/1000, float64(res.P95.Microseconds())/1000
+		fmt.Fprintf(stderr, "%s: %d queries, p50 %.2f ms, p95 %.2f ms, mean %.2f ms\n", r.name, res.Queries, p50, p95, float64(res.Mean.Microseconds())/1000)
 		if *runsDir != "" {
 			if err := writeRun(filepath.Join(*runsDir, runFileName(r.name)), res.Run, r.name); err != nil {
 				return err
@@ -131,7 +131,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		case *asJSON:
-			if err := enc.Encode(map[string]any{"mode": r.name, "ndcg@10": m.NDCG10, "mrr@10": m.MRR10, "recall@100": m.Recall100, "map": m.MAP, "p50_ms": p50}); err != nil {
+			if err := enc.Encode(map[string]any{"mode": r.name, "ndcg@10": m.NDCG10, "mrr@10": m.MRR10, "recall@100": m.Recall100, "map": m.MAP, "p50_ms": p50, "p95_ms": p95}); err != nil {
 				return err
 			}
 		default:
