@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late lint demo clean-native
+.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late bench-peers lint demo clean-native
 
 all: build
 
@@ -75,6 +75,15 @@ LATE_DOCS ?= 100000
 LATE_FLAGS ?=
 bench-late: build
 	bin/tandem bench late --dir $(or $(BENCH_DIR),$(ROOT)/.bench-late) --docs $(LATE_DOCS) $(LATE_FLAGS)
+
+# Tandem's BM25 beside Tantivy, bm25s and Lucene (Pyserini) on SciFact and
+# Cranfield from ../shared/data, alternating PEERS_ROUNDS rounds; its own
+# Python environment (.native/peers), never part of make test. Writes the
+# table to .native/peers/bm25.md.
+PEERS_ROUNDS ?= 3
+bench-peers: build
+	bash scripts/peers/setup.sh
+	.native/peers/bin/python scripts/peers/bench_bm25.py --rounds $(PEERS_ROUNDS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
