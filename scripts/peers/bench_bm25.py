@@ -169,10 +169,13 @@ class Lucene(Peer):
                 if m and int(m.group(1)) >= 21 and os.path.exists(os.path.join(j, "bin", "java")):
                     os.environ["JAVA_HOME"] = j
                     break
+        # Pyserini 1.x builds an OpenAI client when imported, which fails
+        # without a key; BM25 never calls it.
+        os.environ.setdefault("OPENAI_API_KEY", "unused")
         from pyserini.search.lucene import LuceneSearcher  # noqa: F401 (also starts the JVM)
-        import pyserini
+        from importlib.metadata import version
 
-        self.version = "pyserini " + getattr(pyserini, "__version__", "?")
+        self.version = "pyserini " + version("pyserini")
 
     def build(self, docs):
         from pyserini.search.lucene import LuceneSearcher
