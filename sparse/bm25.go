@@ -1,8 +1,8 @@
 package sparse
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -103,7 +103,7 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, _ mapping
 	if err != nil {
 		return nil, err
 	}
-	s := &bm25Searcher{k1: q.k1, b: q.b}
+	s := &bm25Searcher{c0: q.k1 * (1 - q.b)}
 	for _, c := range q.clauses {
 		fs := st[c.field]
 		if fs.Docs == 0 {
@@ -131,10 +131,11 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, _ mapping
 			tfr.Close()
 			continue
 		}
-		s.readers = append(s.readers, tfr)
-		s.cur = append(s.cur, first)
-		s.w = append(s.w, c.weight*idf*(q.k1+1))
-		s.avg = append(s.avg, float64(fs.Tokens)/n)
+		if err := s.add(tfr, first, c.weight*idf*(q.k1+1), q.k1*q.b*n/float64(fs.Tokens)); err != nil {
+			tfr.Close()
+			s.Close()
+			return nil, err
+		}
 		s.count += df
 	}
 	if len(s.readers) == 0 {
@@ -145,68 +146,107 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, _ mapping
 
 // bm25Searcher merges its terms' postings in document order and sums
 // their BM25 contributions. Queries have tens of terms, so the next
-// document is found by a scan rather than a heap.
+// document is found by a scan rather than a heap. Document numbers are
+// scorch's internal ids, 8-byte big-endian integers, compared as such.
 type bm25Searcher struct {
 	readers []index.TermFieldReader
-	cur     []*index.TermFieldDoc // each reader's current posting, nil once done
+	cur     []*index.TermFieldDoc // each reader's current posting
+	doc     []uint64              // its document, done once exhausted
 	w       []float64             // weight · idf · (k1+1)
-	avg     []float64             // avgdl of the reader's field
-	k1, b   float64
+	c1      []float64             // k1·b/avgdl of the reader's field
+	c0      float64               // k1·(1−b)
 	count   uint64
-	id      index.IndexInternalID
 }
+
+// done is the document number of an exhausted reader.
+const done = math.MaxUint64
 
 var bm25SearcherSize = int(reflect.TypeOf(bm25Searcher{}).Size())
 
-// contribution is the BM25 term score of posting p for reader i.
-func (s *bm25Searcher) contribution(i int, p *index.TermFieldDoc) float64 {
-	tf := float64(p.Freq)
-	dl := 0.0
-	if p.Norm > 0 {
-		dl = math.Round(1 / (p.Norm * p.Norm))
+// docNum is the document number of posting p (done for nil).
+func docNum(p *index.TermFieldDoc) (uint64, error) {
+	if p == nil {
+		return done, nil
 	}
-	return s.w[i] * tf / (tf + s.k1*(1-s.b+s.b*dl/s.avg[i]))
+	if len(p.ID) != 8 {
+		return 0, fmt.Errorf("sparse: BM25 postings: internal id of %d bytes, want 8", len(p.ID))
+	}
+	return binary.BigEndian.Uint64(p.ID), nil
+}
+
+// add appends a reader positioned on its first posting.
+func (s *bm25Searcher) add(r index.TermFieldReader, first *index.TermFieldDoc, w, c1 float64) error {
+	n, err := docNum(first)
+	if err != nil {
+		return err
+	}
+	s.readers = append(s.readers, r)
+	s.cur = append(s.cur, first)
+	s.doc = append(s.doc, n)
+	s.w = append(s.w, w)
+	s.c1 = append(s.c1, c1)
+	return nil
 }
 
 func (s *bm25Searcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
-	var min index.IndexInternalID
-	for _, p := range s.cur {
-		if p != nil && (min == nil || bytes.Compare(p.ID, min) < 0) {
-			min = p.ID
-		}
+	min := uint64(done)
+	for _, n := range s.doc {
+		min = minU(min, n)
 	}
-	if min == nil {
+	if min == done {
 		return nil, nil
 	}
-	s.id = append(s.id[:0], min...)
 	score := 0.0
-	for i, p := range s.cur {
-		if p == nil || !bytes.Equal(p.ID, s.id) {
+	for i, n := range s.doc {
+		if n != min {
 			continue
 		}
-		score += s.contribution(i, p)
+		p := s.cur[i]
+		tf := float64(p.Freq)
+		dl := 0.0
+		if p.Norm > 0 {
+			dl = math.Round(1 / (p.Norm * p.Norm))
+		}
+		score += s.w[i] * tf / (tf + s.c0 + s.c1[i]*dl)
 		next, err := s.readers[i].Next(p)
 		if err != nil {
 			return nil, fmt.Errorf("sparse: BM25 postings: %w", err)
 		}
 		s.cur[i] = next
+		if s.doc[i], err = docNum(next); err != nil {
+			return nil, err
+		}
 	}
 	dm := ctx.DocumentMatchPool.Get()
-	dm.IndexInternalID = append(dm.IndexInternalID[:0], s.id...)
+	dm.IndexInternalID = binary.BigEndian.AppendUint64(dm.IndexInternalID[:0], min)
 	dm.Score = score
 	return dm, nil
 }
 
+func minU(a, b uint64) uint64 {
+	if b < a {
+		return b
+	}
+	return a
+}
+
 func (s *bm25Searcher) Advance(ctx *search.SearchContext, id index.IndexInternalID) (*search.DocumentMatch, error) {
-	for i, p := range s.cur {
-		if p == nil || bytes.Compare(p.ID, id) >= 0 {
+	if len(id) != 8 {
+		return nil, fmt.Errorf("sparse: BM25 advance: internal id of %d bytes, want 8", len(id))
+	}
+	target := binary.BigEndian.Uint64(id)
+	for i, n := range s.doc {
+		if n >= target {
 			continue
 		}
-		next, err := s.readers[i].Advance(id, p)
+		next, err := s.readers[i].Advance(id, s.cur[i])
 		if err != nil {
 			return nil, fmt.Errorf("sparse: BM25 postings: %w", err)
 		}
 		s.cur[i] = next
+		if s.doc[i], err = docNum(next); err != nil {
+			return nil, err
+		}
 	}
 	return s.Next(ctx)
 }
@@ -218,7 +258,7 @@ func (s *bm25Searcher) Close() error {
 			first = err
 		}
 	}
-	s.readers, s.cur = nil, nil
+	s.readers, s.cur, s.doc = nil, nil, nil
 	return first
 }
 
@@ -231,7 +271,7 @@ func (s *bm25Searcher) Min() int                   { return 0 }
 func (s *bm25Searcher) DocumentMatchPoolSize() int { return 1 }
 
 func (s *bm25Searcher) Size() int {
-	n := bm25SearcherSize + len(s.id)
+	n := bm25SearcherSize
 	for _, r := range s.readers {
 		n += r.Size()
 	}
