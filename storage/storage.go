@@ -79,6 +79,15 @@ type Store struct {
 	// publishes new counters.
 	writeMu sync.Mutex
 
+	// names maps every live docnum to its external id in memory, as the
+	// n<docnum> keys do on disk: IDs, which turns every search's hits
+	// into ids, reads it instead of Badger. Open loads it; Write updates
+	// it after its commit and before it returns.
+	names struct {
+		sync.RWMutex
+		ids []string // by docnum; "" for none
+	}
+
 	mu struct {
 		sync.Mutex
 		schema  *tandem.Schema
@@ -112,6 +121,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s := &Store{db: db, dir: dir, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.load(o.Schema); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadNames(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -217,6 +230,38 @@ func (s *Store) load(schema *tandem.Schema) error {
 		}
 		return nil
 	})
+}
+
+// loadNames fills the in-memory id table from the n<docnum> keys.
+func (s *Store) loadNames() error {
+	ids := make([]string, s.mu.nextDoc)
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagNum}, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			if len(k) != 9 {
+				return fmt.Errorf("%w: number key of %d bytes", ErrCorruption, len(k))
+			}
+			num := binary.BigEndian.Uint64(k[1:])
+			if num >= uint64(len(ids)) {
+				return fmt.Errorf("%w: document number %d at or past the next one, %d", ErrCorruption, num, len(ids))
+			}
+			if err := item.Value(func(v []byte) error {
+				ids[num] = string(v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: load document ids: %w", err)
+	}
+	s.names.ids = ids
+	return nil
 }
 
 // Close closes the store. It is idempotent.
@@ -380,7 +425,13 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 	}
 
 	var res WriteResult
+	type named struct {
+		num uint64
+		id  string // "" for a delete
+	}
+	var names []named
 	err := s.db.Update(func(txn *badger.Txn) error {
+		names = names[:0] // Update may retry fn
 		for i, op := range b.ops {
 			num, exists, err := lookupID(txn, op.doc.ID)
 			if err != nil {
@@ -393,6 +444,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 				if err := deleteDoc(txn, op.doc.ID, num); err != nil {
 					return err
 				}
+				names = append(names, named{num, ""})
 				seq++
 				live--
 				res.Deleted++
@@ -415,6 +467,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 				if err := txn.Set(numKey(num), []byte(op.doc.ID)); err != nil {
 					return err
 				}
+				names = append(names, named{num, op.doc.ID})
 			}
 			body, err := json.Marshal(norm[i])
 			if err != nil {
@@ -462,6 +515,14 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("storage: write batch: %w", err)
 	}
+	s.names.Lock()
+	if n := int(nextDoc); n > len(s.names.ids) {
+		s.names.ids = append(s.names.ids, make([]string, n-len(s.names.ids))...)
+	}
+	for _, n := range names {
+		s.names.ids[n.num] = n.id
+	}
+	s.names.Unlock()
 	s.mu.Lock()
 	s.mu.schema = schema
 	s.mu.nextDoc, s.mu.lastSeq, s.mu.live = nextDoc, seq, live
@@ -552,26 +613,20 @@ func (s *Store) GetMany(nums []uint64) (map[uint64]tandem.Doc, error) {
 // IDs returns the external ids of the live documents among nums; absent
 // ones are omitted. It is much cheaper than GetMany: no document is read.
 func (s *Store) IDs(nums []uint64) (map[uint64]string, error) {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
 	out := make(map[uint64]string, len(nums))
-	err := s.view(func(txn *badger.Txn) error {
-		for _, n := range nums {
-			item, err := txn.Get(numKey(n))
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if err := item.Value(func(v []byte) error {
-				out[n] = string(v)
-				return nil
-			}); err != nil {
-				return err
-			}
+	s.names.RLock()
+	defer s.names.RUnlock()
+	for _, n := range nums {
+		if n < uint64(len(s.names.ids)) && s.names.ids[n] != "" {
+			out[n] = s.names.ids[n]
 		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // Lookup returns the internal number of an external id.

@@ -325,3 +325,72 @@ func TestLargeBlobsAndGC(t *testing.T) {
 		}
 	}
 }
+
+// IDs, read from memory, agrees with the id keys on disk through puts,
+// replaces, deletes, a re-added id, one batch that adds and deletes the
+// same document, and a reopen.
+func TestIDsInMemory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(b *Batch) {
+		t.Helper()
+		if _, err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b Batch
+	for _, id := range []string{"a", "b", "c", "d"} {
+		b.Put(doc(id, id), nil)
+	}
+	write(&b)
+	b = Batch{}
+	b.Put(doc("a", "again"), nil) // replace: same docnum
+	b.Delete("b")
+	b.Put(doc("e", "e"), nil)
+	b.Delete("e") // added and deleted in one batch
+	write(&b)
+	b = Batch{}
+	b.Put(doc("b", "back"), nil) // re-added: a new docnum
+	write(&b)
+
+	want := map[uint64]string{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		n, ok, err := s.Lookup(id)
+		if err != nil || !ok {
+			t.Fatalf("Lookup(%s) = %d %v %v", id, n, ok, err)
+		}
+		want[n] = id
+	}
+	nums := []uint64{0, 1, 2, 3, 4, 5, 6, 1 << 40}
+	check := func(when string) {
+		t.Helper()
+		got, err := s.IDs(nums)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: IDs = %v, want %v", when, got, want)
+		}
+		for n, id := range want {
+			if got[n] != id {
+				t.Errorf("%s: IDs[%d] = %q, want %q", when, n, got[n], id)
+			}
+		}
+	}
+	check("after writes")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IDs(nums); !errors.Is(err, ErrClosed) {
+		t.Errorf("IDs after Close: %v", err)
+	}
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check("after reopening")
+}
