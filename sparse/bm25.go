@@ -138,7 +138,7 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, _ mapping
 		}
 		s.count += df
 	}
-	if len(s.readers) == 0 {
+	if len(s.terms) == 0 {
 		return searcher.NewMatchNoneSearcher(r)
 	}
 	return s, nil
@@ -149,13 +149,18 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, _ mapping
 // document is found by a scan rather than a heap. Document numbers are
 // scorch's internal ids, 8-byte big-endian integers, compared as such.
 type bm25Searcher struct {
-	readers []index.TermFieldReader
-	cur     []*index.TermFieldDoc // each reader's current posting
-	doc     []uint64              // its document, done once exhausted
-	w       []float64             // weight · idf · (k1+1)
-	c1      []float64             // k1·b/avgdl of the reader's field
-	c0      float64               // k1·(1−b)
-	count   uint64
+	terms []bm25Term
+	c0    float64 // k1·(1−b)
+	count uint64
+}
+
+// bm25Term is one query term's postings in one field.
+type bm25Term struct {
+	r   index.TermFieldReader
+	cur *index.TermFieldDoc // current posting
+	doc uint64              // its document, done once exhausted
+	w   float64             // weight · idf · (k1+1)
+	c1  float64             // k1·b/avgdl of the field
 }
 
 // done is the document number of an exhausted reader.
@@ -174,46 +179,44 @@ func docNum(p *index.TermFieldDoc) (uint64, error) {
 	return binary.BigEndian.Uint64(p.ID), nil
 }
 
-// add appends a reader positioned on its first posting.
+// add appends a term whose reader is positioned on its first posting.
 func (s *bm25Searcher) add(r index.TermFieldReader, first *index.TermFieldDoc, w, c1 float64) error {
 	n, err := docNum(first)
 	if err != nil {
 		return err
 	}
-	s.readers = append(s.readers, r)
-	s.cur = append(s.cur, first)
-	s.doc = append(s.doc, n)
-	s.w = append(s.w, w)
-	s.c1 = append(s.c1, c1)
+	s.terms = append(s.terms, bm25Term{r: r, cur: first, doc: n, w: w, c1: c1})
 	return nil
 }
 
 func (s *bm25Searcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
 	min := uint64(done)
-	for _, n := range s.doc {
-		min = minU(min, n)
+	for i := range s.terms {
+		if d := s.terms[i].doc; d < min {
+			min = d
+		}
 	}
 	if min == done {
 		return nil, nil
 	}
 	score := 0.0
-	for i, n := range s.doc {
-		if n != min {
+	for i := range s.terms {
+		t := &s.terms[i]
+		if t.doc != min {
 			continue
 		}
-		p := s.cur[i]
-		tf := float64(p.Freq)
+		tf := float64(t.cur.Freq)
 		dl := 0.0
-		if p.Norm > 0 {
-			dl = math.Round(1 / (p.Norm * p.Norm))
+		if nm := t.cur.Norm; nm > 0 {
+			dl = math.Round(1 / (nm * nm))
 		}
-		score += s.w[i] * tf / (tf + s.c0 + s.c1[i]*dl)
-		next, err := s.readers[i].Next(p)
+		score += t.w * tf / (tf + s.c0 + t.c1*dl)
+		next, err := t.r.Next(t.cur)
 		if err != nil {
 			return nil, fmt.Errorf("sparse: BM25 postings: %w", err)
 		}
-		s.cur[i] = next
-		if s.doc[i], err = docNum(next); err != nil {
+		t.cur = next
+		if t.doc, err = docNum(next); err != nil {
 			return nil, err
 		}
 	}
@@ -223,28 +226,22 @@ func (s *bm25Searcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, e
 	return dm, nil
 }
 
-func minU(a, b uint64) uint64 {
-	if b < a {
-		return b
-	}
-	return a
-}
-
 func (s *bm25Searcher) Advance(ctx *search.SearchContext, id index.IndexInternalID) (*search.DocumentMatch, error) {
 	if len(id) != 8 {
 		return nil, fmt.Errorf("sparse: BM25 advance: internal id of %d bytes, want 8", len(id))
 	}
 	target := binary.BigEndian.Uint64(id)
-	for i, n := range s.doc {
-		if n >= target {
+	for i := range s.terms {
+		t := &s.terms[i]
+		if t.doc >= target {
 			continue
 		}
-		next, err := s.readers[i].Advance(id, s.cur[i])
+		next, err := t.r.Advance(id, t.cur)
 		if err != nil {
 			return nil, fmt.Errorf("sparse: BM25 postings: %w", err)
 		}
-		s.cur[i] = next
-		if s.doc[i], err = docNum(next); err != nil {
+		t.cur = next
+		if t.doc, err = docNum(next); err != nil {
 			return nil, err
 		}
 	}
@@ -253,12 +250,12 @@ func (s *bm25Searcher) Advance(ctx *search.SearchContext, id index.IndexInternal
 
 func (s *bm25Searcher) Close() error {
 	var first error
-	for _, r := range s.readers {
-		if err := r.Close(); err != nil && first == nil {
+	for _, t := range s.terms {
+		if err := t.r.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
-	s.readers, s.cur, s.doc = nil, nil, nil
+	s.terms = nil
 	return first
 }
 
@@ -272,8 +269,8 @@ func (s *bm25Searcher) DocumentMatchPoolSize() int { return 1 }
 
 func (s *bm25Searcher) Size() int {
 	n := bm25SearcherSize
-	for _, r := range s.readers {
-		n += r.Size()
+	for _, t := range s.terms {
+		n += t.r.Size()
 	}
 	return n
 }
