@@ -10,5 +10,6 @@ func collectionCommands() map[string]command {
 		"tune":   {"choose fusion method, weights and depth on judged queries", runTune},
 		"delete": {"delete documents by id", runDelete},
 		"stats":  {"print a collection's counts, sequences and schema", runStats},
+		"export": {"write a collection's stored dense vectors as NumPy arrays, with their ids", runExport},
 	}
 }

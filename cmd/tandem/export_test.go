@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExport writes the stored dense vectors of a collection whose lines
+// brought them, then reads the .npy file back: its header describes the
+// array, its rows are the vectors given (a deleted document left out),
+// and the ids file lists the documents in the same order.
+func TestExport(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "coll")
+	corpus := filepath.Join(tmp, "corpus.jsonl")
+	os.WriteFile(corpus, []byte(`{"_id":"d1","text":"north","_vectors":{"ext":{"dense":[1,0,0.25]}}}
+{"_id":"d2","text":"east","_vectors":{"ext":{"dense":[0,1,-2]}}}
+{"_id":"d3","text":"up","_vectors":{"ext":{"dense":[0.5,0.5,0]}}}
+`), 0o644)
+	if code, _, errs := tandemRun(t, "index", "--dir", dir, "--corpus", corpus, "--external", "ext:dense=3,similarity=dot"); code != 0 {
+		t.Fatalf("index: %d %s", code, errs)
+	}
+	if code, _, errs := tandemRun(t, "delete", "--dir", dir, "d2"); code != 0 {
+		t.Fatalf("delete: %d %s", code, errs)
+	}
+	out := filepath.Join(tmp, "out")
+	if code, stdout, errs := tandemRun(t, "export", "--dir", dir, "--out", out); code != 0 || !strings.Contains(stdout, "ext: 2 vectors of 3 dimensions") {
+		t.Fatalf("export: %d %q %s", code, stdout, errs)
+	}
+	ids, err := os.ReadFile(filepath.Join(out, "ext.ids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ids) != "d1\nd3\n" {
+		t.Errorf("ids %q, want d1 and d3", ids)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "ext.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != npyHeader+2*3*4 || string(b[:8]) != "\x93NUMPY\x01\x00" || b[npyHeader-1] != '\n' {
+		t.Fatalf("npy file of %d bytes, header %q", len(b), b[:min(len(b), npyHeader)])
+	}
+	hlen := int(binary.LittleEndian.Uint16(b[8:]))
+	if 10+hlen != npyHeader || !strings.Contains(string(b[10:npyHeader]), "'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") {
+		t.Errorf("npy header %q (length %d)", b[10:npyHeader], hlen)
+	}
+	want := []float32{1, 0, 0.25, 0.5, 0.5, 0}
+	for i, w := range want {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(b[npyHeader+4*i:])); got != w {
+			t.Errorf("value %d = %v, want %v", i, got, w)
+		}
+	}
+	if code, _, errs := tandemRun(t, "export", "--dir", dir); code == 0 || !strings.Contains(errs, "usage") {
+		t.Errorf("export without --out: %d %s", code, errs)
+	}
+}
