@@ -1,0 +1,52 @@
+"""Helpers shared by the peer benchmarks (scripts/peers/bench_*.py)."""
+import json
+import os
+import sys
+
+import pytrec_eval
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def progress(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load(data, name):
+    """Returns docs [(id, text)], queries {qid: text} of the test qrels, qrels."""
+    d = os.path.join(data, name)
+    docs = []
+    with open(os.path.join(d, "corpus.jsonl")) as f:
+        for line in f:
+            o = json.loads(line)
+            text = " ".join(s for s in (o.get("title", ""), o.get("text", "")) if s)
+            docs.append((str(o["_id"]), text))
+    qrels = {}
+    with open(os.path.join(d, "qrels", "test.tsv")) as f:
+        for i, line in enumerate(f):
+            parts = line.rstrip("\n").split("\t")
+            if i == 0 and not parts[-1].lstrip("-").isdigit():
+                continue
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    queries = {}
+    with open(os.path.join(d, "queries.jsonl")) as f:
+        for line in f:
+            o = json.loads(line)
+            if str(o["_id"]) in qrels:
+                queries[str(o["_id"])] = o["text"]
+    return docs, queries, qrels
+
+
+def score(run, qrels):
+    """Mean nDCG@10 and R@100 over every judged query."""
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_100"})
+    res = ev.evaluate({q: {d: float(s) for d, s in r.items()} for q, r in run.items()})
+    n = len(qrels)
+    ndcg = sum(res.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / n
+    rec = sum(res.get(q, {}).get("recall_100", 0.0) for q in qrels) / n
+    return ndcg, rec
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))]
