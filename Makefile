@@ -79,15 +79,17 @@ bench-late: build
 # Tandem beside its peers, alternating PEERS_ROUNDS rounds, in its own
 # Python environment (.native/peers), never part of make test: BM25 beside
 # Tantivy, bm25s and Lucene (Pyserini) on SciFact and Cranfield from
-# ../shared/data; dense retrieval beside FAISS with onnxruntime in Python
-# on SciFact, over vectors exported from a Tandem collection
-# (PEERS_DENSE_DIR, else one indexed once into .native/peers, which takes
-# minutes). Writes the tables to .native/peers/{bm25,dense}.md.
+# ../shared/data; dense retrieval beside FAISS with onnxruntime in Python,
+# and BM25 + dense beside LanceDB's hybrid search, on SciFact, over vectors
+# exported from a Tandem collection (PEERS_DENSE_DIR, else one indexed once
+# into .native/peers, which takes minutes). Writes the tables to
+# .native/peers/{bm25,dense,hybrid}.md.
 PEERS_ROUNDS ?= 3
 bench-peers: build
 	bash scripts/peers/setup.sh
 	.native/peers/bin/python scripts/peers/bench_bm25.py --rounds $(PEERS_ROUNDS)
 	.native/peers/bin/python scripts/peers/bench_dense.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
+	.native/peers/bin/python scripts/peers/bench_hybrid.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -105,6 +105,26 @@ def tandem_round(binary, coll, data, runs):
     return run, row["p50_ms"]
 
 
+def tandem_collection(args):
+    """Returns the Tandem collection with the model's dense vectors (args.dir,
+    else one indexed once under .native/peers) and the model's directory."""
+    data = os.path.join(args.data, args.collection)
+    coll = args.dir
+    if not coll:
+        coll = os.path.join(ROOT, ".native", "peers", f"{args.collection}-{args.model}")
+        if not os.path.isdir(coll):
+            progress(f"indexing {args.collection} for dense retrieval with {args.model} (minutes: every document is encoded)")
+            subprocess.run([args.tandem, "index", "--dir", coll + ".partial", "--corpus", os.path.join(data, "corpus.jsonl"),
+                            "--models", "dense:" + args.model, "--skip-bad"], check=True)
+            os.rename(coll + ".partial", coll)
+    model_dir = os.path.join(ROOT, ".native", "models", args.model)
+    out = subprocess.run([args.tandem, "version"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("native prefix:"):
+            model_dir = os.path.join(line.split(":", 1)[1].strip(), "models", args.model)
+    return coll, model_dir
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tandem", default=os.path.join(ROOT, "bin", "tandem"))
@@ -120,24 +140,12 @@ def main():
     data = os.path.join(args.data, args.collection)
     _, queries, qrels = load(args.data, args.collection)
     work = tempfile.mkdtemp(prefix="peers-dense-")
-    coll = args.dir
-    if not coll:
-        coll = os.path.join(ROOT, ".native", "peers", f"{args.collection}-{args.model}")
-        if not os.path.isdir(coll):
-            progress(f"indexing {args.collection} for dense retrieval with {args.model} (minutes: every document is encoded)")
-            subprocess.run([args.tandem, "index", "--dir", coll + ".partial", "--corpus", os.path.join(data, "corpus.jsonl"),
-                            "--models", "dense:" + args.model, "--skip-bad"], check=True)
-            os.rename(coll + ".partial", coll)
+    coll, model_dir = tandem_collection(args)
     subprocess.run([args.tandem, "export", "--dir", coll, "--out", work], check=True, stdout=subprocess.DEVNULL)
     base = os.path.join(work, args.model)
     vecs = np.load(base + ".npy")
     with open(base + ".ids") as f:
         ids = f.read().split("\n")[:-1]
-    models = subprocess.run([args.tandem, "version"], capture_output=True, text=True).stdout
-    model_dir = os.path.join(ROOT, ".native", "models", args.model)
-    for line in models.splitlines():
-        if line.startswith("native prefix:"):
-            model_dir = os.path.join(line.split(":", 1)[1].strip(), "models", args.model)
     peer = Peer(model_dir, ids, vecs, args.threads)
     progress(f"{len(ids)} vectors of {vecs.shape[1]} dimensions; {len(queries)} queries; {args.threads} encoder threads")
 
