@@ -13,17 +13,22 @@ import (
 
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/latecollect"
 )
 
-// runExport writes, for each dense model of a collection, the vectors
-// Tandem stored, so that another engine can search the same numbers:
-// OUT/<model>.npy (float32, documents × dimension, in document-number
-// order) and OUT/<model>.ids (their external ids, one per line, in the
-// same order).
+// runExport writes the vectors Tandem stored, so that another engine can
+// search the same numbers. For each model, in document-number order:
+//
+//   - dense: OUT/<model>.npy (float32, documents × dimension) and
+//     OUT/<model>.ids (external ids, one per line);
+//   - late interaction: OUT/<model>.tokens.npy (float32, all documents'
+//     tokens × dimension, row after row), OUT/<model>.offsets.npy (int64,
+//     documents + 1: document i's tokens are rows offsets[i] to
+//     offsets[i+1]) and OUT/<model>.tokens.ids.
 func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", stderr)
 	dir := fs.String("dir", "", "collection directory")
-	out := fs.String("out", "", "directory to write <model>.npy and <model>.ids into (created if absent)")
+	out := fs.String("out", "", "directory to write the arrays and id lists into (created if absent)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,53 +44,113 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
+	ctx := context.Background()
 	n := 0
 	for _, m := range e.Models() {
-		if !m.Dense {
-			continue
-		}
 		base := filepath.Join(*out, filepath.Base(m.Name))
-		count, err := exportDense(context.Background(), e, m.Name, m.Dim, base)
-		if err != nil {
-			return fmt.Errorf("export %s: %w", m.Name, err)
+		if m.Dense {
+			count, err := exportDense(ctx, e, m.Name, m.Dim, base)
+			if err != nil {
+				return fmt.Errorf("export %s: %w", m.Name, err)
+			}
+			fmt.Fprintf(stdout, "%s: %d vectors of %d dimensions: %s.npy, %s.ids\n", m.Name, count, m.Dim, base, base)
+			n++
 		}
-		fmt.Fprintf(stdout, "%s: %d vectors of %d dimensions: %s.npy, %s.ids\n", m.Name, count, m.Dim, base, base)
-		n++
+		if m.Late {
+			docs, tokens, err := exportTokens(ctx, e, m.Name, m.TokenDim, base)
+			if err != nil {
+				return fmt.Errorf("export %s tokens: %w", m.Name, err)
+			}
+			fmt.Fprintf(stdout, "%s: %d documents, %d tokens of %d dimensions: %s.tokens.npy, %s.offsets.npy, %s.tokens.ids\n", m.Name, docs, tokens, m.TokenDim, base, base, base)
+			n++
+		}
 	}
 	if n == 0 {
-		return errors.New("export: the collection has no dense model")
+		return errors.New("export: the collection has no dense or late-interaction model")
 	}
 	return nil
 }
 
-// npyHeader is the size of the .npy header exportDense writes: the
-// version 1.0 preamble and a dictionary padded with spaces to a 64-byte
-// multiple, as the format asks, with room for any shape.
+// npyHeader is the size of the .npy headers export writes: the version
+// 1.0 preamble and a dictionary padded with spaces to a 64-byte multiple,
+// as the format asks, with room for any shape.
 const npyHeader = 128
 
-func exportDense(ctx context.Context, e *engine.Engine, model string, dim int, base string) (int, error) {
-	vf, err := os.Create(base + ".npy")
+// npyFile writes a .npy array row by row; its header, written last, gives
+// the number of rows then known.
+type npyFile struct {
+	f     *os.File
+	w     *bufio.Writer
+	descr string // "<f4" or "<i8"
+	cols  int    // 0 for a one-dimensional array
+	rows  int
+}
+
+func createNpy(path, descr string, cols int) (*npyFile, error) {
+	f, err := os.Create(path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer vf.Close()
-	idf, err := os.Create(base + ".ids")
-	if err != nil {
-		return 0, err
+	if _, err := f.Write(make([]byte, npyHeader)); err != nil {
+		f.Close()
+		return nil, err
 	}
-	defer idf.Close()
-	if _, err := vf.Write(make([]byte, npyHeader)); err != nil {
-		return 0, err
-	}
-	vw, iw := bufio.NewWriter(vf), bufio.NewWriter(idf)
-	st := e.Store()
-	count := 0
-	buf := make([]byte, 4*dim)
-	err = st.ScanBlobs(ctx, dense.BlobName(model), func(num uint64, value []byte) error {
-		v, err := dense.DecodeVector(value, dim)
-		if err != nil {
-			return fmt.Errorf("document %d: %w", num, err)
+	return &npyFile{f: f, w: bufio.NewWriter(f), descr: descr, cols: cols}, nil
+}
+
+func (n *npyFile) float32s(v []float32) error {
+	var b [4]byte
+	for _, x := range v {
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
+		if _, err := n.w.Write(b[:]); err != nil {
+			return err
 		}
+	}
+	n.rows += len(v) / max(1, n.cols)
+	return nil
+}
+
+func (n *npyFile) int64(v int64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(v))
+	_, err := n.w.Write(b[:])
+	n.rows++
+	return err
+}
+
+// close writes the header and closes the file.
+func (n *npyFile) close() error {
+	defer n.f.Close()
+	if err := n.w.Flush(); err != nil {
+		return err
+	}
+	shape := fmt.Sprintf("(%d, %d)", n.rows, n.cols)
+	if n.cols == 0 {
+		shape = fmt.Sprintf("(%d,)", n.rows)
+	}
+	h := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", n.descr, shape)
+	pre := []byte("\x93NUMPY\x01\x00")
+	pad := npyHeader - len(pre) - 2 - len(h) - 1
+	if pad < 0 {
+		return fmt.Errorf("npy header of %d bytes does not fit", len(h))
+	}
+	hdr := append(pre, byte(npyHeader-len(pre)-2), 0)
+	hdr = append(hdr, h...)
+	for range pad {
+		hdr = append(hdr, ' ')
+	}
+	hdr = append(hdr, '\n')
+	if _, err := n.f.WriteAt(hdr, 0); err != nil {
+		return err
+	}
+	return n.f.Close()
+}
+
+// scanIDs calls fn for every stored blob name of a live document, with
+// its external id.
+func scanIDs(ctx context.Context, e *engine.Engine, blob string, fn func(id string, value []byte) error) error {
+	st := e.Store()
+	return st.ScanBlobs(ctx, blob, func(num uint64, value []byte) error {
 		ids, err := st.IDs([]uint64{num})
 		if err != nil {
 			return err
@@ -94,44 +159,100 @@ func exportDense(ctx context.Context, e *engine.Engine, model string, dim int, b
 		if !ok {
 			return nil // deleted since the scan began
 		}
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(f))
+		if err := fn(id, value); err != nil {
+			return fmt.Errorf("document %q: %w", id, err)
 		}
-		if _, err := vw.Write(buf); err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintln(iw, id); err != nil {
-			return err
-		}
-		count++
 		return nil
 	})
+}
+
+func writeLine(w *bufio.Writer, s string) error {
+	_, err := fmt.Fprintln(w, s)
+	return err
+}
+
+func exportDense(ctx context.Context, e *engine.Engine, model string, dim int, base string) (int, error) {
+	vecs, err := createNpy(base+".npy", "<f4", dim)
 	if err != nil {
 		return 0, err
 	}
-	if err := vw.Flush(); err != nil {
+	defer vecs.f.Close()
+	idf, err := os.Create(base + ".ids")
+	if err != nil {
+		return 0, err
+	}
+	defer idf.Close()
+	iw := bufio.NewWriter(idf)
+	err = scanIDs(ctx, e, dense.BlobName(model), func(id string, value []byte) error {
+		v, err := dense.DecodeVector(value, dim)
+		if err != nil {
+			return err
+		}
+		if err := vecs.float32s(v); err != nil {
+			return err
+		}
+		return writeLine(iw, id)
+	})
+	if err != nil {
 		return 0, err
 	}
 	if err := iw.Flush(); err != nil {
 		return 0, err
 	}
-	h := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", count, dim)
-	pre := []byte("\x93NUMPY\x01\x00")
-	pad := npyHeader - len(pre) - 2 - len(h) - 1
-	if pad < 0 {
-		return 0, fmt.Errorf("npy header of %d bytes does not fit", len(h))
-	}
-	hdr := append(pre, byte(npyHeader-len(pre)-2), 0)
-	hdr = append(hdr, h...)
-	for range pad {
-		hdr = append(hdr, ' ')
-	}
-	hdr = append(hdr, '\n')
-	if _, err := vf.WriteAt(hdr, 0); err != nil {
-		return 0, err
-	}
 	if err := idf.Close(); err != nil {
 		return 0, err
 	}
-	return count, vf.Close()
+	return vecs.rows, vecs.close()
+}
+
+func exportTokens(ctx context.Context, e *engine.Engine, model string, dim int, base string) (docs, tokens int, err error) {
+	toks, err := createNpy(base+".tokens.npy", "<f4", dim)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer toks.f.Close()
+	offs, err := createNpy(base+".offsets.npy", "<i8", 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer offs.f.Close()
+	idf, err := os.Create(base + ".tokens.ids")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer idf.Close()
+	iw := bufio.NewWriter(idf)
+	if err := offs.int64(0); err != nil {
+		return 0, 0, err
+	}
+	err = scanIDs(ctx, e, latecollect.BlobName(model), func(id string, value []byte) error {
+		v, d, err := latecollect.DecodeTokens(value)
+		if err != nil {
+			return err
+		}
+		if d != dim {
+			return fmt.Errorf("tokens of %d dimensions, the model has %d", d, dim)
+		}
+		if err := toks.float32s(v); err != nil {
+			return err
+		}
+		if err := offs.int64(int64(toks.rows)); err != nil {
+			return err
+		}
+		return writeLine(iw, id)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := iw.Flush(); err != nil {
+		return 0, 0, err
+	}
+	if err := idf.Close(); err != nil {
+		return 0, 0, err
+	}
+	docs, tokens = offs.rows-1, toks.rows
+	if err := toks.close(); err != nil {
+		return 0, 0, err
+	}
+	return docs, tokens, offs.close()
 }
