@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT, load, pct, progress, score
+from common import ROOT, load, pct, progress, score, write_table
 
 K = 100
 
@@ -237,12 +237,7 @@ def main():
             lines.append(f"| {name} | {m} | missing: {why} | | | | | |")
         if os.path.isdir(tandem.dir):
             shutil.rmtree(tandem.dir)
-    table = "\n".join(lines) + "\n"
-    print(table)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(table)
-    progress(f"wrote {args.out}")
+    write_table(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from common import ROOT, load, pct, progress, score
+from common import ROOT, load, pct, progress, score, write_table
 
 K = 100
 
@@ -125,8 +125,9 @@ def tandem_collection(args):
     return coll, model_dir
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(doc, name):
+    """Parses the options bench_dense.py and bench_hybrid.py share."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--tandem", default=os.path.join(ROOT, "bin", "tandem"))
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
     ap.add_argument("--collection", default="scifact")
@@ -134,18 +135,28 @@ def main():
     ap.add_argument("--dir", help="an existing Tandem collection of the collection with the model's dense vectors")
     ap.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 4), help="encoder threads (Tandem's default)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", "dense.md"))
-    args = ap.parse_args()
+    ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", name + ".md"))
+    return ap.parse_args()
 
-    data = os.path.join(args.data, args.collection)
-    _, queries, qrels = load(args.data, args.collection)
-    work = tempfile.mkdtemp(prefix="peers-dense-")
+
+def exported(args, work):
+    """Returns the Tandem collection, the model's directory, and the
+    document ids and vectors `tandem export` writes from it into work."""
     coll, model_dir = tandem_collection(args)
     subprocess.run([args.tandem, "export", "--dir", coll, "--out", work], check=True, stdout=subprocess.DEVNULL)
     base = os.path.join(work, args.model)
     vecs = np.load(base + ".npy")
     with open(base + ".ids") as f:
         ids = f.read().split("\n")[:-1]
+    return coll, model_dir, ids, vecs
+
+
+def main():
+    args = parse_args(__doc__, "dense")
+    data = os.path.join(args.data, args.collection)
+    _, queries, qrels = load(args.data, args.collection)
+    work = tempfile.mkdtemp(prefix="peers-dense-")
+    coll, model_dir, ids, vecs = exported(args, work)
     peer = Peer(model_dir, ids, vecs, args.threads)
     progress(f"{len(ids)} vectors of {vecs.shape[1]} dimensions; {len(queries)} queries; {args.threads} encoder threads")
 
@@ -162,18 +173,12 @@ def main():
     tn, tr = score(runs["tandem"], qrels)
     pn, pr = score(runs["peer"], qrels)
     tm, pm, am = statistics.median(t50), statistics.median(p50), statistics.median(a50)
-    table = "\n".join([
+    write_table([
         "| collection | engine | nDCG@10 | R@100 | p50 ms, encoding included | p50 ms, search alone | Tandem p50 / peer p50 |",
         "|---|---|---|---|---|---|---|",
         f"| {args.collection} | Tandem, {args.model} | {tn:.4f} | {tr:.4f} | {tm:.2f} | | |",
         f"| {args.collection} | {peer.name} ({peer.version}) | {pn:.4f} | {pr:.4f} | {pm:.2f} | {am:.3f} | {tm / pm:.2f} |",
-    ]) + "\n"
-    print(table)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(table)
-    progress(f"wrote {args.out}")
-
+    ], args.out)
 
 if __name__ == "__main__":
     main()

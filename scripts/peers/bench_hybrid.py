@@ -20,7 +20,6 @@ scored by the same pytrec_eval code; latency rounds alternate; each figure
 is the median over rounds of a round's p50. The Markdown table goes to
 standard output and to .native/peers/hybrid.md.
 """
-import argparse
 import json
 import os
 import statistics
@@ -28,14 +27,12 @@ import subprocess
 import tempfile
 import time
 
-import numpy as np
-
 # Lance warns on every hybrid query that its scoring columns will change.
 os.environ.setdefault("LANCE_LOG", "error")
 
 from bench_dense import Peer as Encoder
-from bench_dense import tandem_collection
-from common import ROOT, load, pct, progress, score
+from bench_dense import exported, parse_args
+from common import load, pct, progress, score, write_table
 
 K = 100
 
@@ -97,26 +94,11 @@ def tandem_round(binary, coll, data, runs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tandem", default=os.path.join(ROOT, "bin", "tandem"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
-    ap.add_argument("--collection", default="scifact")
-    ap.add_argument("--model", default="bge-small-en-v1.5")
-    ap.add_argument("--dir", help="an existing Tandem collection of the collection with the model's dense vectors")
-    ap.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 4), help="encoder threads (Tandem's default)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", "hybrid.md"))
-    args = ap.parse_args()
-
+    args = parse_args(__doc__, "hybrid")
     data = os.path.join(args.data, args.collection)
     docs, queries, qrels = load(args.data, args.collection)
     work = tempfile.mkdtemp(prefix="peers-hybrid-")
-    coll, model_dir = tandem_collection(args)
-    subprocess.run([args.tandem, "export", "--dir", coll, "--out", work], check=True, stdout=subprocess.DEVNULL)
-    base = os.path.join(work, args.model)
-    vecs = np.load(base + ".npy")
-    with open(base + ".ids") as f:
-        ids = f.read().split("\n")[:-1]
+    coll, model_dir, ids, vecs = exported(args, work)
     enc = Encoder(model_dir, ids, vecs, args.threads)
     peer = LanceDB(docs, ids, vecs, enc, work)
     progress(f"LanceDB table and full-text index built in {peer.build:.1f} s")
@@ -139,12 +121,7 @@ def main():
         lines.append(f"| {args.collection} | Tandem, bm25+dense, {label} | {n:.4f} | {rc:.4f} | {tm:.2f} | {tm / pm:.2f} |")
     pn, pr = score(runs["peer"], qrels)
     lines.append(f"| {args.collection} | {peer.name} hybrid, RRF ({peer.version}) | {pn:.4f} | {pr:.4f} | {pm:.2f} | |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(table)
-    progress(f"wrote {args.out}")
+    write_table(lines, args.out)
 
 
 if __name__ == "__main__":

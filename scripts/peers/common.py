@@ -50,3 +50,13 @@ def score(run, qrels):
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(len(xs) * p))]
+
+
+def write_table(lines, out):
+    """Prints a Markdown table and writes it to out."""
+    table = "\n".join(lines) + "\n"
+    print(table)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(table)
+    progress(f"wrote {out}")
