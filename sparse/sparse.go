@@ -264,12 +264,13 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 	// deleted: from this batch if it put the document, else from the
 	// index's length field.
 	pending := map[string][]fieldLength{}
+	held := &lengthReader{r: r}
 	b := x.idx.NewBatch()
 	for i, c := range todo {
 		id := DocID(c.DocNum)
 		old, ok := pending[id]
 		if !ok {
-			if old, err = lengthsOf(r, id); err != nil {
+			if old, err = held.lengths(id); err != nil {
 				return fmt.Errorf("sparse: document %q: %w", c.ID, err)
 			}
 		}
@@ -332,20 +333,28 @@ type fieldLength struct {
 	n     uint64
 }
 
-// lengthsOf returns the field lengths the index holds for document id,
-// none if it does not hold it.
-func lengthsOf(r index.IndexReader, id string) ([]fieldLength, error) {
-	iid, err := r.InternalID(id)
+// lengthReader reads the field lengths the index holds, through one doc
+// values reader per Apply, opened for the first document the index holds.
+type lengthReader struct {
+	r  index.IndexReader
+	dv index.DocValueReader
+}
+
+// lengths returns the field lengths of document id, none if the index
+// does not hold it.
+func (l *lengthReader) lengths(id string) ([]fieldLength, error) {
+	iid, err := l.r.InternalID(id)
 	if err != nil || iid == nil {
 		return nil, err
 	}
-	dv, err := r.DocValueReader([]string{lengthField})
-	if err != nil {
-		return nil, err
+	if l.dv == nil {
+		if l.dv, err = l.r.DocValueReader([]string{lengthField}); err != nil {
+			return nil, err
+		}
 	}
 	var out []fieldLength
 	var bad error
-	err = dv.VisitDocValues(iid, func(_ string, term []byte) {
+	err = l.dv.VisitDocValues(iid, func(_ string, term []byte) {
 		f, n, ok := parseLengthTerm(string(term))
 		if !ok {
 			bad = fmt.Errorf("bad length term %q", term)
@@ -609,9 +618,6 @@ func searchFields(schema *tandem.Schema, fields map[string]float64) ([]searchFie
 		}
 		if boost < 0 || math.IsNaN(boost) || math.IsInf(boost, 0) {
 			return nil, &tandem.FieldError{Field: name, Err: fmt.Errorf("invalid boost %v", boost)}
-		}
-		if boost == 0 {
-			boost = 1
 		}
 		out = append(out, searchField{name, f.Analyzer, boost})
 	}

@@ -431,7 +431,6 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 	}
 	var names []named
 	err := s.db.Update(func(txn *badger.Txn) error {
-		names = names[:0] // Update may retry fn
 		for i, op := range b.ops {
 			num, exists, err := lookupID(txn, op.doc.ID)
 			if err != nil {

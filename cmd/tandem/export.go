@@ -120,10 +120,17 @@ func (n *npyFile) int64(v int64) error {
 
 // close writes the header and closes the file.
 func (n *npyFile) close() error {
-	defer n.f.Close()
-	if err := n.w.Flush(); err != nil {
-		return err
+	err := n.w.Flush()
+	if err == nil {
+		err = n.writeHeader()
 	}
+	if cerr := n.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (n *npyFile) writeHeader() error {
 	shape := fmt.Sprintf("(%d, %d)", n.rows, n.cols)
 	if n.cols == 0 {
 		shape = fmt.Sprintf("(%d,)", n.rows)
@@ -140,10 +147,8 @@ func (n *npyFile) close() error {
 		hdr = append(hdr, ' ')
 	}
 	hdr = append(hdr, '\n')
-	if _, err := n.f.WriteAt(hdr, 0); err != nil {
-		return err
-	}
-	return n.f.Close()
+	_, err := n.f.WriteAt(hdr, 0)
+	return err
 }
 
 // scanIDs calls fn for every stored blob name of a live document, with
