@@ -6,15 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/blevesearch/bleve/v2/document"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/blevesearch/bleve/v2/search/searcher"
 	index "github.com/blevesearch/bleve_index_api"
+	segment "github.com/blevesearch/scorch_segment_api/v2"
+	zap "github.com/blevesearch/zapx/v17"
 )
 
 // Textbook BM25, as Lucene and Anserini compute it but with exact
@@ -91,139 +98,324 @@ type bm25Clause struct {
 }
 
 // bm25Query is a Bleve query scoring its clauses with textbook BM25. As a
-// query.Query it works wherever Bleve takes one, so filters (a boolean
-// query's Filter), top-k collection and paging stay Bleve's.
+// query.Query it works wherever Bleve takes one, and Bleve's collector
+// takes the top k and pages.
+//
+// Its searcher scores term at a time, from each segment's postings into a
+// per-segment accumulator, then yields the matches in document order like
+// any Bleve searcher. With limit > 0 it yields only the documents scoring
+// at least the limit-th best score, ties included, so that a collector of
+// at most limit hits picks what it would pick from every match. So limit
+// is set only when nothing outside the query drops documents: a filter is
+// then the query's own, applied before the cut.
 type bm25Query struct {
 	clauses []bm25Clause
 	k1, b   float64
+	filter  query.Query
+	limit   int
 }
 
-func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, _ mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
+// postingsSnapshot is what the searcher needs of Bleve's index reader:
+// scorch's snapshot, whose segments hold the postings.
+type postingsSnapshot interface {
+	Segments() []*scorch.SegmentSnapshot
+}
+
+// postingLength is the length of the field a posting belongs to, from
+// its norm, 1/√length as a float32. (Zap's postings give the length
+// exactly, as the norm's bits; the searcher reads it there.)
+func postingLength(p segment.Posting) float64 {
+	if nm := p.Norm(); nm > 0 {
+		return math.Round(1 / (nm * nm))
+	}
+	return 0
+}
+
+// bm25Term is one query term's postings in one field, in every segment.
+type bm25Term struct {
+	lists []segment.PostingsList // per segment; nil where absent
+	w     float64                // weight · idf · (k1+1)
+	c1    float64                // k1·b/avgdl of the field
+}
+
+func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
+	snap, ok := r.(postingsSnapshot)
+	if !ok {
+		return nil, fmt.Errorf("sparse: BM25 needs scorch's index reader, got %T", r)
+	}
 	st, err := statsOf(r)
 	if err != nil {
 		return nil, err
 	}
-	s := &bm25Searcher{c0: q.k1 * (1 - q.b)}
+	segs := snap.Segments()
+	var terms []bm25Term
 	for _, c := range q.clauses {
 		fs := st[c.field]
 		if fs.Docs == 0 {
 			continue // no document has the field
 		}
-		tfr, err := r.TermFieldReader(ctx, []byte(c.term), c.field, true, true, false)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("sparse: BM25 term %q in %s: %w", c.term, c.field, err)
+		t := bm25Term{lists: make([]segment.PostingsList, len(segs))}
+		df := uint64(0)
+		for i, ss := range segs {
+			dict, err := ss.Segment().Dictionary(c.field)
+			if err != nil {
+				return nil, fmt.Errorf("sparse: BM25 field %s: %w", c.field, err)
+			}
+			pl, err := dict.PostingsList([]byte(c.term), ss.Deleted(), nil)
+			if err != nil {
+				return nil, fmt.Errorf("sparse: BM25 term %q in %s: %w", c.term, c.field, err)
+			}
+			if n := pl.Count(); n > 0 {
+				t.lists[i] = pl
+				df += n
+			}
 		}
-		df := tfr.Count()
 		if df == 0 {
-			tfr.Close()
 			continue
 		}
 		n := float64(fs.Docs)
 		idf := math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
-		first, err := tfr.Next(nil)
-		if err != nil {
-			tfr.Close()
-			s.Close()
-			return nil, fmt.Errorf("sparse: BM25 term %q in %s: %w", c.term, c.field, err)
-		}
-		if first == nil {
-			tfr.Close()
-			continue
-		}
-		if err := s.add(tfr, first, c.weight*idf*(q.k1+1), q.k1*q.b*n/float64(fs.Tokens)); err != nil {
-			tfr.Close()
+		t.w = c.weight * idf * (q.k1 + 1)
+		t.c1 = q.k1 * q.b * n / float64(fs.Tokens)
+		terms = append(terms, t)
+	}
+	if len(terms) == 0 {
+		return searcher.NewMatchNoneSearcher(r)
+	}
+	s := &bm25Searcher{buf: buffers.Get().(*matchBuffers)}
+	s.docs, s.scores = s.buf.docs[:0], s.buf.scores[:0]
+	if err := s.score(ctx, segs, terms, q.k1*(1-q.b)); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.count = uint64(len(s.docs))
+	if q.filter != nil {
+		if err := s.keep(ctx, r, m, q.filter); err != nil {
 			s.Close()
 			return nil, err
 		}
-		s.count += df
 	}
-	if len(s.terms) == 0 {
-		return searcher.NewMatchNoneSearcher(r)
+	if q.limit > 0 {
+		s.cut(q.limit)
 	}
 	return s, nil
 }
 
-// bm25Searcher merges its terms' postings in document order and sums
-// their BM25 contributions. Queries have tens of terms, so the next
-// document is found by a scan rather than a heap. Document numbers are
-// scorch's internal ids, 8-byte big-endian integers, compared as such.
-type bm25Searcher struct {
-	terms []bm25Term
-	c0    float64 // k1·(1−b)
-	count uint64
-}
-
-// bm25Term is one query term's postings in one field.
-type bm25Term struct {
-	r   index.TermFieldReader
-	cur *index.TermFieldDoc // current posting
-	doc uint64              // its document, done once exhausted
-	w   float64             // weight · idf · (k1+1)
-	c1  float64             // k1·b/avgdl of the field
-}
-
-// done is the document number of an exhausted reader.
-const done = math.MaxUint64
-
-var bm25SearcherSize = int(reflect.TypeOf(bm25Searcher{}).Size())
-
-// docNum is the document number of posting p (done for nil).
-func docNum(p *index.TermFieldDoc) (uint64, error) {
-	if p == nil {
-		return done, nil
+// score reads the terms' postings segment by segment and appends every
+// matching document, with its score, to s.docs and s.scores in document
+// order. c0 is k1·(1−b).
+func (s *bm25Searcher) score(ctx context.Context, segs []*scorch.SegmentSnapshot, terms []bm25Term, c0 float64) error {
+	acc := accumulators.Get().(*accumulator)
+	defer accumulators.Put(acc)
+	var it segment.PostingsIterator
+	base := uint64(0)
+	for i, ss := range segs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		size := ss.Segment().Count()
+		acc.reset(size)
+		for _, t := range terms {
+			if t.lists[i] == nil {
+				continue
+			}
+			it = t.lists[i].Iterator(true, true, false, it)
+			for {
+				p, err := it.Next()
+				if err != nil {
+					acc.clear()
+					return fmt.Errorf("sparse: BM25 postings: %w", err)
+				}
+				if p == nil {
+					break
+				}
+				var doc uint64
+				var tf, dl float64
+				if zp, ok := p.(*zap.Posting); ok {
+					doc, tf, dl = zp.Number(), float64(zp.Frequency()), float64(zp.NormUint64())
+				} else {
+					doc, tf, dl = p.Number(), float64(p.Frequency()), postingLength(p)
+				}
+				acc.add(doc, t.w*tf/(tf+c0+t.c1*dl))
+			}
+		}
+		s.docs, s.scores = acc.drain(size, base, s.docs, s.scores)
+		// Scorch numbers a snapshot's documents segment after segment,
+		// each segment counting its deleted documents too.
+		base += size
 	}
-	if len(p.ID) != 8 {
-		return 0, fmt.Errorf("sparse: BM25 postings: internal id of %d bytes, want 8", len(p.ID))
-	}
-	return binary.BigEndian.Uint64(p.ID), nil
-}
-
-// add appends a term whose reader is positioned on its first posting.
-func (s *bm25Searcher) add(r index.TermFieldReader, first *index.TermFieldDoc, w, c1 float64) error {
-	n, err := docNum(first)
-	if err != nil {
-		return err
-	}
-	s.terms = append(s.terms, bm25Term{r: r, cur: first, doc: n, w: w, c1: c1})
 	return nil
 }
 
-func (s *bm25Searcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
-	min := uint64(done)
-	for i := range s.terms {
-		if d := s.terms[i].doc; d < min {
-			min = d
-		}
+// accumulator holds one segment's scores while its postings are read:
+// a score per document number and a bit per document that has one.
+type accumulator struct {
+	score []float64
+	bits  []uint64
+}
+
+var accumulators = sync.Pool{New: func() any { return new(accumulator) }}
+
+// reset readies the accumulator for a segment of size documents. drain
+// leaves it zeroed, so only growth allocates.
+func (a *accumulator) reset(size uint64) {
+	if uint64(len(a.score)) < size {
+		a.score = make([]float64, size)
+		a.bits = make([]uint64, (size+63)/64)
 	}
-	if min == done {
-		return nil, nil
-	}
-	score := 0.0
-	for i := range s.terms {
-		t := &s.terms[i]
-		if t.doc != min {
+}
+
+func (a *accumulator) add(doc uint64, v float64) {
+	a.score[doc] += v
+	a.bits[doc>>6] |= 1 << (doc & 63)
+}
+
+// clear zeroes the accumulator after a failed read.
+func (a *accumulator) clear() {
+	clear(a.score)
+	clear(a.bits)
+}
+
+// drain appends the scored documents, numbered from base, in order, and
+// zeroes what it read.
+func (a *accumulator) drain(size, base uint64, docs []uint64, scores []float64) ([]uint64, []float64) {
+	for w, word := range a.bits[:(size+63)/64] {
+		if word == 0 {
 			continue
 		}
-		tf := float64(t.cur.Freq)
-		dl := 0.0
-		if nm := t.cur.Norm; nm > 0 {
-			dl = math.Round(1 / (nm * nm))
-		}
-		score += t.w * tf / (tf + s.c0 + t.c1*dl)
-		next, err := t.r.Next(t.cur)
-		if err != nil {
-			return nil, fmt.Errorf("sparse: BM25 postings: %w", err)
-		}
-		t.cur = next
-		if t.doc, err = docNum(next); err != nil {
-			return nil, err
+		a.bits[w] = 0
+		for word != 0 {
+			d := uint64(w)<<6 | uint64(bits.TrailingZeros64(word))
+			word &= word - 1
+			docs = append(docs, base+d)
+			scores = append(scores, a.score[d])
+			a.score[d] = 0
 		}
 	}
+	return docs, scores
+}
+
+// bm25Searcher yields scored documents in document order. Document
+// numbers are scorch's internal ids, 8-byte big-endian integers.
+type bm25Searcher struct {
+	docs   []uint64
+	scores []float64
+	next   int
+	count  uint64
+	buf    *matchBuffers // where docs and scores live, pooled
+}
+
+// matchBuffers are a searcher's slices, kept for the next searcher.
+type matchBuffers struct {
+	docs          []uint64
+	scores, order []float64
+}
+
+var buffers = sync.Pool{New: func() any { return new(matchBuffers) }}
+
+var bm25SearcherSize = int(reflect.TypeOf(bm25Searcher{}).Size())
+
+// keep drops the documents filter does not match, running its searcher
+// over the same snapshot (unscored, as Bleve runs a boolean query's
+// filter).
+func (s *bm25Searcher) keep(ctx context.Context, r index.IndexReader, m mapping.IndexMapping, filter query.Query) error {
+	fs, err := filter.Searcher(ctx, r, m, search.SearcherOptions{Score: "none"})
+	if err != nil {
+		return fmt.Errorf("sparse: filter: %w", err)
+	}
+	defer fs.Close()
+	sctx := &search.SearchContext{DocumentMatchPool: search.NewDocumentMatchPool(fs.DocumentMatchPoolSize(), 0)}
+	var id index.IndexInternalID
+	var cur *search.DocumentMatch // the filter's match at or after d
+	at := uint64(0)               // its document
+	n := 0
+	for i, d := range s.docs {
+		if cur == nil || at < d {
+			if cur != nil {
+				sctx.DocumentMatchPool.Put(cur)
+			}
+			id = binary.BigEndian.AppendUint64(id[:0], d)
+			if cur, err = fs.Advance(sctx, id); err != nil {
+				return fmt.Errorf("sparse: filter: %w", err)
+			}
+			if cur == nil {
+				break // no later document matches the filter
+			}
+			at = binary.BigEndian.Uint64(cur.IndexInternalID)
+		}
+		if at == d {
+			s.docs[n], s.scores[n] = d, s.scores[i]
+			n++
+		}
+	}
+	s.docs, s.scores = s.docs[:n], s.scores[:n]
+	return nil
+}
+
+// cut keeps the documents scoring at least the limit-th best score.
+func (s *bm25Searcher) cut(limit int) {
+	if len(s.scores) <= limit {
+		return
+	}
+	min := kthLargest(s.scores, limit, s.buf.order[:0])
+	s.buf.order = s.buf.order[:0]
+	n := 0
+	for i, v := range s.scores {
+		if v >= min {
+			s.docs[n], s.scores[n] = s.docs[i], v
+			n++
+		}
+	}
+	s.docs, s.scores = s.docs[:n], s.scores[:n]
+}
+
+// kthLargest returns the k-th largest of v (1 ≤ k ≤ len(v)), keeping the
+// k largest in heap, a min-heap: most values are below its root and cost
+// one comparison.
+func kthLargest(v []float64, k int, heap []float64) float64 {
+	heap = append(heap, v[:k]...)
+	for i := k/2 - 1; i >= 0; i-- {
+		siftDown(heap, i)
+	}
+	for _, x := range v[k:] {
+		if x > heap[0] {
+			heap[0] = x
+			siftDown(heap, 0)
+		}
+	}
+	return heap[0]
+}
+
+func siftDown(h []float64, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+func (s *bm25Searcher) match(ctx *search.SearchContext) *search.DocumentMatch {
+	if s.next >= len(s.docs) {
+		return nil
+	}
 	dm := ctx.DocumentMatchPool.Get()
-	dm.IndexInternalID = binary.BigEndian.AppendUint64(dm.IndexInternalID[:0], min)
-	dm.Score = score
-	return dm, nil
+	dm.IndexInternalID = binary.BigEndian.AppendUint64(dm.IndexInternalID[:0], s.docs[s.next])
+	dm.Score = s.scores[s.next]
+	s.next++
+	return dm
+}
+
+func (s *bm25Searcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
+	return s.match(ctx), nil
 }
 
 func (s *bm25Searcher) Advance(ctx *search.SearchContext, id index.IndexInternalID) (*search.DocumentMatch, error) {
@@ -231,32 +423,18 @@ func (s *bm25Searcher) Advance(ctx *search.SearchContext, id index.IndexInternal
 		return nil, fmt.Errorf("sparse: BM25 advance: internal id of %d bytes, want 8", len(id))
 	}
 	target := binary.BigEndian.Uint64(id)
-	for i := range s.terms {
-		t := &s.terms[i]
-		if t.doc >= target {
-			continue
-		}
-		next, err := t.r.Advance(id, t.cur)
-		if err != nil {
-			return nil, fmt.Errorf("sparse: BM25 postings: %w", err)
-		}
-		t.cur = next
-		if t.doc, err = docNum(next); err != nil {
-			return nil, err
-		}
-	}
-	return s.Next(ctx)
+	s.next += sort.Search(len(s.docs)-s.next, func(i int) bool { return s.docs[s.next+i] >= target })
+	return s.match(ctx), nil
 }
 
 func (s *bm25Searcher) Close() error {
-	var first error
-	for _, t := range s.terms {
-		if err := t.r.Close(); err != nil && first == nil {
-			first = err
-		}
+	if s.buf != nil {
+		s.buf.docs, s.buf.scores = s.docs[:0], s.scores[:0]
+		buffers.Put(s.buf)
+		s.buf = nil
 	}
-	s.terms = nil
-	return first
+	s.docs, s.scores = nil, nil
+	return nil
 }
 
 // Weight and SetQueryNorm take part in Bleve's query norm, which textbook
@@ -268,9 +446,5 @@ func (s *bm25Searcher) Min() int                   { return 0 }
 func (s *bm25Searcher) DocumentMatchPoolSize() int { return 1 }
 
 func (s *bm25Searcher) Size() int {
-	n := bm25SearcherSize
-	for _, t := range s.terms {
-		n += t.r.Size()
-	}
-	return n
+	return bm25SearcherSize + 16*cap(s.docs)
 }

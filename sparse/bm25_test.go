@@ -2,15 +2,20 @@ package sparse
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -263,5 +268,149 @@ func TestOlderLayoutRebuilt(t *testing.T) {
 	}
 	if v, _ := x.idx.GetInternal(layoutKey); string(v) != layoutVersion {
 		t.Fatalf("rebuilt index records layout %q, want %q", v, layoutVersion)
+	}
+}
+
+// TestBM25TopKCut checks that the searcher's cut at K (it yields only the
+// documents scoring at least the K-th best) and its own filter change no
+// ranking: every top K, filtered or not, is the prefix of the full ranking
+// (filtered), up to the order of equal scores. That order is Bleve's index
+// order, which a background merge may change between two searches. The
+// collection has many exact ties and reaches its documents through several
+// batches and deletes, so the snapshot usually has several segments.
+func TestBM25TopKCut(t *testing.T) {
+	schema := &tandem.Schema{Fields: []tandem.Field{
+		{Name: "text", Type: tandem.Text},
+		{Name: "year", Type: tandem.Number},
+	}}
+	schema.Fill()
+	x, err := Open(filepath.Join(t.TempDir(), "bleve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	ctx := context.Background()
+	words := strings.Fields("zebra lion tiger cat insulin sleep glucose vaccine measles the of")
+	rng := rand.New(rand.NewPCG(1, 2))
+	year := map[uint64]float64{}
+	seq := uint64(0)
+	for batch := 0; batch < 6; batch++ {
+		var changes []storage.Change
+		for i := 0; i < 20; i++ {
+			num := uint64(batch*20 + i)
+			n := 1 + rng.IntN(6)
+			if i%4 == 0 {
+				n = 2 // short documents repeat, so scores tie
+			}
+			var text []string
+			for j := 0; j < n; j++ {
+				text = append(text, words[rng.IntN(len(words))])
+			}
+			if i%4 == 0 {
+				text = []string{"zebra", "lion"}
+			}
+			year[num] = float64(2000 + rng.IntN(8))
+			seq++
+			id := fmt.Sprint("d", num)
+			changes = append(changes, storage.Change{Seq: seq, Op: storage.OpPut, DocNum: num, ID: id,
+				Doc: &tandem.Doc{ID: id, Fields: map[string]any{"text": strings.Join(text, " "), "year": year[num]}}})
+		}
+		if batch > 0 {
+			gone := uint64(batch*20 - 3)
+			seq++
+			changes = append(changes, storage.Change{Seq: seq, Op: storage.OpDelete, DocNum: gone, ID: fmt.Sprint("d", gone)})
+			delete(year, gone)
+		}
+		if err := x.Apply(ctx, schema, changes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ai, err := x.idx.Advanced(); err == nil {
+		if r, err := ai.Reader(); err == nil {
+			t.Logf("%d segments", len(r.(postingsSnapshot).Segments()))
+			r.Close()
+		}
+	}
+	e, err := filter.Parse([]byte(`{"range":{"year":{"gte":2004}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := filter.Check(e, schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"zebra lion", "lion", "cat tiger sleep", "insulin glucose vaccine measles zebra"} {
+		full, err := x.Search(ctx, schema, Query{Text: text, K: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full) < 20 {
+			t.Fatalf("%q: %d hits; the test needs more", text, len(full))
+		}
+		var filtered []Hit
+		for _, h := range full {
+			if _, live := year[h.DocNum]; !live {
+				t.Fatalf("%q: deleted document %d", text, h.DocNum)
+			}
+			if year[h.DocNum] >= 2004 {
+				filtered = append(filtered, h)
+			}
+		}
+		for _, k := range []int{1, 2, 3, 5, 8, 13, 40, len(full) + 5} {
+			got, err := x.Search(ctx, schema, Query{Text: text, K: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := samePrefix(got, full[:min(k, len(full))], full); err != nil {
+				t.Errorf("%q top %d: %v\n got %v\nwant %v", text, k, err, got, full)
+			}
+			got, err = x.Search(ctx, schema, Query{Text: text, K: k, Filter: e})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := samePrefix(got, filtered[:min(k, len(filtered))], filtered); err != nil {
+				t.Errorf("%q top %d filtered: %v\n got %v\nwant %v", text, k, err, got, filtered)
+			}
+		}
+	}
+}
+
+// samePrefix reports whether got is want up to the order of equal scores:
+// the same scores position by position, from distinct documents of all,
+// each with its score in all. Then the documents scoring above the last
+// score are exactly want's, and the rest are tied with want's last.
+func samePrefix(got, want, all []Hit) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d hits, want %d", len(got), len(want))
+	}
+	score := map[uint64]float64{}
+	for _, h := range all {
+		score[h.DocNum] = h.Score
+	}
+	seen := map[uint64]bool{}
+	for i, h := range got {
+		if h.Score != want[i].Score {
+			return fmt.Errorf("hit %d scores %v, want %v", i, h.Score, want[i].Score)
+		}
+		if s, ok := score[h.DocNum]; !ok || s != h.Score || seen[h.DocNum] {
+			return fmt.Errorf("hit %d: document %d with score %v (full ranking: %v, %v; repeated %v)", i, h.DocNum, h.Score, s, ok, seen[h.DocNum])
+		}
+		seen[h.DocNum] = true
+	}
+	return nil
+}
+
+func TestKthLargest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		v := make([]float64, 1+rng.IntN(300))
+		for i := range v {
+			v[i] = float64(rng.IntN(20)) // many ties
+		}
+		k := 1 + rng.IntN(len(v))
+		sorted := slices.Clone(v)
+		slices.SortFunc(sorted, func(a, b float64) int { return cmp.Compare(b, a) })
+		if got := kthLargest(v, k, nil); got != sorted[k-1] {
+			t.Fatalf("kthLargest(%v, %d) = %v, want %v", v, k, got, sorted[k-1])
+		}
 	}
 }

@@ -530,22 +530,30 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 	if q.K <= 0 {
 		return nil, nil
 	}
+	var fq query.Query
+	if q.Filter != nil {
+		var err error
+		if fq, err = Compile(q.Filter, schema); err != nil {
+			return nil, err
+		}
+	}
 	var tq query.Query
-	if strings.TrimSpace(q.Text) != "" {
+	switch {
+	case strings.TrimSpace(q.Text) != "":
 		var err error
 		if tq, err = x.textQuery(schema, q.Text, q.Fields); err != nil {
 			return nil, err
 		}
-	} else if q.Filter == nil {
+	case fq == nil:
 		return nil, errors.New("sparse: empty query: give text or a filter")
-	} else {
+	default:
 		tq = query.NewMatchAllQuery()
 	}
-	if q.Filter != nil {
-		fq, err := Compile(q.Filter, schema)
-		if err != nil {
-			return nil, err
-		}
+	if bq, ok := tq.(*bm25Query); ok {
+		// Textbook BM25 runs the filter itself, and yields only what
+		// can make the top K.
+		bq.filter, bq.limit = fq, q.K
+	} else if fq != nil {
 		// A boolean query with only Must and Filter runs Must's searcher and
 		// drops the documents the (unscored) filter searcher does not
 		// produce, so every surviving score is the unfiltered score.
