@@ -176,9 +176,10 @@ func (e *Engine) resolve(name string) (retriever, error) {
 
 // Search runs req: each retriever concurrently, their rankings fused when
 // there are several. Hits are materialised from storage, so a document
-// deleted after a derived index last caught up is never returned, and
-// with a filter each hit's stored fields are checked against it, so a hit
-// never contradicts the filter even while a write is being applied.
+// deleted after a derived index last caught up is never returned. With a
+// filter, a hit never contradicts it even while a write is being applied:
+// when an index lags the change log, each hit's stored fields are checked
+// against the filter again.
 func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	if err := e.enter(); err != nil {
@@ -302,6 +303,13 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	if noText && fe == nil && slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == "bm25" }) {
 		return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
 	}
+	// Hits given by id alone are checked against the filter again, on
+	// their stored documents, only if an index lagged the change log when
+	// the search began; else each retriever's snapshot had each document
+	// at its latest version, or at a newer one written during the search.
+	// Hits with fields are always checked, so the fields never contradict
+	// the filter.
+	recheck := fe != nil && !e.indexesCurrent()
 	var allow *roaring64.Bitmap
 	if fe != nil && needBitmap {
 		if allow, err = e.sparse.FilterBitmap(ctx, schema, fe); err != nil {
@@ -337,7 +345,7 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	} else {
 		fused = fused[req.Offset:min(len(fused), want)]
 	}
-	if err := e.materialise(ctx, schema, req, fe, res, fused); err != nil {
+	if err := e.materialise(ctx, schema, req, fe, recheck, res, fused); err != nil {
 		return nil, err
 	}
 	res.Took = time.Since(start)
@@ -495,10 +503,24 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 	return errors.Join(errs...)
 }
 
-// materialise turns fused hits into result hits, dropping documents
-// deleted since their index caught up and, with a filter, documents whose
-// stored fields no longer match it.
-func (e *Engine) materialise(ctx context.Context, schema *tandem.Schema, req Request, fe filter.Expr, res *Result, fused []fusion.Hit) error {
+// indexesCurrent reports whether every derived index has applied every
+// committed change.
+func (e *Engine) indexesCurrent() bool {
+	last := e.st.LastSeq() // first: applied sequences only grow
+	for _, d := range e.derivedList() {
+		if d.AppliedSeq() < last {
+			return false
+		}
+	}
+	return true
+}
+
+// materialise turns fused hits into the result's hits, with their ids
+// and, unless req.IDsOnly, their stored fields. It drops hits whose
+// document is gone, and hits whose stored document no longer matches fe:
+// always when it loads the documents, which it does for their fields or
+// when recheck is set.
+func (e *Engine) materialise(ctx context.Context, schema *tandem.Schema, req Request, fe filter.Expr, recheck bool, res *Result, fused []fusion.Hit) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -514,7 +536,7 @@ func (e *Engine) materialise(ctx context.Context, schema *tandem.Schema, req Req
 		}
 		res.Hits = append(res.Hits, tandem.Hit{ID: id, DocNum: h.Doc, Score: h.Score, Fields: fields, Sources: src})
 	}
-	if req.IDsOnly && fe == nil {
+	if req.IDsOnly && (fe == nil || !recheck) {
 		idOf, err := e.st.IDs(nums)
 		if err != nil {
 			return fmt.Errorf("engine: load hits: %w", err)
