@@ -98,6 +98,16 @@ func TestCollectionCommands(t *testing.T) {
 		}
 	}
 
+	// Under a filter, only the documents it keeps are ranked: q1's
+	// relevant d3 (2020) is filtered out, so recall is q2's alone.
+	code, out, errs = tandemRun(t, "eval", "--dir", dir, "--queries", queries, "--qrels", qrels, "--mode", "bm25", "--json", "--filter", `{"range":{"year":{"lt":2015}}}`)
+	if err := json.Unmarshal([]byte(out), &m); code != 0 || err != nil || m["recall@100"] != 0.5 {
+		t.Errorf("eval --filter: code %d, %v (%v), stderr %q; want recall@100 0.5", code, m, err, errs)
+	}
+	if code, _, errs := tandemRun(t, "eval", "--dir", dir, "--queries", queries, "--qrels", qrels, "--filter", `{"term":{"yr":1}}`); code != 1 || !strings.Contains(errs, `term.yr: unknown field "yr"`) {
+		t.Errorf("eval with a bad filter: code %d, stderr %q", code, errs)
+	}
+
 	if code, out, _ := tandemRun(t, "delete", "--dir", dir, "d3", "nope"); code != 0 || !strings.Contains(out, "deleted 1 of 2") {
 		t.Errorf("delete: %d %q", code, out)
 	}

@@ -29,6 +29,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, `print {"ndcg@10","mrr@10","recall@100","map"} for one mode; with several rows, one JSON object per row with "mode", "p50_ms" and "p95_ms" added`)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the searches to this file (go tool pprof)")
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
+	filterFlag := fs.String("filter", "", `a metadata filter every search runs under, e.g. {"range":{"year":{"gte":2000}}}`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -82,6 +83,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		req := engine.Request{K: *k, Retrievers: rets, Fields: fields, Weight: weights}
+		if *filterFlag != "" {
+			req.Filter = []byte(*filterFlag)
+		}
 		if *depth != 0 {
 			req.Depth = map[string]int{}
 			for _, r := range rets {
