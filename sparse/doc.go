@@ -34,11 +34,14 @@
 //
 // Scoring is textbook BM25 (bm25.go has the formula) unless the schema
 // chooses Bleve's own (tandem.BM25Bleve). The textbook scorer is a Bleve
-// query with its own searcher over Bleve's postings, so filters, top-k
-// collection and paging stay Bleve's. It reads each document's field
-// length from its postings (Bleve stores 1/√length) and the number of
-// documents and total length of each field from statistics that Apply
-// keeps in the same batch as the documents: a replaced or deleted
+// query with its own searcher, so top-k collection and paging stay
+// Bleve's. The searcher scores term at a time from each segment's postings
+// (zap stores each document's field length exactly, as the norm's bits),
+// and, told the K of the search, yields only the documents scoring at
+// least the K-th best, ties included: Bleve's collector then picks exactly
+// what it would pick from every match (TestBM25TopKCut). The number of
+// documents and total length of each field come from statistics that
+// Apply keeps in the same batch as the documents: a replaced or deleted
 // document's lengths come out through the internal length field's doc
 // values. TestBM25MatchesReference pins its scores, to 1e-6, to an
 // independent Python implementation over the same analysed tokens.
@@ -53,12 +56,13 @@
 // # Filters
 //
 // A filter compiles (Compile) into a Bleve query that matches exactly what
-// filter.Match accepts. Search applies it as the Filter clause of a boolean
-// query whose only other clause is the text query: Bleve then runs the text
-// searcher and drops documents the unscored filter searcher does not
-// produce, so a filtered ranking is the unfiltered ranking restricted to
-// the matching documents, with identical scores (a conjunction would
-// change them through the coord factor and query norm). FilterBitmap
+// filter.Match accepts. With textbook BM25 the scorer runs the filter's
+// (unscored) Bleve searcher itself over its matches before the cut at K;
+// with Bleve's scoring, Search applies it as the Filter clause of a
+// boolean query whose only other clause is the text query. Either way a
+// filtered ranking is the unfiltered ranking restricted to the matching
+// documents, with identical scores (a conjunction would change Bleve's
+// through the coord factor and query norm). FilterBitmap
 // returns the matching internal document numbers as a roaring64 bitmap for
 // the dense and late-interaction retrievers: document numbers are uint64
 // and never reused, so a 32-bit bitmap would cap a collection's lifetime at
