@@ -80,16 +80,21 @@ bench-late: build
 # Python environment (.native/peers), never part of make test: BM25 beside
 # Tantivy, bm25s and Lucene (Pyserini) on SciFact and Cranfield from
 # ../shared/data; dense retrieval beside FAISS with onnxruntime in Python,
-# and BM25 + dense beside LanceDB's hybrid search, on SciFact, over vectors
-# exported from a Tandem collection (PEERS_DENSE_DIR, else one indexed once
-# into .native/peers, which takes minutes). Writes the tables to
-# .native/peers/{bm25,dense,hybrid}.md.
+# and BM25 + dense beside LanceDB's hybrid search (with and without a
+# filter), on SciFact, over vectors exported from a Tandem collection
+# (PEERS_DENSE_DIR, else one indexed once into .native/peers, which takes
+# minutes); late interaction beside PyLate's PLAID on Cranfield, over the
+# token vectors of a Tandem collection (PEERS_LATE_DIR, else one indexed
+# once with residual codes; PEERS_PLAID reuses a PLAID index an earlier run
+# built, as its progress line says). Writes the tables to
+# .native/peers/{bm25,dense,hybrid,late}.md.
 PEERS_ROUNDS ?= 3
 bench-peers: build
 	bash scripts/peers/setup.sh
 	.native/peers/bin/python scripts/peers/bench_bm25.py --rounds $(PEERS_ROUNDS)
 	.native/peers/bin/python scripts/peers/bench_dense.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
 	.native/peers/bin/python scripts/peers/bench_hybrid.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
+	.native/peers/bin/python scripts/peers/bench_late.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_LATE_DIR),--dir $(PEERS_LATE_DIR)) $(if $(PEERS_PLAID),--plaid $(PEERS_PLAID))
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -27,6 +27,7 @@ p50. The Markdown table goes to standard output and to
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -105,17 +106,25 @@ def tandem_round(binary, coll, data, runs):
     return run, row["p50_ms"]
 
 
-def tandem_collection(args):
-    """Returns the Tandem collection with the model's dense vectors (args.dir,
-    else one indexed once under .native/peers) and the model's directory."""
+def tandem_collection(args, kind="dense", late_index=""):
+    """Returns the Tandem collection with the model's vectors of kind, dense
+    or late (args.dir, else one indexed once under .native/peers, with
+    late_index as `tandem index --late-index`), and the model's directory."""
     data = os.path.join(args.data, args.collection)
     coll = args.dir
     if not coll:
-        coll = os.path.join(ROOT, ".native", "peers", f"{args.collection}-{args.model}")
+        suffix = "" if kind == "dense" else "-" + kind
+        if late_index:
+            suffix += "-" + late_index.lower()
+        coll = os.path.join(ROOT, ".native", "peers", f"{args.collection}-{args.model}{suffix}")
         if not os.path.isdir(coll):
-            progress(f"indexing {args.collection} for dense retrieval with {args.model} (minutes: every document is encoded)")
-            subprocess.run([args.tandem, "index", "--dir", coll + ".partial", "--corpus", os.path.join(data, "corpus.jsonl"),
-                            "--models", "dense:" + args.model, "--skip-bad"], check=True)
+            progress(f"indexing {args.collection} for {kind} retrieval with {args.model} (minutes: every document is encoded)")
+            cmd = [args.tandem, "index", "--dir", coll + ".partial", "--corpus", os.path.join(data, "corpus.jsonl"),
+                   "--models", kind + ":" + args.model, "--skip-bad"]
+            if late_index:
+                cmd += ["--late-index", late_index]
+            shutil.rmtree(coll + ".partial", ignore_errors=True)
+            subprocess.run(cmd, check=True)
             os.rename(coll + ".partial", coll)
     model_dir = os.path.join(ROOT, ".native", "models", args.model)
     out = subprocess.run([args.tandem, "version"], capture_output=True, text=True).stdout
@@ -125,14 +134,17 @@ def tandem_collection(args):
     return coll, model_dir
 
 
-def parse_args(doc, name):
-    """Parses the options bench_dense.py and bench_hybrid.py share."""
+def parse_args(doc, name, extra=(), collection="scifact"):
+    """Parses the options the dense, hybrid and late benchmarks share, and
+    extra ones, given as (flag, help) pairs."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for flag, help in extra:
+        ap.add_argument(flag, help=help)
     ap.add_argument("--tandem", default=os.path.join(ROOT, "bin", "tandem"))
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
-    ap.add_argument("--collection", default="scifact")
+    ap.add_argument("--collection", default=collection)
     ap.add_argument("--model", default="bge-small-en-v1.5")
-    ap.add_argument("--dir", help="an existing Tandem collection of the collection with the model's dense vectors")
+    ap.add_argument("--dir", help="an existing Tandem collection of the collection with the model's vectors")
     ap.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 4), help="encoder threads (Tandem's default)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", name + ".md"))

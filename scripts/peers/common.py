@@ -1,7 +1,9 @@
 """Helpers shared by the peer benchmarks (scripts/peers/bench_*.py)."""
 import json
 import os
+import subprocess
 import sys
+import time
 
 import pytrec_eval
 
@@ -60,3 +62,30 @@ def write_table(lines, out):
     with open(out, "w") as f:
         f.write(table)
     progress(f"wrote {out}")
+
+
+def vmhwm_kib(pid="self"):
+    """A process's peak resident set (VmHWM) in KiB, 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_peak(cmd):
+    """Runs cmd (check=True) and returns its standard output and its peak
+    resident set in KiB, read from /proc while it runs: getrusage's
+    ru_maxrss of a child also counts this process's own size at the fork."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while p.poll() is None:
+        peak = max(peak, vmhwm_kib(p.pid))
+        time.sleep(0.05)
+    out, err = p.communicate()
+    if p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, cmd, out, err)
+    return out, peak
