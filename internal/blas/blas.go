@@ -1,8 +1,9 @@
 //go:build cgo
 
-// Package blas is Tandem's narrow binding of the one BLAS routine it
-// calls directly, single-precision matrix product, from the OpenBLAS that
-// FAISS links (scripts/setup-faiss.sh installs libopenblas-dev).
+// Package blas is Tandem's narrow binding of the two BLAS routines it
+// calls directly, single-precision matrix-matrix and matrix-vector
+// products, from the OpenBLAS that FAISS links (scripts/setup-faiss.sh
+// installs libopenblas-dev).
 //
 // Loading the package makes OpenBLAS single-threaded for the whole
 // process, FAISS included: OpenBLAS's worker threads spin after each
@@ -18,6 +19,8 @@ extern void openblas_set_num_threads(int);
 extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k,
 	float alpha, const float *a, int lda, const float *b, int ldb,
 	float beta, float *c, int ldc);
+extern void cblas_sgemv(int order, int trans, int m, int n, float alpha,
+	const float *a, int lda, const float *x, int incx, float beta, float *y, int incy);
 */
 import "C"
 
@@ -44,5 +47,20 @@ func MulT(a []float32, m int, b []float32, n, k int, c []float32, ldc int) error
 	C.cblas_sgemm(rowMajor, noTrans, trans, C.int(m), C.int(n), C.int(k),
 		1, (*C.float)(&a[0]), C.int(k), (*C.float)(&b[0]), C.int(k),
 		0, (*C.float)(&c[0]), C.int(ldc))
+	return nil
+}
+
+// MulV sets y[i] to the inner product of row i of a with x, for i < n: a
+// holds n rows of k values. For one query against many rows it reads a
+// once, where MulT would first copy it.
+func MulV(a []float32, n, k int, x, y []float32) error {
+	if n <= 0 || k <= 0 {
+		return nil
+	}
+	if len(a) < n*k || len(x) < k || len(y) < n {
+		return fmt.Errorf("blas: MulV: %d×%d by %d values into %d: sizes do not fit", n, k, len(x), len(y))
+	}
+	C.cblas_sgemv(rowMajor, noTrans, C.int(n), C.int(k), 1, (*C.float)(&a[0]), C.int(k),
+		(*C.float)(&x[0]), 1, 0, (*C.float)(&y[0]), 1)
 	return nil
 }

@@ -1,7 +1,7 @@
 //go:build !cgo
 
 // Package blas is Tandem's narrow binding of OpenBLAS's matrix product;
-// without cgo, MulT computes it in Go.
+// without cgo, MulT and MulV compute it in Go.
 package blas
 
 import "fmt"
@@ -22,6 +22,24 @@ func MulT(a []float32, m int, b []float32, n, k int, c []float32, ldc int) error
 			}
 			c[i*ldc+j] = s
 		}
+	}
+	return nil
+}
+
+// MulV sets y[i] to the inner product of row i of a with x, for i < n.
+func MulV(a []float32, n, k int, x, y []float32) error {
+	if n <= 0 || k <= 0 {
+		return nil
+	}
+	if len(a) < n*k || len(x) < k || len(y) < n {
+		return fmt.Errorf("blas: MulV: sizes do not fit")
+	}
+	for i := range n {
+		var s float32
+		for t := range k {
+			s += a[i*k+t] * x[t]
+		}
+		y[i] = s
 	}
 	return nil
 }

@@ -45,6 +45,38 @@ func TestMulT(t *testing.T) {
 	}
 }
 
+func TestMulV(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	const n, k = 41, 19
+	a, x := make([]float32, n*k), make([]float32, k)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, n+1)
+	y[n] = 42
+	if err := MulV(a, n, k, x, y); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		var want float64
+		for j := range k {
+			want += float64(a[i*k+j]) * float64(x[j])
+		}
+		if math.Abs(float64(y[i])-want) > 1e-4 {
+			t.Fatalf("y[%d] = %v, want %v", i, y[i], want)
+		}
+	}
+	if y[n] != 42 {
+		t.Fatal("written past n")
+	}
+	if err := MulV(a, n, k, x, y[:n-1]); err == nil {
+		t.Error("MulV into too small a y: no error")
+	}
+}
+
 func BenchmarkMulTCentroids(b *testing.B) {
 	const nlist, nq, dim = 8192, 32, 384
 	cent, q, c := make([]float32, nlist*dim), make([]float32, nq*dim), make([]float32, nlist*nq)

@@ -206,6 +206,14 @@ func (x *Index) Search(ctx context.Context, queries []float32, k int, opts Searc
 	if opts.Allow != nil && opts.Allow.IsEmpty() {
 		return make([]Result, nq), nil
 	}
+	if nq == 1 && x.metric == InnerProduct {
+		x.mu.RLock()
+		res, ok, err := x.searchFlatLocked(queries, k, opts.Allow)
+		x.mu.RUnlock()
+		if ok || err != nil {
+			return []Result{res}, err
+		}
+	}
 	var sel gofaiss.Selector
 	if opts.Allow != nil {
 		var err error
@@ -261,6 +269,20 @@ func (x *Index) Search(ctx context.Context, queries []float32, k int, opts Searc
 // bitmapSelector builds a FAISS bitmap selector over the ids in allow. The
 // C side copies the bitmap, so the Go slice need not outlive the call.
 func bitmapSelector(allow *roaring64.Bitmap) (gofaiss.Selector, error) {
+	bits, err := allowBits(allow)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := gofaiss.NewIDSelectorBitmap(bits)
+	if err != nil {
+		return nil, fmt.Errorf("faiss: bitmap selector: %w", err)
+	}
+	return sel, nil
+}
+
+// allowBits returns allow as a bitmap of bytes: id i is bit i&7 of byte
+// i>>3.
+func allowBits(allow *roaring64.Bitmap) ([]byte, error) {
 	maxID := allow.Maximum()
 	if maxID > math.MaxInt32*8 {
 		return nil, fmt.Errorf("faiss: filter id %d too large for a bitmap selector", maxID)
@@ -271,11 +293,7 @@ func bitmapSelector(allow *roaring64.Bitmap) (gofaiss.Selector, error) {
 		id := it.Next()
 		bits[id>>3] |= 1 << (id & 7)
 	}
-	sel, err := gofaiss.NewIDSelectorBitmap(bits)
-	if err != nil {
-		return nil, fmt.Errorf("faiss: bitmap selector: %w", err)
-	}
-	return sel, nil
+	return bits, nil
 }
 
 // Reconstruct returns the stored vector of id (exact for flat storage,

@@ -21,6 +21,7 @@
 #include <faiss/IndexBinary.h>
 #include <faiss/IndexBinaryFlat.h>
 #include <faiss/IndexBinaryIVF.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexFlatCodes.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
@@ -426,6 +427,28 @@ int faiss_Index_dist_compute(
                 default:
                     FAISS_THROW_MSG("dist_compute supports the L2 and inner product metrics");
             }
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexFlat_data(
+        const FaissIndex* index,
+        const float** xb,
+        const idx_t** ids,
+        idx_t* n) {
+    try {
+        auto idx = reinterpret_cast<const faiss::Index*>(index);
+        const faiss::Index* sub = idx;
+        const std::vector<idx_t>* map = id_map_of(idx, &sub);
+        auto flat = dynamic_cast<const faiss::IndexFlat*>(sub);
+        *xb = nullptr;
+        *ids = nullptr;
+        *n = 0;
+        if (flat) {
+            *xb = flat->get_xb();
+            *ids = map ? map->data() : nullptr;
+            *n = flat->ntotal;
         }
     }
     CATCH_AND_HANDLE

@@ -100,6 +100,16 @@ int faiss_Index_dist_compute(
         const idx_t* ids,
         size_t n,
         float* distances);
+/* The vectors of a flat index (IndexFlat, or an IndexIDMap(2) over one):
+ * *xb points at its *n rows of d floats, and *ids at their ids (NULL when
+ * the index is not wrapped: the ids are the row numbers). For any other
+ * index, *xb is NULL and *n 0. The pointers stay valid until the index is
+ * next changed. */
+int faiss_IndexFlat_data(
+        const FaissIndex* index,
+        const float** xb,
+        const idx_t** ids,
+        idx_t* n);
 /* Shares the trained state of src (IVF coarse quantizer, or scalar quantizer)
  * with index, which must be empty and of the same kind and dimension. */
 int faiss_Set_quantizers(FaissIndex* index, FaissIndex* src);
