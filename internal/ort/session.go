@@ -127,12 +127,15 @@ func OpenSession(path string, inputs, outputs []string, opts *SessionOptions) (*
 			return nil, &Error{Op: "load", Model: path, Msg: err.Error()}
 		}
 	}
-	// The intra-op workers block between runs instead of spinning: a
-	// spinning worker takes a core from the search that follows the
+	// The intra-op workers spin while a run lasts, so that each operator
+	// starts them without a wake-up, and stop when it ends: a worker
+	// still spinning would take a core from the search that follows the
 	// encoding of its query.
-	if err := so.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
-		release()
-		return nil, &Error{Op: "load", Model: path, Msg: err.Error()}
+	for _, kv := range [][2]string{{"session.intra_op.allow_spinning", "1"}, {"session.force_spinning_stop", "1"}} {
+		if err := so.AddSessionConfigEntry(kv[0], kv[1]); err != nil {
+			release()
+			return nil, &Error{Op: "load", Model: path, Msg: err.Error()}
+		}
 	}
 	// One Run is one batch; parallelism inside an operator is what helps.
 	if err := so.SetInterOpNumThreads(1); err != nil {
