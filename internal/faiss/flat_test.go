@@ -18,22 +18,7 @@ import (
 func TestFlatScanMatchesFAISS(t *testing.T) {
 	const d, n, k = 48, 3000, 50
 	r := rand.New(rand.NewPCG(5, 6))
-	x, err := New(d, "Flat", InnerProduct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	vecs := make([]float32, n*d)
-	for i := range vecs {
-		vecs[i] = float32(r.NormFloat64())
-	}
-	ids := make([]int64, n)
-	for i := range ids {
-		ids[i] = int64(10*i + r.IntN(10)) // sparse, increasing ids
-	}
-	if err := x.Add(ids, vecs); err != nil {
-		t.Fatal(err)
-	}
+	x, vecs, ids := randomFlat(t, r, d, n, 10) // sparse, increasing ids
 	if _, err := x.Remove([]int64{ids[3], ids[500], ids[2999]}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,25 +87,35 @@ func TestFlatScanMatchesFAISS(t *testing.T) {
 	}
 }
 
-func BenchmarkFlatSearch(b *testing.B) {
-	const d, n = 384, 5000
-	r := rand.New(rand.NewPCG(1, 1))
+// randomFlat returns a flat index of n random vectors of d values, closed
+// when tb ends, with ids rising by 1 to gap (gap 1: ids 0 to n-1).
+func randomFlat(tb testing.TB, r *rand.Rand, d, n, gap int) (*Index, []float32, []int64) {
+	tb.Helper()
 	x, err := New(d, "Flat", InnerProduct)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer x.Close()
+	tb.Cleanup(func() { x.Close() })
 	vecs := make([]float32, n*d)
 	for i := range vecs {
 		vecs[i] = float32(r.NormFloat64())
 	}
 	ids := make([]int64, n)
 	for i := range ids {
-		ids[i] = int64(i)
+		ids[i] = int64(gap * i)
+		if gap > 1 {
+			ids[i] += int64(r.IntN(gap))
+		}
 	}
 	if err := x.Add(ids, vecs); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	return x, vecs, ids
+}
+
+func BenchmarkFlatSearch(b *testing.B) {
+	const d, n = 384, 5000
+	x, vecs, _ := randomFlat(b, rand.New(rand.NewPCG(1, 1)), d, n, 1)
 	q := vecs[:d]
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {

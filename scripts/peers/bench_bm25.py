@@ -35,10 +35,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from common import ROOT, load, pct, progress, score, write_table
+from common import ROOT, load, pct, progress, read_run, score, workdir, write_table
 
 K = 100
 
@@ -135,7 +134,7 @@ class Lucene(Peer):
     def build(self, docs):
         from pyserini.search.lucene import LuceneSearcher
 
-        self.dir = tempfile.mkdtemp(prefix="peers-lucene-")
+        self.dir = workdir("peers-lucene-")
         src = os.path.join(self.dir, "docs")
         os.makedirs(src)
         with open(os.path.join(src, "docs.jsonl"), "w") as f:
@@ -160,7 +159,7 @@ class Tandem:
         self.version = subprocess.run([binary, "version"], capture_output=True, text=True).stdout.strip().splitlines()[0]
 
     def build(self, name, data):
-        self.dir = tempfile.mkdtemp(prefix="peers-tandem-")
+        self.dir = workdir("peers-tandem-")
         coll = os.path.join(self.dir, "c")
         subprocess.run([self.bin, "index", "--dir", coll, "--corpus", os.path.join(data, name, "corpus.jsonl"),
                         "--models", "none", "--quiet", "--skip-bad"], check=True, stdout=subprocess.DEVNULL)
@@ -175,12 +174,7 @@ class Tandem:
         # Two rows of the same mode: the first warms the process up, the
         # second is timed.
         row = [json.loads(l) for l in out.splitlines() if l.strip()][-1]
-        run = {}
-        with open(os.path.join(runs, "bm25.trec")) as f:
-            for line in f:
-                q, _, doc, _, s, _ = line.split()
-                run.setdefault(q, {})[doc] = float(s)
-        return run, row["p50_ms"], row["p95_ms"]
+        return read_run(os.path.join(runs, "bm25.trec")), row["p50_ms"], row["p95_ms"]
 
 
 def main():

@@ -30,12 +30,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 
 import numpy as np
 
-from common import ROOT, load, pct, progress, score, write_table
+from common import ROOT, load, pct, progress, read_run, score, workdir, write_table
 
 K = 100
 
@@ -64,13 +63,17 @@ class Peer:
         self.ids = ids
         self.version = f"faiss-cpu {faiss.__version__}, onnxruntime {ort.__version__}"
 
-    def encode(self, text):
+    def hidden(self, text):
+        """The model's output for text: one row per token."""
         e = self.tok.encode(text)
         ids = np.array([e.ids], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        h = self.sess.run(None, feed)[0][0]
+        return self.sess.run(None, feed)[0][0]
+
+    def encode(self, text):
+        h = self.hidden(text)
         if self.cfg.get("pooling") == "mean":
             v = h.mean(axis=0)
         else:
@@ -98,11 +101,7 @@ def tandem_round(binary, coll, data, runs):
                           "--qrels", os.path.join(data, "qrels", "test.tsv"), "--mode", "dense,dense", "--json",
                           "--runs", runs], check=True, capture_output=True, text=True).stdout
     row = [json.loads(l) for l in out.splitlines() if l.strip()][-1]  # the second row: a warm process
-    run = {}
-    with open(os.path.join(runs, "dense.trec")) as f:
-        for line in f:
-            q, _, doc, _, s, _ = line.split()
-            run.setdefault(q, {})[doc] = float(s)
+    run = read_run(os.path.join(runs, "dense.trec"))
     return run, row["p50_ms"]
 
 
@@ -167,7 +166,7 @@ def main():
     args = parse_args(__doc__, "dense")
     data = os.path.join(args.data, args.collection)
     _, queries, qrels = load(args.data, args.collection)
-    work = tempfile.mkdtemp(prefix="peers-dense-")
+    work = workdir("peers-dense-")
     coll, model_dir, ids, vecs = exported(args, work)
     peer = Peer(model_dir, ids, vecs, args.threads)
     progress(f"{len(ids)} vectors of {vecs.shape[1]} dimensions; {len(queries)} queries; {args.threads} encoder threads")

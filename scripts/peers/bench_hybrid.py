@@ -36,7 +36,6 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 
 # Lance warns on every hybrid query that its scoring columns will change.
@@ -44,7 +43,7 @@ os.environ.setdefault("LANCE_LOG", "error")
 
 from bench_dense import Peer as Encoder
 from bench_dense import exported, parse_args
-from common import load, pct, progress, score, write_table
+from common import load, pct, progress, read_run, score, workdir, write_table
 
 K = 100
 KEEP = ["b0", "b1", "b2"]  # the filter's buckets
@@ -58,7 +57,7 @@ def bucket(doc_id):
 class LanceDB:
     name = "LanceDB"
 
-    def __init__(self, docs, ids, vecs, encoder, workdir):
+    def __init__(self, docs, ids, vecs, encoder, folder):
         import lancedb
         import pyarrow as pa
         from lancedb.rerankers import RRFReranker
@@ -66,7 +65,7 @@ class LanceDB:
         text = dict(docs)
         self.version = "lancedb " + lancedb.__version__
         self.encoder = encoder
-        db = lancedb.connect(os.path.join(workdir, "lancedb"))
+        db = lancedb.connect(os.path.join(folder, "lancedb"))
         t0 = time.perf_counter()
         table = pa.table({
             "id": pa.array(ids),
@@ -109,11 +108,7 @@ def tandem_round(binary, coll, data, runs, qrels=None, filter=None):
             rows[row["mode"].split("/")[1]] = row
     res = {}
     for fusion, row in rows.items():
-        run = {}
-        with open(os.path.join(runs, f"bm25-dense_{fusion}.trec")) as f:
-            for line in f:
-                q, _, doc, _, sc, _ = line.split()
-                run.setdefault(q, {})[doc] = float(sc)
+        run = read_run(os.path.join(runs, f"bm25-dense_{fusion}.trec"))
         res[fusion] = (run, row["p50_ms"])
     return res
 
@@ -142,7 +137,7 @@ def main():
     args = parse_args(__doc__, "hybrid")
     data = os.path.join(args.data, args.collection)
     docs, queries, qrels = load(args.data, args.collection)
-    work = tempfile.mkdtemp(prefix="peers-hybrid-")
+    work = workdir("peers-hybrid-")
     coll, model_dir, ids, vecs = exported(args, work)
     enc = Encoder(model_dir, ids, vecs, args.threads)
     peer = LanceDB(docs, ids, vecs, enc, work)

@@ -35,14 +35,13 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 
 import numpy as np
 
 from bench_dense import Peer as Encoder
 from bench_dense import parse_args, tandem_collection
-from common import load, pct, progress, run_peak, score, vmhwm_kib, write_table
+from common import load, pct, progress, read_run, run_peak, score, vmhwm_kib, workdir, write_table
 
 K = 100
 
@@ -67,13 +66,7 @@ class PyLate:
         self.bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(folder, name)) for f in fs)
 
     def encode(self, text):
-        e = self.encoder
-        enc = e.tok.encode(text)
-        ids = np.array([enc.ids], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        if "token_type_ids" in e.inputs:
-            feed["token_type_ids"] = np.zeros_like(ids)
-        h = e.sess.run(None, feed)[0][0]
+        h = self.encoder.hidden(text)
         return (h / np.linalg.norm(h, axis=1, keepdims=True)).astype(np.float32)
 
     def round(self, queries):
@@ -93,11 +86,7 @@ def tandem_round(binary, coll, data, runs):
                           "--qrels", os.path.join(data, "qrels", "test.tsv"), "--mode", "late,late", "--json",
                           "--runs", runs])
     row = [json.loads(l) for l in out.splitlines() if l.strip()][-1]  # the second row: a warm process
-    run = {}
-    with open(os.path.join(runs, "late.trec")) as f:
-        for line in f:
-            q, _, doc, _, s, _ = line.split()
-            run.setdefault(q, {})[doc] = float(s)
+    run = read_run(os.path.join(runs, "late.trec"))
     return run, row["p50_ms"], peak
 
 
@@ -113,7 +102,7 @@ def main():
     ], collection="cranfield")
     data = os.path.join(args.data, args.collection)
     _, queries, qrels = load(args.data, args.collection)
-    work = tempfile.mkdtemp(prefix="peers-late-")
+    work = workdir("peers-late-")
     li = args.late_index or "Residual"
     coll, model_dir = tandem_collection(args, "late", "" if li.upper() == "FAISS" else li)
     subprocess.run([args.tandem, "export", "--dir", coll, "--out", work], check=True, stdout=subprocess.DEVNULL)

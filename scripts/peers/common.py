@@ -1,8 +1,11 @@
 """Helpers shared by the peer benchmarks (scripts/peers/bench_*.py)."""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytrec_eval
@@ -47,6 +50,24 @@ def score(run, qrels):
     ndcg = sum(res.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / n
     rec = sum(res.get(q, {}).get("recall_100", 0.0) for q in qrels) / n
     return ndcg, rec
+
+
+def workdir(prefix):
+    """A temporary directory, removed when the benchmark exits (the
+    exported token matrices alone take gigabytes)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+def read_run(path):
+    """Reads a TREC run file into {query: {doc: score}}."""
+    run = {}
+    with open(path) as f:
+        for line in f:
+            q, _, doc, _, s, _ = line.split()
+            run.setdefault(q, {})[doc] = float(s)
+    return run
 
 
 def pct(xs, p):
