@@ -25,6 +25,9 @@ var (
 	ErrClosed           = errors.New("engine: closed")
 	ErrBadRequest       = errors.New("engine: bad request")
 	ErrUnknownRetriever = errors.New("engine: unknown retriever")
+	// ErrNoCollection is returned by Open with Options.MustExist when dir
+	// holds no collection. It wraps fs.ErrNotExist.
+	ErrNoCollection = fmt.Errorf("engine: no collection: %w", fs.ErrNotExist)
 )
 
 // Options configure Open. Zero fields mean defaults.
@@ -54,6 +57,9 @@ type Options struct {
 	// this many ONNX Runtime threads, and documents in bulk as up to this
 	// many concurrent one-thread runs; 0 means min(NumCPU, 4).
 	EncoderThreads int
+	// MustExist makes Open fail with ErrNoCollection, creating nothing,
+	// when dir holds no collection: for commands that only read one.
+	MustExist bool
 }
 
 func (o *Options) fill() error {
@@ -148,8 +154,9 @@ type Engine struct {
 // during catch-up; it bounds memory, not correctness.
 const catchUpChunk = 2000
 
-// Open opens the collection in dir, creating it if needed, and catches up
-// every derived index with the change log before returning.
+// Open opens the collection in dir, creating it if needed (unless
+// Options.MustExist), and catches up every derived index with the change
+// log before returning.
 func Open(dir string, opts *Options) (*Engine, error) {
 	var o Options
 	if opts != nil {
@@ -158,11 +165,16 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
+	_, err := os.Stat(filepath.Join(dir, "badger"))
+	exists := err == nil
+	if o.MustExist && !exists {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, ErrNoCollection)
+	}
 	// Models requested for a new collection are loaded first, to record
 	// their dimensions in its schema; an existing collection keeps its own.
 	var loaded map[string]*encoder.Encoder
 	schema := o.Schema
-	if _, err := os.Stat(filepath.Join(dir, "badger")); os.IsNotExist(err) && len(o.Dense)+len(o.Late) > 0 {
+	if !exists && len(o.Dense)+len(o.Late) > 0 {
 		specs, encs, err := requestedModels(&o)
 		if err != nil {
 			return nil, err

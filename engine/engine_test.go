@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -487,4 +488,27 @@ func TestAttachDerivedIndex(t *testing.T) {
 	if st, _ := e.Stats(); st.AppliedSeq["liveset"] != st.LastSeq {
 		t.Errorf("stats: %+v", st.AppliedSeq)
 	}
+}
+
+// TestMustExist: Open with MustExist fails on a directory without a
+// collection, with ErrNoCollection, and creates nothing; it opens an
+// existing collection.
+func TestMustExist(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "missing")
+	if _, err := Open(dir, &Options{MustExist: true}); !errors.Is(err, ErrNoCollection) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open of a missing collection: %v, want ErrNoCollection", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Open with MustExist created %s (%v)", dir, err)
+	}
+	e, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	e, err = Open(dir, &Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("Open of an existing collection with MustExist: %v", err)
+	}
+	e.Close()
 }

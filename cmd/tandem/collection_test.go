@@ -19,6 +19,32 @@ func tandemRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// Commands that read a collection fail on a path that holds none, naming
+// it, and create nothing there.
+func TestReadCommandsNeedCollection(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "nonexistent")
+	q, qrels := filepath.Join(tmp, "q.jsonl"), filepath.Join(tmp, "qrels.tsv")
+	os.WriteFile(q, []byte(`{"_id":"q1","text":"whale"}`+"\n"), 0o644)
+	os.WriteFile(qrels, []byte("query-id\tcorpus-id\tscore\nq1\td1\t1\n"), 0o644)
+	for _, args := range [][]string{
+		{"search", "--dir", dir, "hello"},
+		{"stats", "--dir", dir},
+		{"delete", "--dir", dir, "d1"},
+		{"export", "--dir", dir, "--out", filepath.Join(tmp, "out")},
+		{"eval", "--dir", dir, "--queries", q, "--qrels", qrels},
+		{"tune", "--dir", dir, "--queries", q, "--qrels", qrels},
+	} {
+		code, _, errs := tandemRun(t, args...)
+		if code == 0 || !strings.Contains(errs, dir) || !strings.Contains(errs, "no collection") {
+			t.Errorf("%s on a missing collection: code %d, stderr %q", args[0], code, errs)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("%s created %s", args[0], dir)
+		}
+	}
+}
+
 func TestCollectionCommands(t *testing.T) {
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "coll")

@@ -18,7 +18,7 @@ func runDelete(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem delete --dir DIR ID...")
 		return errUsage
 	}
-	e, err := engine.Open(*dir, nil)
+	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {
 		return err
 	}

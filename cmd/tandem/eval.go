@@ -65,7 +65,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(*dir, nil)
+	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem export --dir DIR --out OUTDIR")
 		return errUsage
 	}
-	e, err := engine.Open(*dir, nil)
+	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {
 		return err
 	}

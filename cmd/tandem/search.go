@@ -107,7 +107,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(*dir, nil)
+	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem stats --dir DIR [--json]")
 		return errUsage
 	}
-	e, err := engine.Open(*dir, nil)
+	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {
 		return err
 	}

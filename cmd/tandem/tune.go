@@ -73,7 +73,7 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	e, err := engine.Open(*dir, nil)
+	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {
 		return err
 	}
