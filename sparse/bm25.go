@@ -148,20 +148,26 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 		return nil, err
 	}
 	segs := snap.Segments()
+	dicts := map[string][]segment.TermDictionary{} // per field, per segment
 	var terms []bm25Term
 	for _, c := range q.clauses {
 		fs := st[c.field]
 		if fs.Docs == 0 {
 			continue // no document has the field
 		}
+		if dicts[c.field] == nil {
+			ds := make([]segment.TermDictionary, len(segs))
+			for i, ss := range segs {
+				if ds[i], err = ss.Segment().Dictionary(c.field); err != nil {
+					return nil, fmt.Errorf("sparse: BM25 field %s: %w", c.field, err)
+				}
+			}
+			dicts[c.field] = ds
+		}
 		t := bm25Term{lists: make([]segment.PostingsList, len(segs))}
 		df := uint64(0)
 		for i, ss := range segs {
-			dict, err := ss.Segment().Dictionary(c.field)
-			if err != nil {
-				return nil, fmt.Errorf("sparse: BM25 field %s: %w", c.field, err)
-			}
-			pl, err := dict.PostingsList([]byte(c.term), ss.Deleted(), nil)
+			pl, err := dicts[c.field][i].PostingsList([]byte(c.term), ss.Deleted(), nil)
 			if err != nil {
 				return nil, fmt.Errorf("sparse: BM25 term %q in %s: %w", c.term, c.field, err)
 			}
