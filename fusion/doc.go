@@ -35,10 +35,20 @@
 // These are ranx's definitions (ranx 0.3: rrf; min-max, zmuv and max
 // normalisation followed by wsum; comb_sum and comb_mnz after ranx's default
 // min-max normalisation), and Qdrant's for dbsf, which ranx lacks. As in
-// ranx, each denominator is floored at 1e-9, so a list whose scores are all
-// equal normalises to 0, and a max-normalised list whose scores are all ≤ 0
-// is divided by 1e-9 (use minmax for such scores). DBSF does not clip
-// scores beyond mean ± 3σ.
+// ranx, the max denominator is floored at 1e-9, so a max-normalised list
+// whose scores are all ≤ 0 is divided by 1e-9 (use minmax for such scores).
+// DBSF does not clip scores beyond mean ± 3σ.
+//
+// # Lists whose scores are all equal
+//
+// A list of one hit, or whose spread (max − min; σ for zscore and dbsf) is
+// under 1e-9, has nothing to normalise by. ranx maps it to 0, which makes
+// the best match of a one-hit search look like no match. Tandem follows
+// Elasticsearch's linear retriever and Weaviate's relative-score fusion
+// instead: under minmax, combsum and combmnz each of its scores normalises
+// to 1 (the list's best), and under dbsf to 0.5 (the centre of mean ± 3σ).
+// Under zscore it is 0, the mean's z-score. rrf, wrrf and max divide by no
+// spread (max gives s/s = 1 for one positive score).
 //
 // # Invariants
 //

@@ -15,8 +15,8 @@ var ErrInvalid = errors.New("fusion: invalid input")
 // Clarke and Büttcher (SIGIR 2009).
 const DefaultK = 60
 
-// epsilon floors every normalisation denominator, as ranx does, so a list
-// whose scores are all equal normalises to 0 instead of dividing by zero.
+// epsilon floors the max denominator, as ranx does, and is the spread
+// (max − min, or σ) below which a list's scores count as all equal.
 const epsilon = 1e-9
 
 // Item is one retrieved document. Doc is the engine's internal document
@@ -190,7 +190,8 @@ func Fuse(lists []List, opts Options) ([]Hit, error) {
 // normaliser returns the function that maps (rank, score) of one list to
 // its normalised value under m. The statistics match ranx 0.3 (min-max,
 // max, zmuv with population σ) and Qdrant's DBSF, with ranx's 1e-9 floor on
-// each denominator.
+// the max denominator. A list whose scores are all equal (one item, say)
+// normalises to 1 under min-max, 0.5 under DBSF and 0 under z-score.
 func normaliser(m Method, k float64, items []Item) func(rank int, s float64) float64 {
 	switch m {
 	case RRF, WeightedRRF:
@@ -204,18 +205,29 @@ func normaliser(m Method, k float64, items []Item) func(rank int, s float64) flo
 		return func(_ int, s float64) float64 { return s / d }
 	case ZScore, DBSF:
 		mean, sd := meanStd(items)
-		if m == ZScore {
-			d := max(sd, epsilon)
-			return func(_ int, s float64) float64 { return (s - mean) / d }
+		if sd < epsilon {
+			// Every score is the mean: z-score 0, the centre of mean ± 3σ.
+			c := 0.0
+			if m == DBSF {
+				c = 0.5
+			}
+			return func(int, float64) float64 { return c }
 		}
-		lo, d := mean-3*sd, max(6*sd, epsilon)
+		if m == ZScore {
+			return func(_ int, s float64) float64 { return (s - mean) / sd }
+		}
+		lo, d := mean-3*sd, 6*sd
 		return func(_ int, s float64) float64 { return (s - lo) / d }
 	default: // MinMax, CombSUM, CombMNZ
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, it := range items {
 			lo, hi = min(lo, it.Score), max(hi, it.Score)
 		}
-		d := max(hi-lo, epsilon)
+		if hi-lo < epsilon {
+			// One score, or all equal: each is the list's best.
+			return func(int, float64) float64 { return 1 }
+		}
+		d := hi - lo
 		return func(_ int, s float64) float64 { return (s - lo) / d }
 	}
 }

@@ -126,13 +126,53 @@ func TestDepthAndLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// a: {1: 0} (a single item normalises to 0); b: {3: 1, 2: 0.5, 5: 0}.
+	// a: {1: 1} (a single item is its list's best); b: {3: 1, 2: 0.5, 5: 0}.
 	got := []want{{hits[0].Doc, hits[0].Score}, {hits[1].Doc, hits[1].Score}}
-	if len(hits) != 2 || got[0] != (want{3, 1}) || got[1] != (want{2, 0.5}) {
-		t.Errorf("got %v (%d hits), want [{3 1} {2 0.5}]", got, len(hits))
+	if len(hits) != 2 || got[0] != (want{1, 1}) || got[1] != (want{3, 1}) {
+		t.Errorf("got %v (%d hits), want [{1 1} {3 1}]", got, len(hits))
 	}
-	if hits[0].Sources[0].Rank != 0 {
-		t.Errorf("doc 3 is below list a's depth but has rank %d", hits[0].Sources[0].Rank)
+	if hits[1].Sources[0].Rank != 0 {
+		t.Errorf("doc 3 is below list a's depth but has rank %d", hits[1].Sources[0].Rank)
+	}
+}
+
+// TestEqualScores pins the rule for a list without spread (fusion/doc.go):
+// one item, or several with equal scores, fused alone and beside a list
+// that does spread.
+func TestEqualScores(t *testing.T) {
+	tests := []struct {
+		m    Method
+		want float64 // each item's normalised value
+	}{
+		{MinMax, 1}, {CombSUM, 1}, {CombMNZ, 1}, {DBSF, 0.5}, {ZScore, 0},
+		{Max, 1}, {RRF, 1.0 / 61}, {WeightedRRF, 1.0 / 61},
+	}
+	for _, tc := range tests {
+		for _, items := range [][]Item{{{9, 3.5}}, {{9, 0.25}, {8, 0.25}, {7, 0.25 + 1e-12}}} {
+			hits, err := Fuse([]List{{Name: "one", Items: items}}, Options{Method: tc.m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hits) != len(items) {
+				t.Fatalf("%v: %d hits from %d items", tc.m, len(hits), len(items))
+			}
+			h := hits[0]
+			if math.Abs(h.Score-tc.want) > 1e-12 || h.Sources[0].Contribution != h.Score {
+				t.Errorf("%v over %d equal scores: first hit %+v, want score %g", tc.m, len(items), h, tc.want)
+			}
+		}
+	}
+	// Beside a spread list, the one-item list adds its weight times 1.
+	lists := []List{
+		{Name: "a", Weight: 2, Items: []Item{{5, 0.7}}},
+		{Name: "b", Items: []Item{{5, 0.9}, {6, 0.1}}},
+	}
+	hits, err := Fuse(lists, Options{Method: MinMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits[0].Doc != 5 || hits[0].Score != 3 || hits[1].Doc != 6 || hits[1].Score != 0 {
+		t.Errorf("got %+v, want doc 5 with 2·1 + 1 = 3, then doc 6 with 0", hits)
 	}
 }
 
