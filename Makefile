@@ -30,6 +30,7 @@ build: setup
 
 # The README's test command: set-up, lint, then every test.
 test: setup lint
+	bash scripts/setup-browser.sh
 	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
 
 test-short: setup
