@@ -99,7 +99,8 @@ func Find(name string) (string, error) {
 	}
 	models := native.ModelsDir()
 	if models == "" {
-		return "", fmt.Errorf("%w: %q: no models directory (run scripts/setup.sh)", ErrNotInstalled, name)
+		return "", fmt.Errorf("%w: %q: no models directory (searched %s; run scripts/setup.sh and scripts/install.sh, or set TANDEM_MODELS)",
+			ErrNotInstalled, name, strings.Join(native.ModelDirs(), ", "))
 	}
 	dir := filepath.Join(models, name)
 	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); err != nil {
