@@ -264,6 +264,12 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	x.mu.keys = map[uint64]int{}
 	startSeq := st.LastSeq()
 	if x.residual {
+		// Residual codes need FAISS only to train and assign, once
+		// documents arrive: without it, fail now rather than after the
+		// first commit.
+		if err := faiss.Available(); err != nil {
+			return nil, fmt.Errorf("latecollect: open %s: residual codes: %w", o.Model, err)
+		}
 		return x.openResidual(ctx, startSeq)
 	}
 	err = st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem/internal/native"
 )
 
 // Metric is the similarity an index ranks by.
@@ -33,9 +35,10 @@ var (
 	ErrDimension = errors.New("faiss: dimension mismatch")
 )
 
-// ErrNoCgo is returned by every constructor when Tandem was built without
-// cgo (CGO_ENABLED=0): FAISS is a C++ library.
-var ErrNoCgo = errors.New("faiss: not available in a build without cgo")
+// ErrNoCgo is native.ErrNoCgo, which every constructor returns, wrapped,
+// when Tandem was built without cgo (CGO_ENABLED=0): FAISS is a C++
+// library.
+var ErrNoCgo = native.ErrNoCgo
 
 // SearchOptions tune one search. Zero fields mean the index's defaults.
 type SearchOptions struct {
@@ -51,4 +54,16 @@ type SearchOptions struct {
 type Result struct {
 	IDs    []int64
 	Scores []float32
+}
+
+// KMeansOptions configure KMeans. Zero fields mean defaults.
+type KMeansOptions struct {
+	// Iterations of Lloyd's algorithm; default 20.
+	Iterations int
+	// Spherical normalises the centroids to unit length after each
+	// iteration (for inner-product data such as unit token vectors).
+	Spherical bool
+	// Seed of FAISS's random initialisation; the same seed, data and
+	// thread count give the same centroids.
+	Seed int
 }

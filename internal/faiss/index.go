@@ -381,6 +381,12 @@ func (x *Index) SetEfSearch(ef int) error {
 	return nil
 }
 
+// Available reports whether FAISS is linked into this build: nil here; an
+// error wrapping ErrNoCgo in a build without cgo. Callers whose own open
+// path does not touch FAISS check it there, so that a collection that
+// cannot index fails when it is opened rather than at its first write.
+func Available() error { return nil }
+
 // SetThreads sets the number of OpenMP threads FAISS uses process-wide.
 func SetThreads(n int) {
 	if n > 0 {

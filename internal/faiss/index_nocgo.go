@@ -2,20 +2,33 @@
 
 package faiss
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
-// Index is unavailable without cgo; every constructor returns ErrNoCgo, so
-// the engine can fall back to BM25-only search.
+// Without cgo there is no FAISS: every constructor fails with ErrNoCgo
+// (native.ErrNoCgo) wrapped with what was attempted, so no Index or
+// Quantizer ever exists and their methods are never reached on a value
+// this package returned. They fail the same way on a zero value.
+
+// Index is unavailable without cgo.
 type Index struct{}
 
-// New returns ErrNoCgo.
-func New(int, string, Metric) (*Index, error) { return nil, ErrNoCgo }
+// New returns an error wrapping ErrNoCgo.
+func New(d int, description string, m Metric) (*Index, error) {
+	return nil, fmt.Errorf("faiss: new index %q (d=%d, %s): %w", description, d, m, ErrNoCgo)
+}
 
-// Unmarshal returns ErrNoCgo.
-func Unmarshal([]byte, string, Metric) (*Index, error) { return nil, ErrNoCgo }
+// Unmarshal returns an error wrapping ErrNoCgo.
+func Unmarshal(data []byte, description string, m Metric) (*Index, error) {
+	return nil, fmt.Errorf("faiss: read index %q (%d bytes): %w", description, len(data), ErrNoCgo)
+}
 
 // SetThreads does nothing without cgo.
 func SetThreads(int) {}
+
+func noCgo(op string) error { return fmt.Errorf("faiss: %s: %w", op, ErrNoCgo) }
 
 func (*Index) D() int                               { return 0 }
 func (*Index) Metric() Metric                       { return InnerProduct }
@@ -23,31 +36,34 @@ func (*Index) Description() string                  { return "" }
 func (*Index) Len() int64                           { return 0 }
 func (*Index) IsTrained() bool                      { return false }
 func (*Index) MemoryBytes() uint64                  { return 0 }
-func (*Index) Train([]float32) error                { return ErrNoCgo }
-func (*Index) Add([]int64, []float32) error         { return ErrNoCgo }
-func (*Index) Remove([]int64) (int, error)          { return 0, ErrNoCgo }
-func (*Index) Reconstruct(int64) ([]float32, error) { return nil, ErrNoCgo }
-func (*Index) Marshal() ([]byte, error)             { return nil, ErrNoCgo }
-func (*Index) SetEfSearch(int) error                { return ErrNoCgo }
+func (*Index) Train([]float32) error                { return noCgo("train") }
+func (*Index) Add([]int64, []float32) error         { return noCgo("add") }
+func (*Index) Remove([]int64) (int, error)          { return 0, noCgo("remove") }
+func (*Index) Reconstruct(int64) ([]float32, error) { return nil, noCgo("reconstruct") }
+func (*Index) Marshal() ([]byte, error)             { return nil, noCgo("write index") }
+func (*Index) SetEfSearch(int) error                { return noCgo("set efSearch") }
 func (*Index) Close() error                         { return nil }
 
-// Search returns ErrNoCgo.
+// Search returns an error wrapping ErrNoCgo.
 func (*Index) Search(context.Context, []float32, int, SearchOptions) ([]Result, error) {
-	return nil, ErrNoCgo
+	return nil, noCgo("search")
 }
 
-// KMeansOptions configure KMeans.
-type KMeansOptions struct {
-	Iterations int
-	Spherical  bool
-	Seed       int
+// KMeans returns an error wrapping ErrNoCgo.
+func KMeans(x []float32, d, k int, _ KMeansOptions) ([]float32, error) {
+	return nil, fmt.Errorf("faiss: k-means of %d vectors (d=%d) into %d centroids: %w", len(x)/max(d, 1), d, k, ErrNoCgo)
 }
-
-func KMeans([]float32, int, int, KMeansOptions) ([]float32, error) { return nil, ErrNoCgo }
 
 // Quantizer is unavailable without cgo.
 type Quantizer struct{}
 
-func NewQuantizer([]float32, int) (*Quantizer, error) { return nil, ErrNoCgo }
-func (*Quantizer) Assign([]float32, []int32) error    { return ErrNoCgo }
-func (*Quantizer) Close() error                       { return nil }
+// NewQuantizer returns an error wrapping ErrNoCgo.
+func NewQuantizer(centroids []float32, d int) (*Quantizer, error) {
+	return nil, fmt.Errorf("faiss: quantizer over %d centroids (d=%d): %w", len(centroids)/max(d, 1), d, ErrNoCgo)
+}
+
+func (*Quantizer) Assign([]float32, []int32) error { return noCgo("assign") }
+func (*Quantizer) Close() error                    { return nil }
+
+// Available returns an error wrapping ErrNoCgo: FAISS is not linked.
+func Available() error { return fmt.Errorf("faiss: %w", ErrNoCgo) }

@@ -17,18 +17,6 @@ import (
 	"unsafe"
 )
 
-// KMeansOptions configure KMeans. Zero fields mean defaults.
-type KMeansOptions struct {
-	// Iterations of Lloyd's algorithm; default 20.
-	Iterations int
-	// Spherical normalises the centroids to unit length after each
-	// iteration (for inner-product data such as unit token vectors).
-	Spherical bool
-	// Seed of FAISS's random initialisation; the same seed, data and
-	// thread count give the same centroids.
-	Seed int
-}
-
 // KMeans clusters the n = len(x)/d vectors of x into k centroids with
 // FAISS's Clustering (assignment by exact L2 search over the centroids)
 // and returns them, k rows of d values. It needs k ≤ n; FAISS samples at

@@ -1,7 +1,8 @@
+//go:build cgo
+
 package ort
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -10,9 +11,6 @@ import (
 
 	"github.com/tandemsearch/tandem/internal/native"
 )
-
-// ErrNoLibrary reports that the ONNX Runtime shared library was not found.
-var ErrNoLibrary = errors.New("ort: ONNX Runtime library not found (run scripts/setup.sh, or set TANDEM_ONNXRUNTIME_LIB)")
 
 // env is the reference-counted process-wide environment.
 var env struct {

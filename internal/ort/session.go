@@ -1,3 +1,5 @@
+//go:build cgo
+
 package ort
 
 import (
@@ -9,45 +11,6 @@ import (
 
 	onnx "github.com/yalue/onnxruntime_go"
 )
-
-// ErrClosed is returned by Run after Close.
-var ErrClosed = errors.New("ort: session closed")
-
-// ErrRunFailed is the category of every failure reported by ONNX Runtime
-// while running a model; Error values unwrap to it.
-var ErrRunFailed = errors.New("ort: run failed")
-
-// Error is a failure reported by ONNX Runtime. onnxruntime_go flattens the
-// C status into a message, so the message is all we can carry.
-type Error struct {
-	Op    string // "load", "inspect" or "run"
-	Model string // model file
-	Msg   string // ONNX Runtime's message
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("ort: %s %s: %s", e.Op, e.Model, e.Msg) }
-
-// Is makes errors.Is(err, ErrRunFailed) true for run failures.
-func (e *Error) Is(target error) bool { return target == ErrRunFailed && e.Op == "run" }
-
-// IOInfo describes one model input or output.
-type IOInfo struct {
-	Name string
-	// Shape has -1 for dynamic dimensions (batch, sequence).
-	Shape []int64
-	// Type is the element type as ONNX Runtime names it, e.g. "int64".
-	Type string
-}
-
-// SessionOptions configure a Session. Zero fields mean defaults.
-type SessionOptions struct {
-	// IntraOpThreads is the number of threads one Run may use; 0 lets ONNX
-	// Runtime choose (one per physical core).
-	IntraOpThreads int
-	// Library overrides the ONNX Runtime shared library path that package
-	// native finds.
-	Library string
-}
 
 // Inspect reads a model's inputs and outputs.
 func Inspect(path string, opts *SessionOptions) (inputs, outputs []IOInfo, err error) {
@@ -150,14 +113,6 @@ func OpenSession(path string, inputs, outputs []string, opts *SessionOptions) (*
 	sess := &Session{path: path, inputs: inputs, outputs: outputs}
 	sess.mu.s = s
 	return sess, nil
-}
-
-// Tensor is a dense tensor passed to or returned from Run. Exactly one of
-// Int64 and Float32 holds the data, in row-major order.
-type Tensor struct {
-	Shape   []int64
-	Int64   []int64
-	Float32 []float32
 }
 
 func (t Tensor) value() (onnx.Value, error) {
