@@ -40,16 +40,13 @@
 //
 // Options.Description is a FAISS factory description; "" is automatic:
 //
-//   - Flat (exact) below ExactBelow = 10,000 vectors. With this FAISS
-//     build, one Flat query over 100k 384-d vectors takes about 64 ms, so
-//     about 6 ms at 10k.
+//   - Flat (exact) below ExactBelow = 10,000 vectors, where a full scan
+//     costs a few milliseconds.
 //   - IVF(4·√n),Flat above, trained on a uniform sample of 39 vectors per
 //     list (FAISS's minimum without warnings), searched with NProbe = 32
-//     lists: at 100k synthetic 384-d vectors (1,264 lists) recall@10 is
-//     1.0 at 2 ms (0.93 at 8 lists, 0.996 at 16). IVF keeps exact vectors
-//     and supports remove_ids, which HNSW does not in FAISS 1.7.3, and its
-//     nprobe can be set per search, which internal/faiss does not offer
-//     for HNSW's efSearch.
+//     lists, the fewest that kept recall@10 at 1.0 on BenchmarkDense's
+//     100k vectors. IVF keeps exact vectors and supports remove_ids, which
+//     HNSW does not in FAISS 1.7.3, and its nprobe can be set per search.
 //   - The type follows the size: crossing ExactBelow rebuilds as IVF,
 //     falling under ExactBelow/2 rebuilds as Flat, and growing fourfold
 //     since training retrains IVF with more lists. Rebuilds read every
@@ -67,45 +64,20 @@
 //   - c ≤ ExactFilterMax (1,000): exact. For Flat and IVF-Flat this is
 //     FAISS itself with every list probed (it computes inner products for
 //     allowed ids only); for quantised or graph indexes, a scan of the
-//     stored vectors in storage (about 12 µs per document).
+//     stored vectors in storage.
 //   - otherwise the bitmap goes into FAISS as an ID selector, and IVF
 //     probes NProbe·n/c lists (capped at all of them), so that a filtered
 //     search scores about as many allowed vectors as an unfiltered one.
-//     A filter keeping 5% of 100k documents is then searched over every
-//     list, exactly, in about 9 ms.
 //   - if FAISS returns fewer than min(k, c) hits (HNSW applies selectors
 //     to its result set only), the exact path answers instead.
 //
-// Recall@10 against exact filtered search is 1.0 at 50%, 5%, 0.5% and
-// 0.05% random filters at 100k, and 0.99 under a 5% filter correlated with
-// the vectors (TestRecallDefaultANN, BenchmarkDense).
-//
-// # Measurements
-//
-// BenchmarkDense, 100k synthetic 384-d vectors (clustered, intrinsic
-// dimension 32; see synth in helpers_test.go), 2 shared cores, 100
-// queries, k=10. Recall is against exact (filtered) search; build is Open
-// from storage without a snapshot; bytes are FAISS's native memory.
-//
-//	index            recall@10  p50 ms  p95 ms  build s  bytes
-//	Flat                 1.000    50.2   115.1      0.8  158 MB
-//	auto (IVF1264)       1.000     1.4     1.8      9.6  156 MB
-//	HNSW32 (ef 16)       0.760     0.4     0.7     71.1  185 MB
-//	IVF1264,SQ8          0.995     1.3     1.6      6.8   41 MB
-//
-// With random filters keeping 50%, 5%, 0.5% and 0.05%, the automatic index
-// has recall@10 1.000 at each, p50 1.7, 1.4, 0.8 and 0.6 ms; IVF-SQ8
-// 0.994, 0.996, 1.0, 1.0 (the last two exact over stored vectors, 5.1 and
-// 0.4 ms); HNSW32 0.737 and 0.591 at 50% and 5% (FAISS 1.7.3 applies the
-// selector within an efSearch-16 search), 1.0 below (exact).
-//
-// At 1M vectors (-dense.large; machine load about 12 on 2 cores, so
-// latencies are inflated): Flat p50 1,192 ms, p95 3,500 ms, 1.58 GB,
-// build 52 s; the automatic IVF4000,Flat recall@10 0.995, p50 9.9 ms,
-// p95 14.4 ms, 1.55 GB, build 204 s (k-means on 156k vectors), and
-// recall@10 1.000 under each of the four filters (p50 18 to 28 ms).
-// Opening 100k vectors from a snapshot and catching up 1,000 changes takes
-// 0.46 s, against 13.9 s to rebuild (BenchmarkOpen).
+// TestRecallDefaultANN checks that at 100k vectors the automatic index is
+// IVF and, unfiltered, under random filters keeping 50%, 5%, 0.5% and
+// 0.05% of the documents and under filters correlated with the vectors,
+// returns only allowed documents, with recall@10 at least 0.95 against
+// exact (filtered) search. BenchmarkDense measures every index type with
+// and without filters, and BenchmarkOpen opening from a snapshot against
+// a rebuild; docs/evaluation.md has their figures.
 //
 // # Concurrency
 //

@@ -64,19 +64,13 @@
 // the fused score (tandem.Source). Ties break by document number, so
 // equal requests on equal collections give equal rankings.
 //
-// # Measured
+// # Fusion default
 //
-// TestSciFact (bge-small-en-v1.5, dense + late from one forward pass per
-// document) on a SciFact subset of 766 documents (the first 512 plus the
-// 283 judged ones; the busy 2-core build machine could not encode all
-// 5,183 in the time available), 300 test queries, nDCG@10 / R@100 / p50:
-// bm25 0.8090 / 0.9733 / 0.4 ms; dense 0.8469 / 0.9967 / 12.8 ms (the
-// Python onnxruntime reference gives 0.8469 on the same subset); late
-// avg-max 0.8674 / 0.9933 / 391 ms; hybrid minmax 0.8675; bm25+dense minmax
-// 0.8684, the best. On this subset, which holds every relevant document
-// and few distractors, hybrid gains only +0.001 over late interaction
-// alone, short of the +0.02 the test requires; full-corpus figures are
-// still to be measured.
+// Request.Fusion defaults to DefaultFusion, min-max, with equal weights and
+// DefaultDepth hits per retriever; DefaultFusion's comment says why. The
+// weights stay equal because weights fitted on one set of judged queries
+// did not carry over to another (docs/evaluation.md); Tune fits them, and
+// the method and depth, on a collection's own judged queries.
 //
 // # Usage
 //

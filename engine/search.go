@@ -23,17 +23,13 @@ import (
 	"github.com/tandemsearch/tandem/sparse"
 )
 
-// DefaultFusion is the fusion method when Request.Fusion is empty.
-// Measured with bge-small-en-v1.5 on a SciFact subset (the first 512
-// documents plus the 283 judged ones, 766 in all; TestSciFact with
-// TANDEM_SCIFACT_SUBSET=512), nDCG@10 at depth 100: for bm25+dense+late,
-// dbsf 0.8677, zscore 0.8676, minmax 0.8675, rrf 0.8661, max 0.8524; for
-// bm25+dense, minmax 0.8684 (the best overall), dbsf 0.8627, rrf 0.8533.
-// Min-max is within 0.0003 of the best for three retrievers and the best
-// for two, so it is the default. On the full corpus with textbook BM25,
-// over SciFact's 809 training queries (kept apart from the 300 test
-// queries the README reports), hybrid nDCG@10: minmax 0.7760, zscore
-// 0.7738, dbsf 0.7738, rrf 0.7713.
+// DefaultFusion is the fusion method when Request.Fusion is empty. Min-max
+// is the default because, with equal weights, it is the best method or
+// within a few thousandths of the best over every collection, query split
+// and combination of retrievers measured, and RRF, which ignores the
+// scores, trails it in each. docs/evaluation.md ("Fusion: why min-max is
+// the default") has the figures and the commands that reproduce them; a
+// change of default should be measured the same way.
 const DefaultFusion = "minmax"
 
 // DefaultDepth is how many hits each retriever contributes to fusion when

@@ -26,11 +26,10 @@
 // # Scoring
 //
 // Every text field is indexed on its own and also joined, space-separated,
-// into the internal field "_text", which queries search by default. On
-// SciFact one combined field scores nDCG@10 0.675 against 0.62 for a
-// disjunction of title and text (boosting title made it worse); see
-// /work/shared/notes/bleve-bm25.md. Query.Fields searches chosen fields with
-// boosts instead.
+// into the internal field "_text", which queries search by default: one
+// combined field ranks BEIR collections better than a disjunction of
+// title and text, boosted or not (docs/evaluation.md has the SciFact
+// figures). Query.Fields searches chosen fields with boosts instead.
 //
 // Scoring is textbook BM25 (bm25.go has the formula) unless the schema
 // chooses Bleve's own (tandem.BM25Bleve). The textbook scorer is a Bleve
@@ -51,7 +50,7 @@
 // doc count) per segment layout, query norm 1/sqrt(Σ idf²), and a coord
 // factor matched/total terms. Its scores therefore shift slightly with
 // segment layout (batch sizes), and it ranks SciFact and Cranfield below
-// the textbook formula (the README's BM25 table).
+// the textbook formula (docs/evaluation.md).
 //
 // # Filters
 //

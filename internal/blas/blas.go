@@ -7,10 +7,10 @@
 //
 // Loading the package makes OpenBLAS single-threaded for the whole
 // process, FAISS included: OpenBLAS's worker threads spin after each
-// product, and on two cores they took the core a search's own goroutines
-// and ONNX Runtime needed (late-interaction p50 on SciFact 67.9 ms with two
-// OpenBLAS threads, 47.6 ms with one), while FAISS's k-means, which
-// parallelises its own loops, lost 18% (65,536 × 384 into 2048 centroids).
+// product and take the cores a search's own goroutines and ONNX Runtime
+// need, which costs searches far more than FAISS's k-means, which
+// parallelises its own loops, loses (latecollect/README.md has the
+// measurements).
 package blas
 
 /*
