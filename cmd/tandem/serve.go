@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/tandemsearch/tandem/server"
+)
+
+// keyFlags collects repeated key flags.
+type keyFlags []string
+
+func (k *keyFlags) String() string { return fmt.Sprintf("%d keys", len(*k)) }
+func (k *keyFlags) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return fmt.Errorf("empty key")
+	}
+	*k = append(*k, s)
+	return nil
+}
+
+// serveConfig is what `tandem serve` runs: the server's configuration and
+// the address to listen on.
+type serveConfig struct {
+	addr string
+	cfg  server.Config
+}
+
+func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
+	fs := newFlagSet("serve", stderr)
+	sc := &serveConfig{}
+	fs.StringVar(&sc.cfg.DataDir, "data", "", "data directory: one collection per subdirectory (created if absent)")
+	fs.StringVar(&sc.addr, "addr", server.DefaultAddr, "address to listen on; a non-loopback address needs an API key")
+	var admin, read keyFlags
+	fs.Var(&admin, "api-key", "admin API key (every route); repeatable; also TANDEM_API_KEYS, comma separated")
+	fs.Var(&read, "read-key", "read-only API key (list, get, search, metrics); repeatable; also TANDEM_READ_KEYS, comma separated")
+	keysFile := fs.String("keys-file", "", "file of keys, one per line: 'admin KEY' or 'read KEY' ('#' starts a comment)")
+	fs.Int64Var(&sc.cfg.MaxBody, "max-body", server.DefaultMaxBody, "largest request body in bytes (413 above)")
+	fs.IntVar(&sc.cfg.MaxLine, "max-line", server.DefaultMaxLine, "largest NDJSON line or array element of an upsert in bytes (413 above)")
+	fs.IntVar(&sc.cfg.MaxK, "max-k", server.DefaultMaxK, "largest k+offset of a search (400 above)")
+	fs.IntVar(&sc.cfg.MaxQuery, "max-query", server.DefaultMaxQuery, "longest query text in bytes (400 above)")
+	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request (504 above)")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if sc.cfg.DataDir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: tandem serve --data DIR [--addr 127.0.0.1:7700] [--api-key KEY] [--read-key KEY] [limits]")
+		fs.PrintDefaults()
+		return nil, errUsage
+	}
+	for _, v := range []struct {
+		name  string
+		value int64
+	}{{"--max-body", sc.cfg.MaxBody}, {"--max-line", int64(sc.cfg.MaxLine)}, {"--max-k", int64(sc.cfg.MaxK)}, {"--max-query", int64(sc.cfg.MaxQuery)}, {"--timeout", int64(sc.cfg.Timeout)}} {
+		if v.value <= 0 {
+			return nil, fmt.Errorf("%s must be positive", v.name)
+		}
+	}
+	admin = append(admin, splitKeys(os.Getenv("TANDEM_API_KEYS"))...)
+	read = append(read, splitKeys(os.Getenv("TANDEM_READ_KEYS"))...)
+	if *keysFile != "" {
+		a, r, err := readKeysFile(*keysFile)
+		if err != nil {
+			return nil, err
+		}
+		admin, read = append(admin, a...), append(read, r...)
+	}
+	sc.cfg.AdminKeys, sc.cfg.ReadKeys = admin, read
+	if err := server.CheckExposure(sc.addr, &sc.cfg); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func splitKeys(s string) []string {
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// readKeysFile reads "admin KEY" and "read KEY" lines.
+func readKeysFile(path string) (admin, read []string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--keys-file: %w", err)
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		kind, key, ok := strings.Cut(line, " ")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return nil, nil, fmt.Errorf("--keys-file %s: line %d: want 'admin KEY' or 'read KEY'", path, i+1)
+		}
+		switch kind {
+		case "admin":
+			admin = append(admin, key)
+		case "read":
+			read = append(read, key)
+		default:
+			return nil, nil, fmt.Errorf("--keys-file %s: line %d: unknown kind %q (want admin or read)", path, i+1, kind)
+		}
+	}
+	return admin, read, nil
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	sc, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, sc, slog.New(slog.NewJSONHandler(stderr, nil)), func(addr string) {
+		fmt.Fprintf(stdout, "tandem serve: listening on http://%s (data %s)\n", addr, sc.cfg.DataDir)
+	})
+}
+
+// serve opens the collections, listens on sc.addr and serves until ctx is
+// done; listening is called with the bound address once it accepts.
+func serve(ctx context.Context, sc *serveConfig, logger *slog.Logger, listening func(addr string)) error {
+	sc.cfg.Logger = logger
+	srv, err := server.New(&sc.cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", sc.addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen: %w", err), srv.Close())
+	}
+	if listening != nil {
+		listening(ln.Addr().String())
+	}
+	return srv.Serve(ctx, ln)
+}

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// validName is a collection name: it is a directory of the data directory,
+// so it cannot hold a separator, start with a dot or be "..".
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
+
+// trashPrefix names a dropped collection's directory while it is removed;
+// it is not a valid name, so such a directory is never opened.
+const trashPrefix = ".dropped-"
+
+func checkName(name string) error {
+	if !validName.MatchString(name) {
+		return errorf(http.StatusBadRequest, "invalid_name", "collection name %q: want 1 to 64 letters, digits, '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// collection is one open engine. Requests hold mu for reading while they
+// use e; drop and shutdown take it for writing, so an engine is closed
+// only once no request uses it, and a request that finds it gone answers
+// 404.
+type collection struct {
+	name string
+	dir  string
+	e    *engine.Engine
+
+	mu   sync.RWMutex
+	gone bool // guarded by mu
+}
+
+// registry holds the open collections of the data directory.
+type registry struct {
+	dir string
+	mu  struct {
+		sync.Mutex
+		open map[string]*collection
+		// busy names a collection being created or dropped: its name is
+		// taken, and it is not yet (or no longer) served.
+		busy map[string]bool
+	}
+}
+
+// openRegistry opens every collection under dir (creating dir if needed)
+// and removes what earlier drops left half removed. A collection that
+// fails to open is an error naming it: a server does not start with part
+// of its data silently missing.
+func openRegistry(dir string, opts engine.Options) (*registry, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("server: data directory: %w", err)
+	}
+	reg := &registry{dir: dir}
+	reg.mu.open = map[string]*collection{}
+	reg.mu.busy = map[string]bool{}
+	for _, de := range entries {
+		name := de.Name()
+		if !de.IsDir() {
+			continue
+		}
+		if strings.HasPrefix(name, trashPrefix) {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				reg.closeAll()
+				return nil, fmt.Errorf("server: remove dropped collection: %w", err)
+			}
+			continue
+		}
+		if !validName.MatchString(name) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name, "badger")); err != nil {
+			continue // not a collection
+		}
+		o := opts
+		o.MustExist = true
+		e, err := engine.Open(filepath.Join(dir, name), &o)
+		if err != nil {
+			reg.closeAll()
+			return nil, fmt.Errorf("server: open collection %q: %w", name, err)
+		}
+		reg.mu.open[name] = &collection{name: name, dir: filepath.Join(dir, name), e: e}
+	}
+	return reg, nil
+}
+
+// acquire returns the named collection, held for reading: the caller must
+// call release.
+func (r *registry) acquire(name string) (*collection, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	c := r.mu.open[name]
+	r.mu.Unlock()
+	if c == nil {
+		return nil, notFound(name)
+	}
+	c.mu.RLock()
+	if c.gone {
+		c.mu.RUnlock()
+		return nil, notFound(name)
+	}
+	return c, nil
+}
+
+func (c *collection) release() { c.mu.RUnlock() }
+
+func notFound(name string) error {
+	return errorf(http.StatusNotFound, "collection_not_found", "collection %q does not exist", name)
+}
+
+// list returns the open collections by name, each held for reading: the
+// caller releases each.
+func (r *registry) list() []*collection {
+	r.mu.Lock()
+	cs := make([]*collection, 0, len(r.mu.open))
+	for _, c := range r.mu.open {
+		cs = append(cs, c)
+	}
+	r.mu.Unlock()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	out := cs[:0]
+	for _, c := range cs {
+		c.mu.RLock()
+		if c.gone {
+			c.mu.RUnlock()
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// create makes a new collection. Its name is reserved while the engine
+// opens (loading models may take seconds), so that a concurrent create or
+// drop of the same name answers 409.
+func (r *registry) create(name string, opts engine.Options) (*collection, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.dir, name)
+	r.mu.Lock()
+	if r.mu.open[name] != nil || r.mu.busy[name] {
+		r.mu.Unlock()
+		return nil, errorf(http.StatusConflict, "collection_exists", "collection %q already exists", name)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		r.mu.Unlock()
+		return nil, errorf(http.StatusConflict, "collection_exists", "collection %q: the data directory already holds %s, which is not an open collection", name, name)
+	}
+	r.mu.busy[name] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.mu.busy, name)
+		r.mu.Unlock()
+	}()
+	e, err := engine.Open(dir, &opts)
+	if err != nil {
+		// The name was free and reserved: whatever Open left is ours.
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	c := &collection{name: name, dir: dir, e: e}
+	r.mu.Lock()
+	r.mu.open[name] = c
+	r.mu.Unlock()
+	return c, nil
+}
+
+// drop closes the collection once no request uses it, then removes its
+// directory: first renamed, so that a crash during the removal never
+// leaves a half collection that the next start would open.
+func (r *registry) drop(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	c := r.mu.open[name]
+	if c == nil {
+		busy := r.mu.busy[name]
+		r.mu.Unlock()
+		if busy {
+			return errorf(http.StatusConflict, "collection_busy", "collection %q is being created or dropped", name)
+		}
+		return notFound(name)
+	}
+	delete(r.mu.open, name)
+	r.mu.busy[name] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.mu.busy, name)
+		r.mu.Unlock()
+	}()
+	c.mu.Lock()
+	c.gone = true
+	cerr := c.e.Close()
+	c.mu.Unlock()
+	trash := filepath.Join(r.dir, fmt.Sprintf("%s%s-%d", trashPrefix, name, time.Now().UnixNano()))
+	if err := os.Rename(c.dir, trash); err != nil {
+		return errors.Join(cerr, fmt.Errorf("server: drop %q: %w", name, err))
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		return errors.Join(cerr, fmt.Errorf("server: drop %q: %w", name, err))
+	}
+	if cerr != nil {
+		return fmt.Errorf("server: drop %q: close: %w", name, cerr)
+	}
+	return nil
+}
+
+// closeAll closes every collection once no request uses it. Engine.Close
+// writes the vector indexes' snapshots; every acknowledged write is
+// already durable.
+func (r *registry) closeAll() error {
+	r.mu.Lock()
+	cs := make([]*collection, 0, len(r.mu.open))
+	for _, c := range r.mu.open {
+		cs = append(cs, c)
+	}
+	r.mu.open = map[string]*collection{}
+	r.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		c.mu.Lock()
+		c.gone = true
+		if err := c.e.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("server: close %q: %w", c.name, err))
+		}
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}

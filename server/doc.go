@@ -1,0 +1,82 @@
+// Package server is Tandem's HTTP JSON API: the collections of one data
+// directory, served over net/http. `tandem serve` runs it; a Go program can
+// mount Server.Handler in its own server.
+//
+// The main types are Config, which holds the data directory, the API keys
+// and the limits, and Server, which New opens and Close closes. The routes,
+// their bodies and their answers are in openapi.json (OpenAPI 3), which the
+// server also serves at /openapi.json.
+//
+// # Usage
+//
+//	srv, err := server.New(&server.Config{DataDir: "data", AdminKeys: []string{key}})
+//	if err != nil { ... }
+//	ln, err := net.Listen("tcp", server.DefaultAddr)
+//	if err != nil { ... }
+//	err = srv.Serve(ctx, ln) // until ctx is done; then shuts down and closes every collection
+//
+// # Collections
+//
+// Each collection is a subdirectory of Config.DataDir, opened with
+// engine.Open when the server starts or when PUT /v1/collections/{name}
+// creates it. A name matches ^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$, so it can
+// never name a path outside the data directory. A request holds its
+// collection for reading while it uses the engine; a drop takes it for
+// writing, so it waits for the requests in flight, closes the engine, and
+// only then removes the directory (renamed first, so that a crash during
+// the removal leaves nothing that the next start would open). A request
+// that comes after the drop answers 404.
+//
+// # Authentication
+//
+// Keys come as "Authorization: Bearer KEY" or "X-API-Key: KEY". Admin keys
+// may do everything; read keys may list and describe collections, get
+// documents, search, and read /metrics and /openapi.json. With no key
+// configured every request is allowed, and CheckExposure (which `tandem
+// serve` applies) refuses to listen on anything but a loopback address.
+// A missing or unknown key is 401, a read key on an admin route 403.
+// /healthz, /readyz and the web page (/ and /ui/) are never authenticated.
+//
+// # Limits
+//
+// Every limit answers a 4xx whose message names the limit and the flag of
+// `tandem serve` that sets it: a body over MaxBody (--max-body) or an
+// upsert line over MaxLine (--max-line) is 413; k+offset over MaxK
+// (--max-k) and query text over MaxQuery (--max-query) are 400; a request
+// that runs past Timeout (--timeout) is 504. An upsert body is read whole
+// and its lines measured before anything is stored, so a 413 stores
+// nothing.
+//
+// # Errors
+//
+// Every error answer is {"error": {"code": "...", "message": "..."}}. The
+// message names what was wrong: the JSON field, the NDJSON line, the
+// filter path, the model and vector part, the parameter or the limit. The
+// client's mistakes (bad JSON, an invalid schema, filter or retriever, a
+// vector of the wrong dimension) are 4xx; 5xx means the server failed and
+// is logged with its cause. An upsert answers 200 with per-line errors:
+// the good lines are stored, each bad one is reported with its 1-based
+// line (for a JSON array, the element's index + 1) and never stored.
+//
+// # Durability and shutdown
+//
+// An upsert or delete answers once its batches are committed, fsynced
+// (unless Config.Engine.NoSync) and applied to every index: an
+// acknowledged write survives a crash. Serve shuts down when its context
+// is done (`tandem serve` cancels it on SIGINT or SIGTERM): /readyz
+// answers 503, the listener closes, requests in flight finish, and every
+// engine is closed, which writes the vector indexes' snapshots so the next
+// start need not rebuild them.
+//
+// # Observability
+//
+// Each request is logged with log/slog as one line: method, route
+// pattern, path, status, bytes, duration, collection and remote address.
+// /metrics serves Prometheus metrics from a registry of the server's own:
+// requests by route and status, request latency by route, search latency
+// by collection and mode (the retriever kinds that ran, joined by '+';
+// the engine times a search as a whole, so a fused search is one
+// observation of its mode, not one per retriever), documents per
+// collection, documents ingested (whose rate() is the ingest rate), failed
+// and deleted, and each collection's size on disk by part.
+package server

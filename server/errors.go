@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/filter"
+)
+
+// apiError is an error answered to the client: an HTTP status and the body
+// {"error": {"code": ..., "message": ...}}.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	// err is the cause, logged for server errors; never sent.
+	err error
+}
+
+func (e *apiError) Error() string { return e.message }
+func (e *apiError) Unwrap() error { return e.err }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON of every error response.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// classify maps an engine error to its answer: the client's mistakes are
+// 4xx with the engine's message (which names the field, the filter path,
+// the model or the parameter), the rest 500.
+func classify(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: http.StatusGatewayTimeout, code: "timeout", message: "the request ran out of time: " + err.Error(), err: err}
+	case errors.Is(err, context.Canceled):
+		return &apiError{status: http.StatusServiceUnavailable, code: "canceled", message: "the request was canceled", err: err}
+	case errors.Is(err, engine.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: "the collection is closing", err: err}
+	case errors.Is(err, filter.ErrInvalid):
+		return &apiError{status: http.StatusBadRequest, code: "invalid_filter", message: err.Error(), err: err}
+	case errors.Is(err, engine.ErrUnknownRetriever):
+		return &apiError{status: http.StatusBadRequest, code: "unknown_retriever", message: err.Error(), err: err}
+	case errors.Is(err, tandem.ErrBadVectors):
+		return &apiError{status: http.StatusBadRequest, code: "bad_vectors", message: err.Error(), err: err}
+	case errors.Is(err, engine.ErrModel):
+		return &apiError{status: http.StatusBadRequest, code: "bad_model", message: err.Error(), err: err}
+	case errors.Is(err, engine.ErrBadRequest):
+		return &apiError{status: http.StatusBadRequest, code: "bad_request", message: err.Error(), err: err}
+	}
+	return &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error(), err: err}
+}
+
+// writeError answers err; the status is recorded for the request log.
+func writeError(w http.ResponseWriter, err error) {
+	ae := classify(err)
+	if sw, ok := w.(*statusWriter); ok && ae.status >= 500 {
+		sw.err = err
+	}
+	var b errorBody
+	b.Error.Code, b.Error.Message = ae.code, ae.message
+	writeJSON(w, ae.status, b)
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data = []byte(`{"error":{"code":"internal","message":"encoding the response failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(data)+1))
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+}

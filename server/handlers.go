@@ -1,0 +1,427 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// readBody reads the whole body, answering 413 past --max-body.
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit of %d bytes (--max-body)", s.cfg.MaxBody)
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "bad_body", "reading the request body: %v", err)
+	}
+	return data, nil
+}
+
+// decodeJSON decodes a JSON object body into dst, refusing unknown keys
+// and trailing data. An empty body leaves dst as it is when allowEmpty.
+// The Content-Type is not checked: the body is JSON whatever a client
+// such as curl -d calls it.
+func (s *Server) decodeJSON(r *http.Request, dst any, allowEmpty bool) error {
+	data, err := s.readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return errorf(http.StatusBadRequest, "invalid_json", "empty request body: want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: %s", jsonProblem(err, data))
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error with the field or the offset.
+func jsonProblem(err error, data []byte) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("field %q: want %s, got a JSON %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("want %s, got a JSON %s", te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("unexpected end of the body after %d bytes", len(data))
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// collectionSummary is an entry of the collection list.
+type collectionSummary struct {
+	Name       string   `json:"name"`
+	Docs       uint64   `json:"docs"`
+	Retrievers []string `json:"retrievers"`
+}
+
+// collectionInfo describes one collection.
+type collectionInfo struct {
+	Name       string         `json:"name"`
+	Docs       uint64         `json:"docs"`
+	Retrievers []string       `json:"retrievers"`
+	Schema     *tandem.Schema `json:"schema"`
+	Stats      engine.Stats   `json:"stats"`
+}
+
+func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		Collections []collectionSummary `json:"collections"`
+	}{Collections: []collectionSummary{}}
+	for _, c := range s.reg.list() {
+		out.Collections = append(out.Collections, collectionSummary{Name: c.name, Docs: c.e.Count(), Retrievers: c.e.Retrievers()})
+		c.release()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func info(c *collection) (collectionInfo, error) {
+	st, err := c.e.Stats()
+	if err != nil {
+		return collectionInfo{}, err
+	}
+	return collectionInfo{Name: c.name, Docs: st.Docs, Retrievers: st.Retrievers, Schema: st.Schema, Stats: st}, nil
+}
+
+func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
+	c, err := s.reg.acquire(r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer c.release()
+	ci, err := info(c)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ci)
+}
+
+// createRequest is the body of PUT /v1/collections/{name}.
+type createRequest struct {
+	Schema    *tandem.Schema `json:"schema"`
+	Dense     []string       `json:"dense"`
+	Late      []string       `json:"late"`
+	LateIndex string         `json:"late_index"`
+}
+
+func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := checkName(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	var req createRequest
+	if err := s.decodeJSON(r, &req, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Schema != nil {
+		sc := req.Schema.Clone()
+		sc.Fill()
+		if err := sc.Validate(); err != nil {
+			writeError(w, errorf(http.StatusBadRequest, "bad_schema", "schema: %s", strings.TrimPrefix(err.Error(), "tandem: schema")))
+			return
+		}
+	}
+	opts := s.cfg.Engine
+	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = req.Schema, req.Dense, req.Late, req.LateIndex, false
+	c, err := s.reg.create(name, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.gone { // dropped already
+		writeError(w, notFound(name))
+		return
+	}
+	ci, err := info(c)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/collections/"+name)
+	writeJSON(w, http.StatusCreated, ci)
+}
+
+func (s *Server) dropCollection(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := s.reg.drop(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.metrics.forget(name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// lineError is one refused line of an upsert.
+type lineError struct {
+	Line  int    `json:"line"`
+	ID    string `json:"id,omitempty"`
+	Error string `json:"error"`
+}
+
+// upsertResult is the answer to an upsert.
+type upsertResult struct {
+	Indexed int         `json:"indexed"`
+	Failed  int         `json:"failed"`
+	Errors  []lineError `json:"errors"`
+}
+
+// upsert stores documents given as NDJSON (one object per line) or as a
+// JSON array. The body is read whole first, so that a body or a line over
+// its limit is refused before anything is stored. Each document is then
+// decoded and checked on its own: the good ones are stored, the bad ones
+// reported by line (1-based; for an array, the element's index + 1).
+func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
+	c, err := s.reg.acquire(r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer c.release()
+	if v := r.URL.Query().Get("wait"); v != "" && v != "true" {
+		writeError(w, errorf(http.StatusBadRequest, "bad_parameter", "wait=%q: only wait=true is supported (an upsert answers once its documents are committed and indexed)", v))
+		return
+	}
+	data, err := s.readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	form, err := bodyForm(r.Header.Get("Content-Type"), data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var items [][]byte // raw documents, by line - 1
+	switch form {
+	case formObject:
+		if len(data) > s.cfg.MaxLine {
+			writeError(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "document of %d bytes over the limit of %d bytes (--max-line); nothing was stored", len(data), s.cfg.MaxLine))
+			return
+		}
+		items = [][]byte{data}
+	case formArray:
+		var raws []json.RawMessage
+		if err := json.Unmarshal(data, &raws); err != nil {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: want an array of document objects: %s", jsonProblem(err, data)))
+			return
+		}
+		for _, raw := range raws {
+			if len(raw) > s.cfg.MaxLine {
+				writeError(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "element %d: document of %d bytes over the limit of %d bytes (--max-line); nothing was stored", len(items)+1, len(raw), s.cfg.MaxLine))
+				return
+			}
+			items = append(items, raw)
+		}
+	default:
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			if len(line) > s.cfg.MaxLine {
+				writeError(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "line %d: %d bytes over the limit of %d bytes (--max-line); nothing was stored", i+1, len(line), s.cfg.MaxLine))
+				return
+			}
+			items = append(items, line)
+		}
+	}
+	res := upsertResult{Errors: []lineError{}}
+	idField := c.e.Schema().IDField
+	var docs []tandem.Doc
+	var lines []int // each document's line
+	for i, item := range items {
+		if len(bytes.TrimSpace(item)) == 0 {
+			continue // blank lines, as in `tandem index`
+		}
+		d, err := tandem.DecodeJSON(item, idField)
+		if err != nil {
+			res.Errors = append(res.Errors, lineError{Line: i + 1, ID: d.ID, Error: err.Error()})
+			continue
+		}
+		docs = append(docs, d)
+		lines = append(lines, i+1)
+	}
+	if len(docs)+len(res.Errors) == 0 {
+		writeError(w, errorf(http.StatusBadRequest, "no_documents", "the body holds no documents"))
+		return
+	}
+	if len(docs) > 0 {
+		var mu sync.Mutex // OnSkip is called from the pipeline's stages
+		next := 0
+		p, err := c.e.IndexStream(r.Context(), func() (tandem.Doc, error) {
+			if next == len(docs) {
+				return tandem.Doc{}, io.EOF
+			}
+			next++
+			return docs[next-1], nil
+		}, engine.StreamOptions{SkipBad: true, OnSkip: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var be *storage.BatchError
+			if errors.As(err, &be) && be.Index >= 0 && be.Index < len(lines) {
+				res.Errors = append(res.Errors, lineError{Line: lines[be.Index], ID: be.ID, Error: be.Err.Error()})
+				return
+			}
+			res.Errors = append(res.Errors, lineError{Error: err.Error()})
+		}})
+		res.Indexed = p.Docs
+		s.metrics.ingested.WithLabelValues(c.name).Add(float64(p.Docs))
+		if err != nil {
+			ae := classify(err)
+			ae.message = fmt.Sprintf("%s (%d documents were stored before the error)", ae.message, p.Docs)
+			writeError(w, ae)
+			return
+		}
+	}
+	slices.SortFunc(res.Errors, func(a, b lineError) int { return a.Line - b.Line })
+	res.Failed = len(res.Errors)
+	s.metrics.failed.WithLabelValues(c.name).Add(float64(res.Failed))
+	writeJSON(w, http.StatusOK, res)
+}
+
+// Forms of an upsert body.
+const (
+	formNDJSON = iota
+	formArray
+	formObject
+)
+
+// bodyForm tells the form of an upsert body from its Content-Type:
+// application/x-ndjson (also application/ndjson, application/jsonl) is
+// one document per line, application/json an array of documents or one
+// document; without a Content-Type (or with curl's default, a form), a
+// body starting with '[' is an array and any other NDJSON.
+func bodyForm(contentType string, data []byte) (int, error) {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	isArray := len(trimmed) > 0 && trimmed[0] == '['
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if contentType == "" || mt == "application/x-www-form-urlencoded" { // curl --data-binary's default
+		if isArray {
+			return formArray, nil
+		}
+		return formNDJSON, nil
+	}
+	switch mt {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "text/plain":
+		return formNDJSON, nil
+	case "application/json":
+		if isArray {
+			return formArray, nil
+		}
+		return formObject, nil
+	}
+	return 0, errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type %q: want application/x-ndjson (one document per line) or application/json (an array of documents)", contentType)
+}
+
+// documentBody is a stored document.
+type documentBody struct {
+	ID     string         `json:"id"`
+	Fields map[string]any `json:"fields"`
+}
+
+func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
+	c, err := s.reg.acquire(r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer c.release()
+	id := r.PathValue("id")
+	num, ok, err := c.e.Store().Lookup(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var doc tandem.Doc
+	if ok {
+		doc, ok, err = c.e.Store().Get(num)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if !ok {
+		writeError(w, errorf(http.StatusNotFound, "document_not_found", "collection %q has no document %q", c.name, id))
+		return
+	}
+	if doc.Fields == nil {
+		doc.Fields = map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, documentBody{ID: doc.ID, Fields: doc.Fields})
+}
+
+type deletedBody struct {
+	Deleted int `json:"deleted"`
+}
+
+func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
+	s.delete(w, r, []string{r.PathValue("id")})
+}
+
+func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		IDs []string `json:"ids"`
+	}
+	if err := s.decodeJSON(r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(req.IDs) == 0 {
+		writeError(w, errorf(http.StatusBadRequest, "bad_request", "ids: want a non-empty list of document ids"))
+		return
+	}
+	for i, id := range req.IDs {
+		if id == "" {
+			writeError(w, errorf(http.StatusBadRequest, "bad_request", "ids[%d]: empty id", i))
+			return
+		}
+	}
+	s.delete(w, r, req.IDs)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, ids []string) {
+	c, err := s.reg.acquire(r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer c.release()
+	res, err := c.e.Delete(r.Context(), ids)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.metrics.deleted.WithLabelValues(c.name).Add(float64(res.Deleted))
+	writeJSON(w, http.StatusOK, deletedBody{Deleted: res.Deleted})
+}

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the server's Prometheus metrics, on a registry of its own so
+// that two servers in one process (or the embedding program's metrics)
+// never collide.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests *prometheus.CounterVec   // route, code
+	latency  *prometheus.HistogramVec // route
+	// search is the engine's time per search, by collection and mode:
+	// the sorted kinds of the retrievers that ran joined by "+" ("bm25",
+	// "dense", "bm25+dense+late"); a mode with "+" is a fused search. The
+	// engine times a search as a whole, not each retriever.
+	search   *prometheus.HistogramVec
+	ingested *prometheus.CounterVec // collection
+	failed   *prometheus.CounterVec // collection
+	deleted  *prometheus.CounterVec // collection
+}
+
+func newMetrics(reg *registry) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_http_request_duration_seconds",
+			Help:    "HTTP request duration by route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route"}),
+		search: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_search_duration_seconds",
+			Help:    "Search time in the engine by collection and mode (the retriever kinds that ran, joined by '+'; several means fused).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"collection", "mode"}),
+		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_documents_ingested_total",
+			Help: "Documents stored by upserts; the ingest rate is rate() of it.",
+		}, []string{"collection"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_documents_failed_total",
+			Help: "Upserted lines refused (bad JSON, schema or vectors).",
+		}, []string{"collection"}),
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_documents_deleted_total",
+			Help: "Documents removed by deletes.",
+		}, []string{"collection"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.search, m.ingested, m.failed, m.deleted,
+		collectionsCollector{reg},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// forget removes a dropped collection's series.
+func (m *metrics) forget(name string) {
+	l := prometheus.Labels{"collection": name}
+	m.search.DeletePartialMatch(l)
+	m.ingested.DeletePartialMatch(l)
+	m.failed.DeletePartialMatch(l)
+	m.deleted.DeletePartialMatch(l)
+}
+
+// mode is the metric label of the retrievers that ran.
+func mode(retrievers []string) string {
+	kinds := make([]string, 0, len(retrievers))
+	for _, r := range retrievers {
+		k, _, _ := strings.Cut(r, ":")
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return strings.Join(slices.Compact(kinds), "+")
+}
+
+var (
+	docsDesc = prometheus.NewDesc("tandem_documents", "Live documents per collection.", []string{"collection"}, nil)
+	sizeDesc = prometheus.NewDesc("tandem_index_size_bytes", "Disk space of each part of a collection (badger, bleve, snapshots, derived).", []string{"collection", "part"}, nil)
+)
+
+// collectionsCollector reads document counts and sizes from the open
+// collections at each scrape.
+type collectionsCollector struct{ reg *registry }
+
+func (c collectionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- docsDesc
+	ch <- sizeDesc
+}
+
+func (c collectionsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, col := range c.reg.list() {
+		ch <- prometheus.MustNewConstMetric(docsDesc, prometheus.GaugeValue, float64(col.e.Count()), col.name)
+		if st, err := col.e.Stats(); err == nil {
+			for part, n := range st.DiskBytes {
+				ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
+			}
+		}
+		col.release()
+	}
+}

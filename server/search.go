@@ -1,0 +1,147 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// searchRequest is the body of POST /v1/collections/{name}/search: every
+// field of engine.Request, named in snake case.
+type searchRequest struct {
+	Text   string          `json:"text"`
+	Filter json.RawMessage `json:"filter"`
+	// Retrievers lists the rankings to fuse ("bm25", "dense", "late",
+	// "dense:<model>", ...); Mode is the alternative of `tandem search
+	// --mode` ("hybrid" for every retriever, or kinds joined by '+').
+	Retrievers  []string                  `json:"retrievers"`
+	Mode        string                    `json:"mode"`
+	Fusion      string                    `json:"fusion"`
+	K           int                       `json:"k"`
+	Offset      int                       `json:"offset"`
+	Depth       map[string]int            `json:"depth"`
+	Weight      map[string]float64        `json:"weight"`
+	LateScoring string                    `json:"late_scoring"`
+	Fields      map[string]float64        `json:"fields"`
+	IDsOnly     bool                      `json:"ids_only"`
+	Vectors     map[string]tandem.Vectors `json:"vectors"`
+}
+
+// searchResponse is the answer to a search.
+type searchResponse struct {
+	Hits       []tandem.Hit `json:"hits"`
+	Retrievers []string     `json:"retrievers"`
+	Fusion     string       `json:"fusion,omitempty"`
+	TookMS     float64      `json:"took_ms"`
+	K          int          `json:"k"`
+	Offset     int          `json:"offset"`
+}
+
+func (s *Server) searchPost(w http.ResponseWriter, r *http.Request) {
+	var req searchRequest
+	if err := s.decodeJSON(r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.search(w, r, req)
+}
+
+// searchGet is the query-string form: q, mode or retrievers (comma
+// separated), k, offset, fusion, filter (JSON), late_scoring, ids_only.
+func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := searchRequest{Text: q.Get("q"), Mode: q.Get("mode"), Fusion: q.Get("fusion"), LateScoring: q.Get("late_scoring")}
+	if v := q.Get("retrievers"); v != "" {
+		req.Retrievers = strings.Split(v, ",")
+	}
+	if v := q.Get("filter"); v != "" {
+		req.Filter = json.RawMessage(v)
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"k", &req.K}, {"offset", &req.Offset}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				writeError(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: want an integer", p.name, v))
+				return
+			}
+			*p.dst = n
+		}
+	}
+	if v := q.Get("ids_only"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter ids_only=%q: want true or false", v))
+			return
+		}
+		req.IDsOnly = b
+	}
+	s.search(w, r, req)
+}
+
+func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchRequest) {
+	c, err := s.reg.acquire(r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer c.release()
+	k := req.K
+	if k == 0 {
+		k = 10
+	}
+	if k+req.Offset > s.cfg.MaxK {
+		writeError(w, errorf(http.StatusBadRequest, "k_too_large", "k+offset = %d is over the limit of %d (--max-k)", k+req.Offset, s.cfg.MaxK))
+		return
+	}
+	if len(req.Text) > s.cfg.MaxQuery {
+		writeError(w, errorf(http.StatusBadRequest, "query_too_long", "text: %d bytes, over the limit of %d bytes (--max-query)", len(req.Text), s.cfg.MaxQuery))
+		return
+	}
+	rets := req.Retrievers
+	if req.Mode != "" {
+		if len(rets) > 0 {
+			writeError(w, errorf(http.StatusBadRequest, "bad_request", "give mode or retrievers, not both"))
+			return
+		}
+		if rets, err = c.e.Mode(req.Mode); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	filter := req.Filter
+	if t := bytes.TrimSpace(filter); bytes.Equal(t, []byte("null")) {
+		filter = nil
+	}
+	res, err := c.e.Search(r.Context(), engine.Request{
+		Text:        req.Text,
+		Filter:      filter,
+		K:           req.K,
+		Offset:      req.Offset,
+		Retrievers:  rets,
+		Fusion:      req.Fusion,
+		Depth:       req.Depth,
+		Weight:      req.Weight,
+		LateScoring: req.LateScoring,
+		IDsOnly:     req.IDsOnly,
+		Fields:      req.Fields,
+		Vectors:     req.Vectors,
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.metrics.search.WithLabelValues(c.name, mode(res.Retrievers)).Observe(res.Took.Seconds())
+	out := searchResponse{Hits: res.Hits, Retrievers: res.Retrievers, Fusion: res.Fusion, TookMS: float64(res.Took.Microseconds()) / 1000, K: k, Offset: req.Offset}
+	if out.Hits == nil {
+		out.Hits = []tandem.Hit{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

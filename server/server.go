@@ -1,0 +1,420 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// Defaults of the Config limits, which are also the defaults of
+// `tandem serve`'s flags.
+const (
+	DefaultAddr     = "127.0.0.1:7700"
+	DefaultMaxBody  = 64 << 20
+	DefaultMaxLine  = 1 << 20
+	DefaultMaxK     = 1000
+	DefaultMaxQuery = 4096
+	DefaultTimeout  = 30 * time.Second
+)
+
+// Config configures a Server. Zero fields mean defaults.
+type Config struct {
+	// DataDir holds one collection per subdirectory; it is created if
+	// absent.
+	DataDir string
+	// AdminKeys may do everything; ReadKeys may list, read and search.
+	// With no key at all every request is allowed, which ListenAndServe
+	// permits on a loopback address only.
+	AdminKeys, ReadKeys []string
+	// MaxBody bounds a request body in bytes (flag --max-body), MaxLine
+	// one NDJSON line (--max-line), MaxK a search's k+offset (--max-k),
+	// MaxQuery its text in bytes (--max-query), and Timeout the time of a
+	// request (--timeout).
+	MaxBody  int64
+	MaxLine  int
+	MaxK     int
+	MaxQuery int
+	Timeout  time.Duration
+	// Logger receives one line per request; nil means slog.Default().
+	Logger *slog.Logger
+	// Engine is the options every collection is opened with (for example
+	// NoSync or EncoderThreads); Schema, Dense, Late, LateIndex and
+	// MustExist are set per collection.
+	Engine engine.Options
+}
+
+func (c *Config) fill() error {
+	if c.DataDir == "" {
+		return errors.New("server: no data directory")
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.MaxLine == 0 {
+		c.MaxLine = DefaultMaxLine
+	}
+	if c.MaxK == 0 {
+		c.MaxK = DefaultMaxK
+	}
+	if c.MaxQuery == 0 {
+		c.MaxQuery = DefaultMaxQuery
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 {
+		return errors.New("server: negative limit")
+	}
+	for _, k := range append(append([]string(nil), c.AdminKeys...), c.ReadKeys...) {
+		if strings.TrimSpace(k) == "" {
+			return errors.New("server: empty API key")
+		}
+	}
+	return nil
+}
+
+// role is what a request may do.
+type role int
+
+const (
+	roleNone  role = iota // healthz, readyz, the page
+	roleRead              // list, get, search, metrics, the spec
+	roleAdmin             // create, drop, write, delete
+)
+
+// Server serves the collections of a data directory over HTTP. Create it
+// with New, serve Handler (or call Serve), and Close it to close every
+// collection.
+type Server struct {
+	cfg     Config
+	reg     *registry
+	metrics *metrics
+	mux     *http.ServeMux
+	keys    map[[32]byte]role // SHA-256 of each key
+	ready   atomic.Bool
+}
+
+//go:embed openapi.json
+var openAPISpec []byte
+
+//go:embed ui
+var uiFiles embed.FS
+
+// New opens every collection under cfg.DataDir.
+func New(cfg *Config) (*Server, error) {
+	c := *cfg
+	if err := c.fill(); err != nil {
+		return nil, err
+	}
+	c.AdminKeys = append([]string(nil), c.AdminKeys...)
+	c.ReadKeys = append([]string(nil), c.ReadKeys...)
+	reg, err := openRegistry(c.DataDir, c.Engine)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: c, reg: reg, keys: map[[32]byte]role{}}
+	for _, k := range c.ReadKeys {
+		s.keys[sha256.Sum256([]byte(k))] = roleRead
+	}
+	for _, k := range c.AdminKeys {
+		s.keys[sha256.Sum256([]byte(k))] = roleAdmin
+	}
+	s.metrics = newMetrics(reg)
+	s.routes()
+	s.ready.Store(true)
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.handle("GET /healthz", roleNone, s.healthz)
+	s.handle("GET /readyz", roleNone, s.readyz)
+	s.handle("GET /metrics", roleRead, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP)
+	s.handle("GET /openapi.json", roleRead, s.openapi)
+	ui, _ := fs.Sub(uiFiles, "ui")
+	s.handle("GET /{$}", roleNone, func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, ui, "index.html")
+	})
+	s.handle("GET /ui/", roleNone, http.StripPrefix("/ui/", http.FileServerFS(ui)).ServeHTTP)
+
+	s.handle("GET /v1/collections", roleRead, s.listCollections)
+	s.handle("PUT /v1/collections/{name}", roleAdmin, s.createCollection)
+	s.handle("GET /v1/collections/{name}", roleRead, s.getCollection)
+	s.handle("DELETE /v1/collections/{name}", roleAdmin, s.dropCollection)
+	s.handle("POST /v1/collections/{name}/documents", roleAdmin, s.upsert)
+	s.handle("GET /v1/collections/{name}/documents/{id...}", roleRead, s.getDocument)
+	s.handle("DELETE /v1/collections/{name}/documents/{id...}", roleAdmin, s.deleteDocument)
+	s.handle("POST /v1/collections/{name}/delete", roleAdmin, s.deleteDocuments)
+	s.handle("POST /v1/collections/{name}/search", roleRead, s.searchPost)
+	s.handle("GET /v1/collections/{name}/search", roleRead, s.searchGet)
+}
+
+// handle registers h for pattern behind authentication for role and the
+// body limit.
+func (s *Server) handle(pattern string, need role, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r, need); err != nil {
+			if ae := classify(err); ae.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="tandem"`)
+			}
+			writeError(w, err)
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		}
+		h(w, r)
+	})
+}
+
+// authorize checks the request's key: "Authorization: Bearer KEY" or
+// "X-API-Key: KEY". With no keys configured every request passes.
+func (s *Server) authorize(r *http.Request, need role) error {
+	if need == roleNone || len(s.keys) == 0 {
+		return nil
+	}
+	key := r.Header.Get("X-API-Key")
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, tok, ok := strings.Cut(a, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return errorf(http.StatusUnauthorized, "unauthorized", "the Authorization header must be \"Bearer <key>\"")
+		}
+		key = strings.TrimSpace(tok)
+	}
+	if key == "" {
+		return errorf(http.StatusUnauthorized, "unauthorized", "an API key is required (Authorization: Bearer <key>, or X-API-Key)")
+	}
+	sum := sha256.Sum256([]byte(key))
+	got := roleNone
+	for k, r := range s.keys { // every key compared, in constant time
+		if subtle.ConstantTimeCompare(k[:], sum[:]) == 1 {
+			got = r
+		}
+	}
+	switch {
+	case got == roleNone:
+		return errorf(http.StatusUnauthorized, "unauthorized", "unknown API key")
+	case got < need:
+		return errorf(http.StatusForbidden, "forbidden", "a read-only key cannot %s %s: it needs an admin key", r.Method, r.URL.Path)
+	}
+	return nil
+}
+
+// statusWriter records what a handler answered, for the log and the
+// metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	err    error // a server error's cause, for the log
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Handler returns the server's HTTP handler: routing, a per-request
+// timeout, one log line and the metrics of each request.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	_, route := s.mux.Handler(r)
+	label := route
+	if label == "" {
+		label = "unmatched"
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			sw.err = fmt.Errorf("panic: %v", v)
+			if sw.status == 0 {
+				writeError(sw, errorf(http.StatusInternalServerError, "internal", "internal error"))
+			}
+		}
+		d := time.Since(start)
+		s.metrics.requests.WithLabelValues(label, strconv.Itoa(sw.status)).Inc()
+		s.metrics.latency.WithLabelValues(label).Observe(d.Seconds())
+		attrs := []slog.Attr{
+			slog.String("method", r.Method),
+			slog.String("route", label),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status),
+			slog.Int64("bytes", sw.bytes),
+			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+			slog.String("collection", r.PathValue("name")),
+			slog.String("remote", r.RemoteAddr),
+		}
+		level := slog.LevelInfo
+		if sw.err != nil {
+			attrs = append(attrs, slog.String("error", sw.err.Error()))
+			level = slog.LevelError
+		}
+		s.cfg.Logger.LogAttrs(r.Context(), level, "request", attrs...)
+	}()
+	if route == "" {
+		s.unmatched(sw, r)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+	s.mux.ServeHTTP(sw, r)
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+}
+
+// unmatched answers a request no route takes, as JSON: 405 when the path
+// exists for other methods, 404 otherwise.
+func (s *Server) unmatched(w *statusWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	probe := &headerProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	switch probe.status {
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow")))
+	case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		http.Redirect(w, r, probe.header.Get("Location"), probe.status)
+	default:
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path))
+	}
+}
+
+// headerProbe records the status and headers the mux's own 404, 405 or
+// redirect handler would answer, and drops its plain-text body.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header { return p.header }
+func (p *headerProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+func (p *headerProbe) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPISpec)
+}
+
+// Close closes every collection, waiting for the requests using each one.
+// Serve calls it after shutting down.
+func (s *Server) Close() error {
+	s.ready.Store(false)
+	return s.reg.closeAll()
+}
+
+// ShutdownTimeout bounds how long Serve waits for in-flight requests once
+// its context is done; the per-request Timeout usually ends them sooner.
+const ShutdownTimeout = time.Minute
+
+// Serve serves on ln until ctx is done, then shuts down gracefully:
+// readiness answers 503, the listener closes, in-flight requests finish
+// (within ShutdownTimeout), and every collection is closed. It returns nil
+// after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.Timeout,
+		WriteTimeout:      s.cfg.Timeout + 5*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+		s.ready.Store(false)
+		s.cfg.Logger.Info("shutting down", "addr", ln.Addr().String())
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+		serveErr = hs.Shutdown(sctx)
+		cancel()
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			serveErr = errors.Join(serveErr, err)
+		}
+	}
+	return errors.Join(serveErr, s.Close())
+}
+
+// IsLoopback reports whether addr (host:port) binds only loopback
+// interfaces; "localhost" counts, an empty host (every interface) does not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckExposure refuses a non-loopback address when no API key is
+// configured: an open server must not be reachable from other machines.
+func CheckExposure(addr string, cfg *Config) error {
+	if IsLoopback(addr) || len(cfg.AdminKeys)+len(cfg.ReadKeys) > 0 {
+		return nil
+	}
+	return fmt.Errorf("server: refusing to listen on %s without an API key: it is not a loopback address; configure --api-key or --read-key (or TANDEM_API_KEYS / TANDEM_READ_KEYS), or bind 127.0.0.1", addr)
+}
