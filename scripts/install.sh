@@ -140,7 +140,7 @@ Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lfaiss_c"
 # The loader's cache, for a system install: refreshed when a library
 # changed or the cache does not list this directory's libfaiss_c.
 if [ $user -eq 0 ] && [ "$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then
-	cached() { ldconfig -p | grep -qF " => $libdir/libfaiss_c.so"; }
+	cached() { ldconfig -p | grep -F " => $libdir/libfaiss_c.so" >/dev/null; }
 	if [ $libs_changed -gt 0 ] || ! cached; then
 		ldconfig
 		if ! cached; then
