@@ -28,10 +28,31 @@ models-extra: setup
 build: setup
 	go build $(GOFLAGS_BUILD) -o bin/tandem ./cmd/tandem
 
-# The README's test command: set-up, lint, then every test.
-test: setup lint
+# The README's test command: set-up, lint, the embedding example, every
+# test, then the build without cgo, which serves BM25 only.
+test: setup lint example
 	bash scripts/setup-browser.sh
 	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
+	CGO_ENABLED=0 go build ./...
+	CGO_ENABLED=0 go vet ./...
+	CGO_ENABLED=0 go test -count=1 -run NoCgo ./engine/
+
+# Installs the native libraries and headers, and the models, where a Go
+# program that imports Tandem finds them with no environment variables:
+# /usr/local as root, else ~/.local (scripts/install.sh; INSTALL_FLAGS=--bin
+# also installs the tandem command).
+.PHONY: install example
+INSTALL_FLAGS ?=
+install: setup
+	@bash scripts/install.sh $(INSTALL_FLAGS)
+
+# examples/embed, a module of its own that depends on this checkout through
+# a replace, run as a user's program would be: after a system-wide install
+# (it fails, saying so, when that is not possible), with none of the CGO_*
+# flags this Makefile exports and no TANDEM_* variable.
+example: setup
+	@bash scripts/install.sh --system
+	cd examples/embed && env -u CGO_ENABLED -u CGO_CFLAGS -u CGO_LDFLAGS -u TANDEM_NATIVE -u TANDEM_MODELS -u TANDEM_ONNXRUNTIME_LIB go run .
 
 test-short: setup
 	go test $(GOFLAGS_BUILD) -short -count=1 ./...
