@@ -616,8 +616,14 @@
   });
 
   for (const [v, label] of FUSIONS) el.fusion.append(option(v, label));
+  // A bug in this page shows as a message too, never as a page that
+  // silently stops.
+  window.addEventListener('error', (ev) => {
+    showError(new APIError('page_error', 'The page failed: ' + ev.message, 0), 'page');
+  });
   window.addEventListener('unhandledrejection', (ev) => {
-    showError(new APIError('page', String(ev.reason && ev.reason.message || ev.reason), 0), 'page');
+    const r = ev.reason;
+    showError(new APIError('page_error', 'The page failed: ' + String((r && r.message) || r), 0), 'page');
   });
   loadCollections();
 })();
