@@ -18,4 +18,8 @@
 //
 // A Session is safe for concurrent use: ONNX Runtime allows concurrent Run
 // calls on one session, and Close waits for runs in flight.
+//
+// The library is the one package native finds (its package documentation
+// gives the search order) unless SessionOptions.Library names another. In
+// a build without cgo, Inspect and OpenSession fail with native.ErrNoCgo.
 package ort
