@@ -16,7 +16,11 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "tandem %s\n", version)
-	fmt.Fprintf(stdout, "native prefix:  %s\n", orNone(native.Prefix()))
+	prefix := native.Prefix()
+	if prefix == "" {
+		prefix = "(none: libraries and models from the system directories)"
+	}
+	fmt.Fprintf(stdout, "native prefix:  %s\n", prefix)
 	fmt.Fprintf(stdout, "onnxruntime:    %s\n", orNone(native.ONNXRuntimeLibrary()))
 	fmt.Fprintf(stdout, "models:         %s\n", orNone(native.ModelsDir()))
 	return nil
@@ -24,7 +28,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 
 func orNone(s string) string {
 	if s == "" {
-		return "(not found; run scripts/setup.sh)"
+		return "(not found; run scripts/setup.sh, then scripts/install.sh)"
 	}
 	return s
 }
