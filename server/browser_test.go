@@ -179,6 +179,12 @@ type pageHit struct {
 // error message.
 func pageCall(t *testing.T, method, url string, body any, out any) (int, string) {
 	t.Helper()
+	return pageCallKey(t, "", method, url, body, out)
+}
+
+// pageCallKey is pageCall with an API key.
+func pageCallKey(t *testing.T, key, method, url string, body any, out any) (int, string) {
+	t.Helper()
 	var rd *bytes.Reader
 	switch b := body.(type) {
 	case nil:
@@ -200,6 +206,9 @@ func pageCall(t *testing.T, method, url string, body any, out any) (int, string)
 		req.Header.Set("Content-Type", "application/x-ndjson")
 	} else if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -230,10 +239,16 @@ func pageCall(t *testing.T, method, url string, body any, out any) (int, string)
 // pageSearch runs body through the API and returns its hits.
 func pageSearch(t *testing.T, base string, body map[string]any) []pageHit {
 	t.Helper()
+	return pageSearchKey(t, "", base+"/v1/collections/papers/search", body)
+}
+
+// pageSearchKey runs body through the API at url with an API key.
+func pageSearchKey(t *testing.T, key, url string, body map[string]any) []pageHit {
+	t.Helper()
 	var res struct {
 		Hits []pageHit `json:"hits"`
 	}
-	if status, msg := pageCall(t, "POST", base+"/v1/collections/papers/search", body, &res); status != http.StatusOK {
+	if status, msg := pageCallKey(t, key, "POST", url, body, &res); status != http.StatusOK {
 		t.Fatalf("API search %v: status %d: %s", body, status, msg)
 	}
 	return res.Hits
@@ -377,7 +392,7 @@ func TestPageInBrowser(t *testing.T) {
 		sctx, cancel := context.WithTimeout(bctx, timeout)
 		defer cancel()
 		if err := chromedp.Do(sctx, actions...); err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v (the page's message: %q)", name, err, pageMessage(bctx))
 		}
 	}
 	set := func(sel, value string) {
@@ -602,6 +617,66 @@ func TestPageInBrowser(t *testing.T) {
 	if !strings.HasPrefix(code, "network") {
 		t.Errorf("server gone: #error-code %q, want network", code)
 	}
+
+	// A server with keys: without one the page shows the API's 401
+	// message; with the read key typed in the key box (and kept in
+	// localStorage) it lists and searches.
+	ks, err := New(&Config{DataDir: t.TempDir(), AdminKeys: []string{"admin-secret"}, ReadKeys: []string{"read-secret"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Options{NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ksrv := httptest.NewServer(ks.Handler())
+	defer func() {
+		ksrv.Close()
+		if err := ks.Close(); err != nil {
+			t.Errorf("close keyed server: %v", err)
+		}
+	}()
+	if status, msg := pageCallKey(t, "admin-secret", "PUT", ksrv.URL+"/v1/collections/keyed", map[string]any{}, nil); status != http.StatusCreated {
+		t.Fatalf("create keyed collection: status %d: %s", status, msg)
+	}
+	var plain bytes.Buffer
+	for _, d := range docs {
+		line, _ := json.Marshal(map[string]any{"_id": d["_id"], "title": d["title"], "text": d["text"]})
+		plain.Write(line)
+		plain.WriteByte('\n')
+	}
+	if status, msg := pageCallKey(t, "admin-secret", "POST", ksrv.URL+"/v1/collections/keyed/documents", plain.Bytes(), &ingest); status != http.StatusOK || ingest.Failed != 0 {
+		t.Fatalf("index keyed: status %d %s, %+v", status, msg, ingest)
+	}
+	status, apiMsg = pageCall(t, "GET", ksrv.URL+"/v1/collections", nil, nil)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("keyed server without a key: status %d", status)
+	}
+	do("open the keyed server's page", 30*time.Second,
+		chromedp.Navigate(ksrv.URL+"/"),
+		chromedp.Poll[chromedp.Void](`!document.querySelector('#error').hidden`),
+	)
+	if msg := eval(`document.querySelector('#error-message').textContent`); !strings.Contains(msg, apiMsg) {
+		t.Errorf("no key: #error-message %q, want the API's %q", msg, apiMsg)
+	}
+	set("#api-key", "read-secret")
+	do("save the key", 30*time.Second,
+		chromedp.Click(chromedp.CSS("#api-key-save")),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#mode option[value="bm25"]') && document.querySelector('#error').hidden`),
+	)
+	do("reload", 30*time.Second,
+		chromedp.Navigate(ksrv.URL+"/"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#mode option[value="bm25"]') && document.querySelector('#error').hidden`),
+	)
+	if key := eval(`document.querySelector('#api-key').value`); key != "read-secret" {
+		t.Errorf("after a reload the key box holds %q", key)
+	}
+	set("#query", "")
+	do("type the query", 10*time.Second, chromedp.SendKeys(chromedp.CSS("#query"), query))
+	if state := press("#search"); state != "done" {
+		t.Fatalf("keyed search: state %q", state)
+	}
+	want = pageSearchKey(t, "read-secret", ksrv.URL+"/v1/collections/keyed/search", map[string]any{"text": query, "k": 10, "retrievers": []string{"bm25"}})
+	if got := pageShownIDs(shown()); len(want) == 0 || !slices.Equal(got, pageHitIDs(want)) {
+		t.Errorf("keyed: page shows %v, API answers %v", got, pageHitIDs(want))
+	}
 }
 
 // pageRun runs one action in the page under a timeout; a failure ends the
@@ -612,9 +687,19 @@ func pageRun[T any](t *testing.T, ctx context.Context, name string, a chromedp.A
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+		t.Fatalf("%s: %v (the page's message: %q)", name, err, pageMessage(ctx))
 	}
 	return v
+}
+
+// pageMessage returns what #error shows, if anything, to explain a step
+// that failed.
+func pageMessage(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	msg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector('#error');
+		return e && !e.hidden ? e.textContent.trim().replace(/\s+/g, ' ') : ''; })()`))
+	return msg
 }
 
 // pageExceptions collects the page's uncaught exceptions and unhandled
