@@ -65,6 +65,15 @@ func classify(err error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error(), err: err}
 }
 
+// fail answers err; a request that ran out of time says which limit.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = &apiError{status: http.StatusGatewayTimeout, code: "timeout",
+			message: fmt.Sprintf("the request took longer than the limit of %s (--timeout)", s.cfg.Timeout), err: err}
+	}
+	writeError(w, err)
+}
+
 // writeError answers err; the status is recorded for the request log.
 func writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)

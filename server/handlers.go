@@ -115,13 +115,13 @@ func info(c *collection) (collectionInfo, error) {
 func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
 	c, err := s.reg.acquire(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	defer c.release()
 	ci, err := info(c)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ci)
@@ -138,19 +138,19 @@ type createRequest struct {
 func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := checkName(name); err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	var req createRequest
 	if err := s.decodeJSON(r, &req, true); err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	if req.Schema != nil {
 		sc := req.Schema.Clone()
 		sc.Fill()
 		if err := sc.Validate(); err != nil {
-			writeError(w, errorf(http.StatusBadRequest, "bad_schema", "schema: %s", strings.TrimPrefix(err.Error(), "tandem: schema")))
+			s.fail(w, errorf(http.StatusBadRequest, "bad_schema", "%s", strings.TrimPrefix(err.Error(), "tandem: ")))
 			return
 		}
 	}
@@ -158,18 +158,18 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = req.Schema, req.Dense, req.Late, req.LateIndex, false
 	c, err := s.reg.create(name, opts)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.gone { // dropped already
-		writeError(w, notFound(name))
+		s.fail(w, notFound(name))
 		return
 	}
 	ci, err := info(c)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/collections/"+name)
@@ -179,7 +179,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 func (s *Server) dropCollection(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := s.reg.drop(name); err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	s.metrics.forget(name)
@@ -208,41 +208,41 @@ type upsertResult struct {
 func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 	c, err := s.reg.acquire(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	defer c.release()
 	if v := r.URL.Query().Get("wait"); v != "" && v != "true" {
-		writeError(w, errorf(http.StatusBadRequest, "bad_parameter", "wait=%q: only wait=true is supported (an upsert answers once its documents are committed and indexed)", v))
+		s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "wait=%q: only wait=true is supported (an upsert answers once its documents are committed and indexed)", v))
 		return
 	}
 	data, err := s.readBody(r)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	form, err := bodyForm(r.Header.Get("Content-Type"), data)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	var items [][]byte // raw documents, by line - 1
 	switch form {
 	case formObject:
 		if len(data) > s.cfg.MaxLine {
-			writeError(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "document of %d bytes over the limit of %d bytes (--max-line); nothing was stored", len(data), s.cfg.MaxLine))
+			s.fail(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "document of %d bytes over the limit of %d bytes (--max-line); nothing was stored", len(data), s.cfg.MaxLine))
 			return
 		}
 		items = [][]byte{data}
 	case formArray:
 		var raws []json.RawMessage
 		if err := json.Unmarshal(data, &raws); err != nil {
-			writeError(w, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: want an array of document objects: %s", jsonProblem(err, data)))
+			s.fail(w, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: want an array of document objects: %s", jsonProblem(err, data)))
 			return
 		}
 		for _, raw := range raws {
 			if len(raw) > s.cfg.MaxLine {
-				writeError(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "element %d: document of %d bytes over the limit of %d bytes (--max-line); nothing was stored", len(items)+1, len(raw), s.cfg.MaxLine))
+				s.fail(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "element %d: document of %d bytes over the limit of %d bytes (--max-line); nothing was stored", len(items)+1, len(raw), s.cfg.MaxLine))
 				return
 			}
 			items = append(items, raw)
@@ -250,7 +250,7 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 	default:
 		for i, line := range bytes.Split(data, []byte("\n")) {
 			if len(line) > s.cfg.MaxLine {
-				writeError(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "line %d: %d bytes over the limit of %d bytes (--max-line); nothing was stored", i+1, len(line), s.cfg.MaxLine))
+				s.fail(w, errorf(http.StatusRequestEntityTooLarge, "line_too_large", "line %d: %d bytes over the limit of %d bytes (--max-line); nothing was stored", i+1, len(line), s.cfg.MaxLine))
 				return
 			}
 			items = append(items, line)
@@ -273,7 +273,7 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		lines = append(lines, i+1)
 	}
 	if len(docs)+len(res.Errors) == 0 {
-		writeError(w, errorf(http.StatusBadRequest, "no_documents", "the body holds no documents"))
+		s.fail(w, errorf(http.StatusBadRequest, "no_documents", "the body holds no documents"))
 		return
 	}
 	if len(docs) > 0 {
@@ -298,9 +298,7 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		res.Indexed = p.Docs
 		s.metrics.ingested.WithLabelValues(c.name).Add(float64(p.Docs))
 		if err != nil {
-			ae := classify(err)
-			ae.message = fmt.Sprintf("%s (%d documents were stored before the error)", ae.message, p.Docs)
-			writeError(w, ae)
+			s.fail(w, fmt.Errorf("%w (%d documents were stored before the error)", err, p.Docs))
 			return
 		}
 	}
@@ -353,26 +351,26 @@ type documentBody struct {
 func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 	c, err := s.reg.acquire(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	defer c.release()
 	id := r.PathValue("id")
 	num, ok, err := c.e.Store().Lookup(id)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	var doc tandem.Doc
 	if ok {
 		doc, ok, err = c.e.Store().Get(num)
 		if err != nil {
-			writeError(w, err)
+			s.fail(w, err)
 			return
 		}
 	}
 	if !ok {
-		writeError(w, errorf(http.StatusNotFound, "document_not_found", "collection %q has no document %q", c.name, id))
+		s.fail(w, errorf(http.StatusNotFound, "document_not_found", "collection %q has no document %q", c.name, id))
 		return
 	}
 	if doc.Fields == nil {
@@ -394,16 +392,16 @@ func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 		IDs []string `json:"ids"`
 	}
 	if err := s.decodeJSON(r, &req, false); err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	if len(req.IDs) == 0 {
-		writeError(w, errorf(http.StatusBadRequest, "bad_request", "ids: want a non-empty list of document ids"))
+		s.fail(w, errorf(http.StatusBadRequest, "bad_request", "ids: want a non-empty list of document ids"))
 		return
 	}
 	for i, id := range req.IDs {
 		if id == "" {
-			writeError(w, errorf(http.StatusBadRequest, "bad_request", "ids[%d]: empty id", i))
+			s.fail(w, errorf(http.StatusBadRequest, "bad_request", "ids[%d]: empty id", i))
 			return
 		}
 	}
@@ -413,13 +411,13 @@ func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, ids []string) {
 	c, err := s.reg.acquire(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	defer c.release()
 	res, err := c.e.Delete(r.Context(), ids)
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	s.metrics.deleted.WithLabelValues(c.name).Add(float64(res.Deleted))

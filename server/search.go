@@ -45,7 +45,7 @@ type searchResponse struct {
 func (s *Server) searchPost(w http.ResponseWriter, r *http.Request) {
 	var req searchRequest
 	if err := s.decodeJSON(r, &req, false); err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	s.search(w, r, req)
@@ -69,7 +69,7 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(p.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				writeError(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: want an integer", p.name, v))
+				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: want an integer", p.name, v))
 				return
 			}
 			*p.dst = n
@@ -78,7 +78,7 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("ids_only"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter ids_only=%q: want true or false", v))
+			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter ids_only=%q: want true or false", v))
 			return
 		}
 		req.IDsOnly = b
@@ -89,7 +89,7 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchRequest) {
 	c, err := s.reg.acquire(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	defer c.release()
@@ -98,21 +98,21 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 		k = 10
 	}
 	if k+req.Offset > s.cfg.MaxK {
-		writeError(w, errorf(http.StatusBadRequest, "k_too_large", "k+offset = %d is over the limit of %d (--max-k)", k+req.Offset, s.cfg.MaxK))
+		s.fail(w, errorf(http.StatusBadRequest, "k_too_large", "k+offset = %d is over the limit of %d (--max-k)", k+req.Offset, s.cfg.MaxK))
 		return
 	}
 	if len(req.Text) > s.cfg.MaxQuery {
-		writeError(w, errorf(http.StatusBadRequest, "query_too_long", "text: %d bytes, over the limit of %d bytes (--max-query)", len(req.Text), s.cfg.MaxQuery))
+		s.fail(w, errorf(http.StatusBadRequest, "query_too_long", "text: %d bytes, over the limit of %d bytes (--max-query)", len(req.Text), s.cfg.MaxQuery))
 		return
 	}
 	rets := req.Retrievers
 	if req.Mode != "" {
 		if len(rets) > 0 {
-			writeError(w, errorf(http.StatusBadRequest, "bad_request", "give mode or retrievers, not both"))
+			s.fail(w, errorf(http.StatusBadRequest, "bad_request", "give mode or retrievers, not both"))
 			return
 		}
 		if rets, err = c.e.Mode(req.Mode); err != nil {
-			writeError(w, err)
+			s.fail(w, err)
 			return
 		}
 	}
@@ -135,7 +135,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 		Vectors:     req.Vectors,
 	})
 	if err != nil {
-		writeError(w, err)
+		s.fail(w, err)
 		return
 	}
 	s.metrics.search.WithLabelValues(c.name, mode(res.Retrievers)).Observe(res.Took.Seconds())

@@ -110,6 +110,9 @@ type Server struct {
 	mux     *http.ServeMux
 	keys    map[[32]byte]role // SHA-256 of each key
 	ready   atomic.Bool
+	// patterns lists the registered routes, for the test that holds them
+	// to openapi.json.
+	patterns []string
 }
 
 //go:embed openapi.json
@@ -170,12 +173,13 @@ func (s *Server) routes() {
 // handle registers h for pattern behind authentication for role and the
 // body limit.
 func (s *Server) handle(pattern string, need role, h http.HandlerFunc) {
+	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := s.authorize(r, need); err != nil {
 			if ae := classify(err); ae.status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tandem"`)
 			}
-			writeError(w, err)
+			s.fail(w, err)
 			return
 		}
 		if r.Body != nil {
