@@ -126,9 +126,9 @@ func notFound(name string) error {
 	return errorf(http.StatusNotFound, "collection_not_found", "collection %q does not exist", name)
 }
 
-// list returns the open collections by name, each held for reading: the
-// caller releases each.
-func (r *registry) list() []*collection {
+// each calls fn with every open collection, by name, each held for
+// reading during its call only.
+func (r *registry) each(fn func(*collection)) {
 	r.mu.Lock()
 	cs := make([]*collection, 0, len(r.mu.open))
 	for _, c := range r.mu.open {
@@ -136,16 +136,13 @@ func (r *registry) list() []*collection {
 	}
 	r.mu.Unlock()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	out := cs[:0]
 	for _, c := range cs {
 		c.mu.RLock()
-		if c.gone {
-			c.mu.RUnlock()
-			continue
+		if !c.gone {
+			fn(c)
 		}
-		out = append(out, c)
+		c.mu.RUnlock()
 	}
-	return out
 }
 
 // create makes a new collection. Its name is reserved while the engine

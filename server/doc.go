@@ -9,9 +9,11 @@
 //
 // # Usage
 //
-//	srv, err := server.New(&server.Config{DataDir: "data", AdminKeys: []string{key}})
+//	cfg := &server.Config{DataDir: "data", AdminKeys: []string{key}}
+//	if err := server.CheckExposure(addr, cfg); err != nil { ... } // no key: loopback only
+//	srv, err := server.New(cfg)
 //	if err != nil { ... }
-//	ln, err := net.Listen("tcp", server.DefaultAddr)
+//	ln, err := net.Listen("tcp", addr)
 //	if err != nil { ... }
 //	err = srv.Serve(ctx, ln) // until ctx is done; then shuts down and closes every collection
 //

@@ -97,10 +97,9 @@ func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Collections []collectionSummary `json:"collections"`
 	}{Collections: []collectionSummary{}}
-	for _, c := range s.reg.list() {
+	s.reg.each(func(c *collection) {
 		out.Collections = append(out.Collections, collectionSummary{Name: c.name, Docs: c.e.Count(), Retrievers: c.e.Retrievers()})
-		c.release()
-	}
+	})
 	writeJSON(w, http.StatusOK, out)
 }
 

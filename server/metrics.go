@@ -98,13 +98,12 @@ func (c collectionsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c collectionsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, col := range c.reg.list() {
+	c.reg.each(func(col *collection) {
 		ch <- prometheus.MustNewConstMetric(docsDesc, prometheus.GaugeValue, float64(col.e.Count()), col.name)
 		if st, err := col.e.Stats(); err == nil {
 			for part, n := range st.DiskBytes {
 				ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
 			}
 		}
-		col.release()
-	}
+	})
 }

@@ -38,8 +38,8 @@ type Config struct {
 	// absent.
 	DataDir string
 	// AdminKeys may do everything; ReadKeys may list, read and search.
-	// With no key at all every request is allowed, which ListenAndServe
-	// permits on a loopback address only.
+	// With no key at all every request is allowed; CheckExposure then
+	// permits only a loopback address.
 	AdminKeys, ReadKeys []string
 	// MaxBody bounds a request body in bytes (flag --max-body), MaxLine
 	// one NDJSON line (--max-line), MaxK a search's k+offset (--max-k),
