@@ -655,3 +655,37 @@ func TestExposure(t *testing.T) {
 		t.Error("an empty key was accepted")
 	}
 }
+
+func TestExternalLateInteraction(t *testing.T) {
+	a := newAPIServer(t, nil)
+	var ci collectionInfo
+	a.must(http.StatusCreated, "PUT", "/v1/collections/late", map[string]any{"schema": map[string]any{
+		"models": []map[string]any{{"name": "tok", "late": true, "token_dim": 4, "similarity": "dot", "external": true}},
+	}}, &ci)
+	if !slices.Equal(ci.Retrievers, []string{"bm25", "late:tok"}) {
+		t.Fatalf("retrievers %v", ci.Retrievers)
+	}
+	res := a.upsert("late",
+		`{"_id":"x","text":"first","_vectors":{"tok":{"tokens":[[1,0,0,0],[0,1,0,0]]}}}`,
+		`{"_id":"y","text":"second","_vectors":{"tok":{"tokens":[[0,0,1,0]]}}}`,
+		`{"_id":"z","text":"third","_vectors":{"tok":{"tokens":[[0,0,0,1],[0,0,0.5,0]]}}}`,
+		`{"_id":"bad","text":"fourth","_vectors":{"tok":{"tokens":[[1,0,0,0],[1,0]]}}}`,
+	)
+	if res.Indexed != 3 || res.Failed != 1 || !strings.Contains(res.Errors[0].Error, "tok.tokens[1]") {
+		t.Fatalf("upsert: %+v", res)
+	}
+	q := map[string]any{"tok": map[string]any{"tokens": [][]float32{{0, 0, 1, 0}, {0, 0, 0, 1}}}}
+	l := a.find("late", map[string]any{"retrievers": []string{"late"}, "vectors": q, "k": 3})
+	// Sum of each query token's best dot product: z 1.5, y 1, x 0.
+	if got := ids(l.Hits); !slices.Equal(got[:2], []string{"z", "y"}) || !slices.Equal(l.Retrievers, []string{"late:tok"}) {
+		t.Fatalf("late: %v %v", got, l.Retrievers)
+	}
+	s := a.find("late", map[string]any{"retrievers": []string{"late:tok"}, "vectors": q, "k": 1, "late_scoring": "sum-max"})
+	if len(s.Hits) != 1 || s.Hits[0].ID != "z" || math.Abs(s.Hits[0].Score-1.5) > 1e-6 {
+		t.Fatalf("sum-max: %+v", s.Hits)
+	}
+	a.fails(http.StatusBadRequest, "bad_vectors", "POST", "/v1/collections/late/search",
+		map[string]any{"retrievers": []string{"late"}, "vectors": map[string]any{"tok": map[string]any{"tokens": [][]float32{{1, 0, 0}}}}}, "tok.tokens[0]", "dimension 3, want 4")
+	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/late/search",
+		map[string]any{"retrievers": []string{"late"}, "vectors": q, "depth": map[string]int{"dense": 5}}, `"dense"`)
+}
