@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late bench-peers lint demo clean-native
+.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late bench-peers bench-serve lint demo clean-native
 
 all: build
 
@@ -117,6 +117,14 @@ bench-peers: build
 	.native/peers/bin/python scripts/peers/bench_dense.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
 	.native/peers/bin/python scripts/peers/bench_hybrid.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
 	.native/peers/bin/python scripts/peers/bench_late.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_LATE_DIR),--dir $(PEERS_LATE_DIR)) $(if $(PEERS_PLAID),--plaid $(PEERS_PLAID))
+
+# `tandem serve` under load on loopback (scripts/bench/serve.sh): SciFact
+# indexed once with the default model into BENCH_SERVE_DATA (default
+# .bench-serve), 8 searchers cycling bm25, dense, late and hybrid plus one
+# writer upserting, for DURATION (default 2m); QPS, p50/p95/p99 per mode and
+# the error count, which must be 0.
+bench-serve: build
+	bash scripts/bench/serve.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -24,7 +24,7 @@ import (
 
 func benchCommands() map[string]command {
 	return map[string]command{
-		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), or document encoding (encode)", runBench},
+		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), document encoding (encode), or a running server under load (serve)", runBench},
 	}
 }
 
@@ -37,11 +37,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return runBenchEncode(args[1:], stdout, stderr)
 		case "late":
 			return runBenchLate(args[1:], stdout, stderr)
+		case "serve":
+			return runBenchServe(args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench late --dir DIR [--docs N] [--tokens N] [--dim N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [flags]")
+	fmt.Fprintln(stderr, "       tandem bench serve --collection NAME --queries queries.jsonl [--corpus corpus.jsonl] [--url URL] [flags]")
 	return errUsage
 }
 
