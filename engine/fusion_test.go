@@ -68,4 +68,13 @@ func TestSingleHitFusedScore(t *testing.T) {
 	if len(res.Hits) != 1 || res.Hits[0].Score <= 0 {
 		t.Errorf("default fusion: got %+v, want one hit scoring above 0", res.Hits)
 	}
+	// Each retriever's time is reported, within the search's.
+	if len(res.RetrieverTook) != len(res.Retrievers) {
+		t.Fatalf("RetrieverTook %v for retrievers %v", res.RetrieverTook, res.Retrievers)
+	}
+	for i, d := range res.RetrieverTook {
+		if d <= 0 || d > res.Took {
+			t.Errorf("%s took %v of the search's %v", res.Retrievers[i], d, res.Took)
+		}
+	}
 }

@@ -88,9 +88,14 @@ type Result struct {
 	Hits []tandem.Hit `json:"hits"`
 	// Retrievers are the rankings that ran, in the order of each hit's
 	// Sources; Fusion is the method that fused them ("" for one).
-	Retrievers []string      `json:"retrievers"`
-	Fusion     string        `json:"fusion,omitempty"`
-	Took       time.Duration `json:"-"`
+	Retrievers []string `json:"retrievers"`
+	Fusion     string   `json:"fusion,omitempty"`
+	// Took is the whole search's time. RetrieverTook is each retriever's,
+	// in the order of Retrievers: from its start to its ranked list, with
+	// the query encoding it waited for (one per model, shared by the
+	// model's dense and late retrievers, which run concurrently).
+	Took          time.Duration   `json:"-"`
+	RetrieverTook []time.Duration `json:"-"`
 }
 
 // MaxQueryBytes bounds query text: each distinct term becomes a clause.
@@ -134,6 +139,7 @@ type retriever struct {
 	depth  int
 	weight float64
 	hits   []fusion.Item
+	took   time.Duration
 	// query is the request's own query vector (dense) or row-major token
 	// matrix (late), when it brings one.
 	query []float32
@@ -316,9 +322,9 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 
-	res := &Result{Retrievers: make([]string, len(rets))}
+	res := &Result{Retrievers: make([]string, len(rets)), RetrieverTook: make([]time.Duration, len(rets))}
 	for i, r := range rets {
-		res.Retrievers[i] = r.name
+		res.Retrievers[i], res.RetrieverTook[i] = r.name, r.took
 	}
 	var fused []fusion.Hit
 	if len(rets) == 1 {
@@ -420,6 +426,8 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 		go func() {
 			defer wg.Done()
 			r := &rets[i]
+			start := time.Now()
+			defer func() { r.took = time.Since(start) }()
 			var err error
 			switch r.kind {
 			case "bm25":

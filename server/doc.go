@@ -76,9 +76,9 @@
 // pattern, path, status, bytes, duration, collection and remote address.
 // /metrics serves Prometheus metrics from a registry of the server's own:
 // requests by route and status, request latency by route, search latency
-// by collection and mode (the retriever kinds that ran, joined by '+';
-// the engine times a search as a whole, so a fused search is one
-// observation of its mode, not one per retriever), documents per
+// by collection and mode (the retriever kinds that ran, joined by '+'; a
+// fused search is one observation of its mode) and each retriever's time
+// within it (query encoding included), documents per
 // collection, documents ingested (whose rate() is the ingest rate), failed
 // and deleted, and each collection's size on disk by part.
 package server

@@ -18,12 +18,15 @@ type metrics struct {
 	latency  *prometheus.HistogramVec // route
 	// search is the engine's time per search, by collection and mode:
 	// the sorted kinds of the retrievers that ran joined by "+" ("bm25",
-	// "dense", "bm25+dense+late"); a mode with "+" is a fused search. The
-	// engine times a search as a whole, not each retriever.
-	search   *prometheus.HistogramVec
-	ingested *prometheus.CounterVec // collection
-	failed   *prometheus.CounterVec // collection
-	deleted  *prometheus.CounterVec // collection
+	// "dense", "bm25+dense+late"); a mode with "+" is a fused search.
+	search *prometheus.HistogramVec
+	// retriever is each retriever's part of a search (engine.Result's
+	// RetrieverTook), by collection and retriever ("bm25", "dense:<model>",
+	// "late:<model>"), fused or not.
+	retriever *prometheus.HistogramVec
+	ingested  *prometheus.CounterVec // collection
+	failed    *prometheus.CounterVec // collection
+	deleted   *prometheus.CounterVec // collection
 }
 
 func newMetrics(reg *registry) *metrics {
@@ -43,6 +46,11 @@ func newMetrics(reg *registry) *metrics {
 			Help:    "Search time in the engine by collection and mode (the retriever kinds that ran, joined by '+'; several means fused).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"collection", "mode"}),
+		retriever: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_retriever_duration_seconds",
+			Help:    "Each retriever's time within a search, query encoding included, by collection and retriever.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"collection", "retriever"}),
 		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_documents_ingested_total",
 			Help: "Documents stored by upserts; the ingest rate is rate() of it.",
@@ -56,7 +64,7 @@ func newMetrics(reg *registry) *metrics {
 			Help: "Documents removed by deletes.",
 		}, []string{"collection"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.search, m.ingested, m.failed, m.deleted,
+	m.reg.MustRegister(m.requests, m.latency, m.search, m.retriever, m.ingested, m.failed, m.deleted,
 		collectionsCollector{reg},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -67,6 +75,7 @@ func newMetrics(reg *registry) *metrics {
 func (m *metrics) forget(name string) {
 	l := prometheus.Labels{"collection": name}
 	m.search.DeletePartialMatch(l)
+	m.retriever.DeletePartialMatch(l)
 	m.ingested.DeletePartialMatch(l)
 	m.failed.DeletePartialMatch(l)
 	m.deleted.DeletePartialMatch(l)

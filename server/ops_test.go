@@ -66,6 +66,7 @@ func TestMetricsAndRequestLog(t *testing.T) {
 		`tandem_documents_ingested_total{collection="m"} 2`,
 		`tandem_documents_failed_total{collection="m"} 1`,
 		`tandem_search_duration_seconds_count{collection="m",mode="bm25"} 1`,
+		`tandem_retriever_duration_seconds_count{collection="m",retriever="bm25"} 1`,
 		`tandem_http_requests_total{code="200",route="POST /v1/collections/{name}/search"} 1`,
 		`tandem_http_requests_total{code="201",route="PUT /v1/collections/{name}"} 1`,
 		`tandem_http_requests_total{code="404",route="GET /v1/collections/{name}"} 1`,

@@ -139,6 +139,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 		return
 	}
 	s.metrics.search.WithLabelValues(c.name, mode(res.Retrievers)).Observe(res.Took.Seconds())
+	for i, d := range res.RetrieverTook {
+		s.metrics.retriever.WithLabelValues(c.name, res.Retrievers[i]).Observe(d.Seconds())
+	}
 	out := searchResponse{Hits: res.Hits, Retrievers: res.Retrievers, Fusion: res.Fusion, TookMS: float64(res.Took.Microseconds()) / 1000, K: k, Offset: req.Offset}
 	if out.Hits == nil {
 		out.Hits = []tandem.Hit{}
