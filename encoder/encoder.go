@@ -52,6 +52,15 @@ type Options struct {
 	// oversubscribe the cores; default max(1, NumCPU/IntraOpThreads), and
 	// 1 when IntraOpThreads is 0. One-thread bulk runs count as a share.
 	MaxConcurrentRuns int
+	// DocumentThreads, when positive, gives document encoding a thread
+	// budget of its own, apart from queries': document texts then run as
+	// one-thread runs on the bulk session, at most DocumentThreads at once,
+	// and a query never queues behind them for the query budget (the
+	// cores are shared by the OS scheduler instead). A server that indexes
+	// while it answers queries sets it, trading ingest speed for query
+	// latency; 0 means documents and queries share one budget, the fastest
+	// for indexing alone.
+	DocumentThreads int
 	// MaxTextBytes rejects longer texts with ErrBadText rather than
 	// tokenizing megabytes only to keep the first MaxLength tokens;
 	// default 1 MiB.
@@ -67,7 +76,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		opts = *o
 	}
-	if opts.IntraOpThreads < 0 || opts.BatchSize < 0 || opts.BatchTokens < 0 || opts.MaxConcurrentRuns < 0 || opts.MaxTextBytes < 0 {
+	if opts.IntraOpThreads < 0 || opts.BatchSize < 0 || opts.BatchTokens < 0 || opts.MaxConcurrentRuns < 0 || opts.MaxTextBytes < 0 || opts.DocumentThreads < 0 {
 		return opts, errors.New("encoder: negative option")
 	}
 	if opts.BatchTokens == 0 {
@@ -116,6 +125,9 @@ type Encoder struct {
 	// session takes runThreads of it, a bulk run takes one.
 	threads    *semaphore.Weighted
 	runThreads int64
+	// docThreads is the document runs' own budget (Options.DocumentThreads),
+	// nil when they share threads.
+	docThreads *semaphore.Weighted
 	bulkRuns   int       // concurrent bulk runs; < 2 means no bulk session
 	scratch    sync.Pool // *buffers
 
@@ -199,6 +211,9 @@ func Load(dir string, opts *Options) (*Encoder, error) {
 		threads: semaphore.NewWeighted(int64(threads * o.MaxConcurrentRuns)), bulkRuns: threads * o.MaxConcurrentRuns}
 	if threads == 1 {
 		e.bulkRuns = 0 // the main session is already one thread per run
+	}
+	if o.DocumentThreads > 0 {
+		e.docThreads = semaphore.NewWeighted(int64(o.DocumentThreads))
 	}
 	e.scratch.New = func() any { return new(buffers) }
 	if err := e.load(); err != nil {
@@ -676,9 +691,14 @@ func (e *Encoder) run(ctx context.Context, p *Prepared) (*Batch, error) {
 	// Options.IntraOpThreads), or, when runs are one thread anyway, as up
 	// to MaxConcurrentRuns runs of the main session; each batch writes
 	// only its own texts' slots of out.
-	bulk := len(batches) > 1 && e.bulkRuns > 1
+	// Documents with a budget of their own always run one thread each.
+	own := p.side == Document && e.docThreads != nil
+	bulk := (own || len(batches) > 1) && e.bulkRuns > 1
 	workers := min(e.opts.MaxConcurrentRuns, len(batches))
-	if bulk {
+	switch {
+	case own:
+		workers = min(e.opts.DocumentThreads, len(batches))
+	case bulk:
 		workers = min(e.bulkRuns, len(batches))
 	}
 	if workers <= 1 {
@@ -686,7 +706,7 @@ func (e *Encoder) run(ctx context.Context, p *Prepared) (*Batch, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if err := e.runBatch(ctx, spec, seqs, b, out, false); err != nil {
+			if err := e.runBatch(ctx, spec, seqs, b, out, bulk && own, own); err != nil {
 				return nil, err
 			}
 		}
@@ -708,7 +728,7 @@ func (e *Encoder) run(ctx context.Context, p *Prepared) (*Batch, error) {
 				if i >= len(batches) || ctx.Err() != nil {
 					return
 				}
-				if err := e.runBatch(ctx, spec, seqs, batches[i], out, bulk); err != nil {
+				if err := e.runBatch(ctx, spec, seqs, batches[i], out, bulk, own); err != nil {
 					errs[w] = err
 					cancel()
 					return
@@ -728,6 +748,10 @@ func (e *Encoder) run(ctx context.Context, p *Prepared) (*Batch, error) {
 	return out, nil
 }
 
+// testHookDocRun, set by tests, is called as each run on the document
+// budget starts, holding that budget.
+var testHookDocRun func(e *Encoder)
+
 func firstInvalid(s string) int {
 	for i, r := range s {
 		if r == utf8.RuneError {
@@ -741,7 +765,10 @@ func firstInvalid(s string) int {
 
 // runBatch runs the model on the texts idx (sorted by length) and stores
 // their vectors in out; on the one-thread bulk session if bulk is set.
-func (e *Encoder) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence, idx []int, out *Batch, bulk bool) error {
+// runBatch runs one batch: on the bulk session with one thread if bulk,
+// else on the main session; from the document budget if own, else from
+// the shared one.
+func (e *Encoder) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence, idx []int, out *Batch, bulk, own bool) error {
 	m := spec.model
 	B := len(idx)
 	L := 0
@@ -792,11 +819,18 @@ func (e *Encoder) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence,
 		}
 		weight = 1
 	}
-	if err := e.threads.Acquire(ctx, weight); err != nil {
+	budget := e.threads
+	if own {
+		budget = e.docThreads
+	}
+	if err := budget.Acquire(ctx, weight); err != nil {
 		return err
 	}
+	if own && testHookDocRun != nil {
+		testHookDocRun(e)
+	}
 	err := sess.Run(ctx, feeds, res)
-	e.threads.Release(weight)
+	budget.Release(weight)
 	if err != nil {
 		return fmt.Errorf("encoder: %s: %w", e.cfg.Name, err)
 	}

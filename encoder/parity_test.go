@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tandemsearch/tandem/internal/native"
@@ -210,5 +211,73 @@ func sameAsAlone(t *testing.T, e *Encoder, texts []string, all *Batch) {
 		}
 		approxEqual(t, text, all.Vectors[i], one.Vectors[0], 0)
 		approxEqual(t, text+" tokens", all.Tokens[i].Vectors, one.Tokens[0].Vectors, 0)
+	}
+}
+
+// TestDocumentThreads checks Options.DocumentThreads: document runs draw on
+// their own budget, one thread each and at most DocumentThreads at once,
+// never on the queries' budget, and give the same vectors as the shared
+// budget does.
+func TestDocumentThreads(t *testing.T) {
+	dir := installedModel(t, "bge-small-en-v1.5")
+	e := load(t, dir, &Options{IntraOpThreads: 2, MaxConcurrentRuns: 1, DocumentThreads: 1})
+	ref := load(t, dir, &Options{IntraOpThreads: 2, MaxConcurrentRuns: 1})
+	var (
+		mu             sync.Mutex
+		runs, inflight int
+		held           bool
+	)
+	testHookDocRun = func(x *Encoder) {
+		if x != e {
+			return
+		}
+		mu.Lock()
+		runs++
+		inflight++
+		if inflight > 1 {
+			t.Errorf("%d document runs at once with DocumentThreads 1", inflight)
+		}
+		mu.Unlock()
+		// The queries' budget is whole while a document runs.
+		if !x.threads.TryAcquire(x.runThreads) {
+			held = true
+		} else {
+			x.threads.Release(x.runThreads)
+		}
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+	}
+	defer func() { testHookDocRun = nil }()
+
+	var texts []string
+	for i := range 24 {
+		texts = append(texts, strings.Repeat("Aspirin reduces the risk of myocardial infarction. ", 1+i%7)+fmt.Sprint(i))
+	}
+	ctx := context.Background()
+	for _, batch := range [][]string{texts, texts[:1]} { // several batches, and one
+		got, err := e.Encode(ctx, Request{Side: Document, Texts: batch, Tokens: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Encode(ctx, Request{Side: Document, Texts: batch, Tokens: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range batch {
+			approxEqual(t, batch[i], got.Vectors[i], want.Vectors[i], 0)
+			approxEqual(t, batch[i]+" tokens", got.Tokens[i].Vectors, want.Tokens[i].Vectors, 0)
+		}
+	}
+	if runs == 0 || held {
+		t.Errorf("%d document runs; one held the queries' budget: %v", runs, held)
+	}
+	// Queries still run on the shared budget, not the document one.
+	before := runs
+	if _, err := e.Encode(ctx, Request{Side: Query, Texts: []string{"aspirin and heart attacks"}}); err != nil {
+		t.Fatal(err)
+	}
+	if runs != before {
+		t.Errorf("a query ran on the document budget")
 	}
 }

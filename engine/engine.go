@@ -57,6 +57,12 @@ type Options struct {
 	// this many ONNX Runtime threads, and documents in bulk as up to this
 	// many concurrent one-thread runs; 0 means min(NumCPU, 4).
 	EncoderThreads int
+	// DocumentThreads, when positive, gives document encoding a budget of
+	// that many one-thread runs apart from queries'
+	// (encoder.Options.DocumentThreads), so that indexing never holds a
+	// search's query encoding up; 0 shares one budget, the fastest for
+	// indexing alone. `tandem serve` sets it.
+	DocumentThreads int
 	// MustExist makes Open fail with ErrNoCollection, creating nothing,
 	// when dir holds no collection: for commands that only read one.
 	MustExist bool
@@ -68,6 +74,9 @@ func (o *Options) fill() error {
 	}
 	if o.BatchSize < 0 {
 		return fmt.Errorf("%w: negative BatchSize", ErrBadRequest)
+	}
+	if o.DocumentThreads < 0 {
+		return fmt.Errorf("%w: negative DocumentThreads", ErrBadRequest)
 	}
 	if o.Schema != nil {
 		s := o.Schema.Clone()
@@ -213,7 +222,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 			return nil, fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
 		}
 	}
-	ms, err := openModels(context.Background(), st, st.Schema().Models, loaded, o.EncoderThreads)
+	ms, err := openModels(context.Background(), st, st.Schema().Models, loaded, &o)
 	if err != nil {
 		e.closeAll()
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)

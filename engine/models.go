@@ -38,13 +38,14 @@ type model struct {
 // its host, and beyond 4 threads a small BERT gains little per run.
 func defaultEncoderThreads() int { return max(1, min(runtime.NumCPU(), 4)) }
 
-// loadEncoder loads an installed model by name.
-func loadEncoder(name string, threads int) (*encoder.Encoder, error) {
+// loadEncoder loads an installed model by name, with the thread budgets of
+// o (EncoderThreads, DocumentThreads).
+func loadEncoder(name string, o *Options) (*encoder.Encoder, error) {
 	dir, err := encoder.Find(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
 	}
-	enc, err := encoder.Load(dir, &encoder.Options{IntraOpThreads: threads})
+	enc, err := encoder.Load(dir, &encoder.Options{IntraOpThreads: o.EncoderThreads, DocumentThreads: o.DocumentThreads})
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
 	}
@@ -71,7 +72,7 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 		enc, ok := encs[name]
 		if !ok {
 			var err error
-			if enc, err = loadEncoder(name, o.EncoderThreads); err != nil {
+			if enc, err = loadEncoder(name, o); err != nil {
 				return err
 			}
 			encs[name] = enc
@@ -131,7 +132,7 @@ func similarity(enc *encoder.Encoder) string {
 // openModels loads (or takes from loaded) the encoder of every model the
 // stored schema lists, checks its dimensions against the collection's,
 // and opens its dense and late indexes, which catch up with the log.
-func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, loaded map[string]*encoder.Encoder, threads int) ([]*model, error) {
+func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, loaded map[string]*encoder.Encoder, o *Options) ([]*model, error) {
 	var out []*model
 	fail := func(err error) ([]*model, error) {
 		closeModels(out)
@@ -153,7 +154,7 @@ func openModels(ctx context.Context, st *storage.Store, specs []tandem.Model, lo
 			delete(loaded, spec.Name)
 		} else {
 			var err error
-			if enc, err = loadEncoder(spec.Name, threads); err != nil {
+			if enc, err = loadEncoder(spec.Name, o); err != nil {
 				return fail(fmt.Errorf("%w (the collection was indexed with it)", err))
 			}
 		}

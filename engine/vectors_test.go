@@ -159,7 +159,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 		}
 		// The queries' vectors come from the model, as a caller's own
 		// encoder would make them.
-		enc, err := loadEncoder(model, 1)
+		enc, err := loadEncoder(model, &Options{EncoderThreads: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -48,8 +49,13 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&sc.cfg.MaxK, "max-k", server.DefaultMaxK, "largest k+offset of a search (400 above)")
 	fs.IntVar(&sc.cfg.MaxQuery, "max-query", server.DefaultMaxQuery, "longest query text in bytes (400 above)")
 	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request (504 above)")
+	fs.IntVar(&sc.cfg.Engine.EncoderThreads, "encoder-threads", 0, "ONNX Runtime threads of one query's encoding (default min(cores, 4))")
+	fs.IntVar(&sc.cfg.Engine.DocumentThreads, "ingest-threads", max(1, runtime.NumCPU()/2), "one-thread runs that encode upserted documents at once, apart from the queries' threads, so that ingest never holds a search up; 0 lets documents share the queries' threads (faster ingest, slower searches meanwhile)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
+	}
+	if sc.cfg.Engine.EncoderThreads < 0 || sc.cfg.Engine.DocumentThreads < 0 {
+		return nil, fmt.Errorf("--encoder-threads and --ingest-threads must be 0 or more")
 	}
 	if sc.cfg.DataDir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem serve --data DIR [--addr 127.0.0.1:7700] [--api-key KEY] [--read-key KEY] [limits]")

@@ -47,6 +47,12 @@ func TestServeFlags(t *testing.T) {
 	if code, _, errs := tandemRun(t, "serve"); code == 0 || !strings.Contains(errs, "usage: tandem serve") {
 		t.Errorf("no --data: code %d, %q", code, errs)
 	}
+	if code, _, errs := tandemRun(t, "serve", "--data", data, "--ingest-threads", "-1"); code == 0 || !strings.Contains(errs, "--ingest-threads must be 0 or more") {
+		t.Errorf("--ingest-threads -1: code %d, %q", code, errs)
+	}
+	if sc, err := parseServe([]string{"--data", data}, io.Discard); err != nil || sc.cfg.Engine.DocumentThreads < 1 {
+		t.Errorf("default ingest threads: %+v, %v; want documents encoded apart from queries", sc, err)
+	}
 	keys := filepath.Join(data, "keys")
 	os.WriteFile(keys, []byte("# keys\nadmin a1\nread r1\n\nread r2\n"), 0o600)
 	sc, err := parseServe([]string{"--data", data, "--keys-file", keys, "--api-key", "a0", "--max-body", "100", "--timeout", "3s"}, io.Discard)

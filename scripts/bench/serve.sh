@@ -17,6 +17,7 @@ PORT=${BENCH_SERVE_PORT:-7791}
 DURATION=${DURATION:-2m}
 SEARCHERS=${SEARCHERS:-8}
 WRITERS=${WRITERS:-1}
+MODES=${MODES:-bm25,dense,late,hybrid}
 LATE_INDEX=${LATE_INDEX:-}
 COLLECTION=${COLLECTION:-scifact${LATE_INDEX:+-$(echo "$LATE_INDEX" | tr 'A-Z' 'a-z')}}
 
@@ -48,4 +49,4 @@ done
 echo "bench-serve: server pid $server on 127.0.0.1:$PORT (log $log)"
 "$TANDEM" bench serve --url "http://127.0.0.1:$PORT" --collection "$COLLECTION" \
 	--queries "$SCIFACT/queries.jsonl" --corpus "$SCIFACT/corpus.jsonl" \
-	--duration "$DURATION" --searchers "$SEARCHERS" --writers "$WRITERS"
+	--duration "$DURATION" --searchers "$SEARCHERS" --writers "$WRITERS" --modes "$MODES"
