@@ -6,8 +6,9 @@
 # `tandem bench serve`: SEARCHERS concurrent searchers cycling through the
 # modes with SciFact's queries while one writer upserts SciFact documents
 # (the same content again, so reruns meet the same collection), for
-# DURATION. Prints the table the README reports; any failed request fails
-# the run.
+# DURATION. SERVE_FLAGS adds flags to `tandem serve` (--ingest-threads 0,
+# say), MODES picks the modes. Prints the table the README reports; any
+# failed request fails the run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TANDEM="$ROOT/bin/tandem"
@@ -18,6 +19,7 @@ DURATION=${DURATION:-2m}
 SEARCHERS=${SEARCHERS:-8}
 WRITERS=${WRITERS:-1}
 MODES=${MODES:-bm25,dense,late,hybrid}
+SERVE_FLAGS=${SERVE_FLAGS:-}
 LATE_INDEX=${LATE_INDEX:-}
 COLLECTION=${COLLECTION:-scifact${LATE_INDEX:+-$(echo "$LATE_INDEX" | tr 'A-Z' 'a-z')}}
 
@@ -34,7 +36,7 @@ if [ ! -d "$DATA/$COLLECTION" ]; then
 fi
 
 log="$DATA/serve.log"
-"$TANDEM" serve --data "$DATA" --addr "127.0.0.1:$PORT" 2>"$log" &
+"$TANDEM" serve --data "$DATA" --addr "127.0.0.1:$PORT" $SERVE_FLAGS 2>"$log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do
