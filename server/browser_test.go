@@ -424,10 +424,12 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	screenshot := func(name string) {
 		t.Helper()
+		// Kept after the test (unlike t.TempDir), for a person to look at.
 		dir := os.Getenv("TANDEM_SCREENSHOT_DIR")
 		if dir == "" {
-			dir = t.TempDir()
-		} else if err := os.MkdirAll(dir, 0o755); err != nil {
+			dir = filepath.Join(os.TempDir(), "tandem-screenshots")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		png := pageRun(t, bctx, "screenshot", chromedp.FullScreenshot(100))
