@@ -164,11 +164,7 @@ func (r *registry) create(name string, opts engine.Options) (*collection, error)
 	}
 	r.mu.busy[name] = true
 	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.mu.busy, name)
-		r.mu.Unlock()
-	}()
+	defer r.done(name)
 	e, err := engine.Open(dir, &opts)
 	if err != nil {
 		// The name was free and reserved: whatever Open left is ours.
@@ -180,6 +176,13 @@ func (r *registry) create(name string, opts engine.Options) (*collection, error)
 	r.mu.open[name] = c
 	r.mu.Unlock()
 	return c, nil
+}
+
+// done clears the mark that a create or a drop of name is under way.
+func (r *registry) done(name string) {
+	r.mu.Lock()
+	delete(r.mu.busy, name)
+	r.mu.Unlock()
 }
 
 // drop closes the collection once no request uses it, then removes its
@@ -202,11 +205,7 @@ func (r *registry) drop(name string) error {
 	delete(r.mu.open, name)
 	r.mu.busy[name] = true
 	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.mu.busy, name)
-		r.mu.Unlock()
-	}()
+	defer r.done(name)
 	c.mu.Lock()
 	c.gone = true
 	cerr := c.e.Close()
