@@ -1,0 +1,6 @@
+//go:build race
+
+package main
+
+// raceEnabled says whether the race detector is on, for the soak's report.
+const raceEnabled = true
