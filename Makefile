@@ -14,7 +14,7 @@ GO_LDFLAGS := -X $(PKG)/internal/native.builtinPrefix=$(NATIVE)
 GOFLAGS_BUILD := -ldflags '$(GO_LDFLAGS)'
 TESTFLAGS ?=
 
-.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late bench-peers bench-serve lint demo clean-native
+.PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late bench-peers bench-serve soak soak-race lint demo clean-native
 
 all: build
 
@@ -125,6 +125,22 @@ bench-peers: build
 # the error count, which must be 0.
 bench-serve: build
 	bash scripts/bench/serve.sh
+
+# The soak (tandem soak): 4 searchers in every mode, with and without
+# filters, beside a writer and a deleter against one new collection for
+# DURATION (default 60m), sampled every minute; it fails on any error, on
+# a hit that breaks its filter or was deleted before its search began, and
+# on growth of RSS, goroutines or open files after warm-up. The samples
+# and the verdict go to bin/soak-report.md; SOAK_FLAGS adds flags.
+SOAK_FLAGS ?=
+soak: build
+	bin/tandem soak --duration $(or $(DURATION),60m) --report bin/soak-report.md $(SOAK_FLAGS)
+
+# The same under the race detector (default 5m), from a binary of its own;
+# the report goes to bin/soak-race-report.md.
+soak-race: setup
+	go build -race $(GOFLAGS_BUILD) -o bin/tandem-race ./cmd/tandem
+	bin/tandem-race soak --duration $(or $(DURATION),5m) --report bin/soak-race-report.md $(SOAK_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
