@@ -342,6 +342,8 @@ var (
 	ErrTextTooLarge = errors.New("tandem: text too large")
 	ErrInvalidUTF8  = errors.New("tandem: invalid UTF-8")
 	ErrMissingID    = errors.New("tandem: missing id")
+	// ErrDuplicateField reports a JSON line that gives a field twice.
+	ErrDuplicateField = errors.New("tandem: field given twice")
 )
 
 // FieldError names the field a document check failed on.
@@ -616,7 +618,9 @@ func DecodeJSON(data []byte, idField string) (Doc, error) {
 		}
 		doc.Vectors = vs
 	}
-	flatten("", obj, doc.Fields)
+	if err := flatten("", obj, doc.Fields); err != nil {
+		return Doc{}, err
+	}
 	return doc, nil
 }
 
@@ -667,18 +671,27 @@ func decodeWithVectors(data []byte) (map[string]any, json.RawMessage, error) {
 	return obj, vectors, nil
 }
 
-func flatten(prefix string, obj map[string]any, out map[string]any) {
+// flatten copies obj into out with nested objects' keys dotted. A name
+// given twice ({"a": {"b": 1}, "a.b": 2}) is an error: which value won
+// would depend on map order.
+func flatten(prefix string, obj map[string]any, out map[string]any) error {
 	for k, v := range obj {
 		name := k
 		if prefix != "" {
 			name = prefix + "." + k
 		}
 		if m, ok := v.(map[string]any); ok {
-			flatten(name, m, out)
+			if err := flatten(name, m, out); err != nil {
+				return err
+			}
 			continue
+		}
+		if _, dup := out[name]; dup {
+			return &FieldError{Field: name, Err: fmt.Errorf("%w: once as a dotted name and once nested", ErrDuplicateField)}
 		}
 		out[name] = v
 	}
+	return nil
 }
 
 // Strings returns a keywords value as a []string: the normal form is

@@ -155,7 +155,7 @@ func (v Vectors) Flatten(dim int) []float32 {
 func decodeVectors(raw json.RawMessage) (map[string]Vectors, error) {
 	var byModel map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &byModel); err != nil {
-		return nil, fmt.Errorf("%s: want an object from model name to vectors: %w", VectorsKey, err)
+		return nil, &FieldError{Field: VectorsKey, Err: fmt.Errorf("%w: want an object from model name to vectors: %v", ErrBadVectors, err)}
 	}
 	if byModel == nil {
 		return nil, nil

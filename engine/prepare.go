@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -47,6 +48,9 @@ func (e *Engine) check(schema *tandem.Schema, d tandem.Doc) (checked, error) {
 			if c.vectors[i], err = e.models[i].spec.CheckVectors(v); err != nil {
 				return checked{}, err
 			}
+			if err := checkF16(name, c.vectors[i].Tokens); err != nil {
+				return checked{}, err
+			}
 		}
 	}
 	for i, m := range e.models {
@@ -80,6 +84,20 @@ func (e *Engine) check(schema *tandem.Schema, d tandem.Doc) (checked, error) {
 		c.text = docText(fields, norm)
 	}
 	return c, nil
+}
+
+// checkF16 refuses supplied token vectors that the F16 token blobs cannot
+// hold: a value beyond latecollect.MaxF16 would be stored as an infinity,
+// which no late-interaction index can take.
+func checkF16(model string, tokens [][]float32) error {
+	for i, row := range tokens {
+		for j, v := range row {
+			if math.Abs(float64(v)) > latecollect.MaxF16 {
+				return &tandem.VectorError{Model: model, Part: fmt.Sprintf("tokens[%d]", i), Err: fmt.Errorf("%w: value %d is %v, beyond the float16 range (±%d) token vectors are stored in", tandem.ErrBadVectors, j, v, latecollect.MaxF16)}
+			}
+		}
+	}
+	return nil
 }
 
 // modelIndex is the index in e.models of the named model, -1 if none.

@@ -50,6 +50,10 @@ const (
 	I8 Encoding = 3
 )
 
+// MaxF16 is the largest magnitude F16 stores: a larger value would become
+// an infinity, so EncodeTokens refuses it.
+const MaxF16 = 65504
+
 // String names the encoding as Options and the README do.
 func (e Encoding) String() string {
 	switch e {
@@ -94,8 +98,8 @@ var (
 
 // EncodeTokens encodes a token matrix (rows of dim values, row after row)
 // as a blob to store under BlobName(model). It rejects a length that is
-// not a multiple of dim and any NaN or infinite value, naming the token and
-// dimension.
+// not a multiple of dim and any NaN or infinite value, or for F16 a value
+// beyond MaxF16, naming the token and dimension.
 func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 	if dim <= 0 || dim > maxDim {
 		return nil, fmt.Errorf("%w: token dimension %d out of range 1..%d", ErrBadVector, dim, maxDim)
@@ -108,6 +112,13 @@ func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 	}
 	if err := checkFinite(vecs, dim); err != nil {
 		return nil, err
+	}
+	if enc == F16 {
+		for i, v := range vecs {
+			if math.Abs(float64(v)) > MaxF16 {
+				return nil, fmt.Errorf("%w: token %d, dimension %d is %v, beyond the float16 range (±%d) of the %s encoding", ErrBadVector, i/dim, i%dim, v, MaxF16, enc)
+			}
+		}
 	}
 	n := len(vecs) / dim
 	if uint64(n) > math.MaxUint32 {
