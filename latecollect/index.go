@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
 	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
 )
@@ -349,6 +351,25 @@ func (x *Index) dropDocLocked(num uint64) {
 // caught up) rather than rebuilding it; after a rebuild the caller should
 // Snapshot, so that the next Open does not rebuild again.
 func (x *Index) LoadedSnapshot() bool { return x.loadedSnapshot }
+
+// DocNums returns the documents the token index holds: those with codes
+// (residual codes) or with token keys in FAISS. By the invariant on Index
+// it is the set of live documents with a valid token blob as of
+// AppliedSeq; consistency checks (tandem torture) compare it with storage.
+func (x *Index) DocNums() *roaring64.Bitmap {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	bm := roaring64.New()
+	if x.mu.rc != nil {
+		for num := range x.mu.rc.docs {
+			bm.Add(num)
+		}
+	}
+	for num := range x.mu.keys {
+		bm.Add(num)
+	}
+	return bm
+}
 
 // Name is the derived index's name in the engine: "late:<model>".
 func (x *Index) Name() string { return "late:" + x.opts.Model }
