@@ -110,6 +110,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if err := os.MkdirAll(filepath.Join(dir, "snapshots"), 0o755); err != nil {
 			return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 		}
+		if err := removeEmptyLogs(filepath.Join(dir, "badger")); err != nil {
+			return nil, err
+		}
 	}
 	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil).WithValueThreshold(valueThreshold)
 	db, err := badger.Open(bo)
