@@ -15,6 +15,7 @@ import (
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/vfs"
 	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/sparse"
 	"github.com/tandemsearch/tandem/storage"
@@ -66,6 +67,10 @@ type Options struct {
 	// MustExist makes Open fail with ErrNoCollection, creating nothing,
 	// when dir holds no collection: for commands that only read one.
 	MustExist bool
+
+	// fs is the file system of the files Tandem writes itself (snapshots,
+	// token files); nil is the OS's. Tests inject faults through it.
+	fs vfs.FS
 }
 
 func (o *Options) fill() error {
@@ -206,7 +211,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
-	st, err := storage.Open(dir, &storage.Options{Schema: schema, NoSync: o.NoSync})
+	st, err := storage.Open(dir, &storage.Options{Schema: schema, NoSync: o.NoSync, FS: o.fs})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/internal/vfs"
 )
 
 // Sentinel errors.
@@ -58,13 +61,24 @@ type Options struct {
 	// lost by a machine crash (not by a process crash). For bulk loads that
 	// can be redone.
 	NoSync bool
+	// DiskReserve is the free space, in bytes, that writes leave on the
+	// collection's file system; 0 means DefaultDiskReserve, negative
+	// turns the check off. A write that would leave less fails with
+	// ErrDiskFull before Badger sees it (see DefaultDiskReserve).
+	DiskReserve int64
+	// FS is the file system the store writes its snapshot files to (nil
+	// is the OS's); tests inject faults through it. Badger's own files
+	// always go to the OS.
+	FS vfs.FS
 }
 
 // Store is the source of truth of a collection. It is safe for concurrent
 // use; writes are serialised.
 type Store struct {
-	db  *badger.DB
-	dir string
+	db      *badger.DB
+	dir     string
+	fs      vfs.FS
+	reserve int64 // see Options.DiskReserve; negative: no check
 
 	// stop ends the garbage-collection goroutine, which closes stopped.
 	stop, stopped chan struct{}
@@ -122,12 +136,22 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.InMemory {
 		dir = "" // nothing of it is on disk
 	}
-	s := &Store{db: db, dir: dir, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Store{db: db, dir: dir, fs: o.FS, reserve: o.DiskReserve, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if s.fs == nil {
+		s.fs = vfs.OS
+	}
+	if s.reserve == 0 {
+		s.reserve = DefaultDiskReserve
+	}
 	if err := s.load(o.Schema); err != nil {
 		db.Close()
 		return nil, err
 	}
 	if err := s.loadNames(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.removeOrphanSnapshots(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -433,7 +457,9 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 		id  string // "" for a delete
 	}
 	var names []named
+	var need int64 // bytes of documents and blobs, for checkSpace
 	err := s.db.Update(func(txn *badger.Txn) error {
+		need = 0
 		for i, op := range b.ops {
 			num, exists, err := lookupID(txn, op.doc.ID)
 			if err != nil {
@@ -478,7 +504,9 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 			if err := txn.Set(docKey(num), body); err != nil {
 				return err
 			}
+			need += int64(len(body) + len(op.doc.ID))
 			for name, v := range op.blobs {
+				need += int64(len(v) + len(name))
 				if name == "" {
 					return &BatchError{Index: i, ID: op.doc.ID, Err: errors.New("empty blob name")}
 				}
@@ -509,7 +537,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 				return err
 			}
 		}
-		return nil
+		return s.checkSpace(need)
 	})
 	if errors.Is(err, badger.ErrTxnTooBig) {
 		return WriteResult{}, fmt.Errorf("%w (%d operations): split it", ErrBatchTooLarge, len(b.ops))
@@ -768,43 +796,60 @@ func (s *Store) view(fn func(txn *badger.Txn) error) error {
 	return s.db.View(fn)
 }
 
-// snapshotRecord is the committed pointer to a snapshot file.
+// snapshotRecord is the committed pointer to a snapshot file: its name,
+// the last change it includes, and its exact length and CRC-32C, which
+// OpenSnapshot checks. Records written before Size and CRC existed have
+// neither (Size 0), and their files are returned unchecked.
 type snapshotRecord struct {
 	File string `json:"file"`
 	Seq  uint64 `json:"seq"`
+	Size int64  `json:"size,omitempty"`
+	CRC  uint32 `json:"crc32c,omitempty"`
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // SaveSnapshot stores a named snapshot of a derived index (a FAISS index,
 // for example) that includes every change up to seq. write fills the file.
-// The file is written and fsynced under a fresh name, then its name is
-// committed in Badger; the commit is the single point at which the new
-// snapshot replaces the old one, whose file is then removed.
+// The file is written under a fresh name and fsynced, its directory is
+// fsynced, then its name, length and checksum are committed in Badger;
+// the commit is the single point at which the new snapshot replaces the
+// old one, whose file is then removed. On any error the previous snapshot
+// stays current and the new file is removed.
 func (s *Store) SaveSnapshot(ctx context.Context, name string, seq uint64, write func(w io.Writer) error) error {
 	if s.dir == "" || name == "" || strings.ContainsAny(name, `/\`) {
 		return fmt.Errorf("storage: save snapshot %q: invalid name or in-memory store", name)
 	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, "snapshots"), name+"-*.snap")
+	dir := filepath.Join(s.dir, "snapshots")
+	f, err := s.fs.CreateTemp(dir, name+"-*.snap")
 	if err != nil {
 		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
 	}
 	fname := filepath.Base(f.Name())
-	ok := false
+	ok, closed := false, false
 	defer func() {
 		if !ok {
-			f.Close()
-			os.Remove(f.Name())
+			if !closed {
+				f.Close()
+			}
+			s.fs.Remove(f.Name())
 		}
 	}()
-	if err := write(f); err != nil {
-		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+	cw := &checkedWriter{w: f, crc: crc32.New(castagnoli)}
+	if err := write(cw); err != nil {
+		return fmt.Errorf("storage: save snapshot %q: write: %w", name, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+		return fmt.Errorf("storage: save snapshot %q: fsync: %w", name, err)
 	}
+	closed = true
 	if err := f.Close(); err != nil {
+		return fmt.Errorf("storage: save snapshot %q: close: %w", name, err)
+	}
+	if err := s.fs.SyncDir(dir); err != nil {
 		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
 	}
 	var old snapshotRecord
@@ -812,21 +857,41 @@ func (s *Store) SaveSnapshot(ctx context.Context, name string, seq uint64, write
 		if item, err := txn.Get(snapKey(name)); err == nil {
 			_ = item.Value(func(v []byte) error { return json.Unmarshal(v, &old) })
 		}
-		b, _ := json.Marshal(snapshotRecord{File: fname, Seq: seq})
+		b, _ := json.Marshal(snapshotRecord{File: fname, Seq: seq, Size: cw.n, CRC: cw.crc.Sum32()})
+		if err := s.checkSpace(int64(len(b))); err != nil {
+			return err
+		}
 		return txn.Set(snapKey(name), b)
 	})
 	if err != nil {
-		return fmt.Errorf("storage: save snapshot %q: %w", name, err)
+		return fmt.Errorf("storage: save snapshot %q: commit: %w", name, err)
 	}
 	ok = true
 	if old.File != "" && old.File != fname {
-		os.Remove(filepath.Join(s.dir, "snapshots", old.File))
+		s.fs.Remove(filepath.Join(dir, old.File))
 	}
 	return nil
 }
 
+// checkedWriter counts and checksums what it writes.
+type checkedWriter struct {
+	w   io.Writer
+	crc hash.Hash32
+	n   int64
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
 // OpenSnapshot opens the named snapshot; seq is the last change it
-// includes. It returns ErrNotFound if there is none. The caller closes rc.
+// includes. It returns ErrNotFound if there is none. The file is checked
+// first: a missing, unreadable, short or long file, or one whose CRC-32C
+// differs from the record's, is reported as ErrCorruption, and its
+// owner rebuilds from the store. The caller closes rc.
 func (s *Store) OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err error) {
 	var rec snapshotRecord
 	err = s.view(func(txn *badger.Txn) error {
@@ -842,12 +907,103 @@ func (s *Store) OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err err
 	if err != nil {
 		return nil, 0, fmt.Errorf("storage: open snapshot %q: %w", name, err)
 	}
-	f, err := os.Open(filepath.Join(s.dir, "snapshots", rec.File))
+	if s.dir == "" {
+		return nil, 0, fmt.Errorf("storage: open snapshot %q: %w", name, ErrNotFound)
+	}
+	f, err := vfs.Open(s.fs, filepath.Join(s.dir, "snapshots", rec.File))
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: snapshot %q: %v", ErrCorruption, name, err)
+		return nil, 0, fmt.Errorf("%w: snapshot %q: %w", ErrCorruption, name, err)
+	}
+	if err := checkSnapshot(f, rec); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("%w: snapshot %q (%s): %w", ErrCorruption, name, rec.File, err)
 	}
 	return f, rec.Seq, nil
 }
+
+// SnapshotSeq is the last change the named snapshot includes, read from
+// its record alone: the file is neither opened nor checked. It returns
+// ErrNotFound if there is none.
+func (s *Store) SnapshotSeq(name string) (uint64, error) {
+	var rec snapshotRecord
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(snapKey(name))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) })
+	})
+	if err != nil {
+		return 0, fmt.Errorf("storage: snapshot %q: %w", name, err)
+	}
+	return rec.Seq, nil
+}
+
+// checkSnapshot checks f's length and checksum against rec and rewinds
+// it. Checking before any decoder sees a byte keeps damaged data away
+// from FAISS's reader, which trusts the sizes it reads.
+func checkSnapshot(f vfs.File, rec snapshotRecord) error {
+	if rec.Size == 0 && rec.CRC == 0 {
+		return nil // written before records had them
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != rec.Size {
+		return fmt.Errorf("%d bytes, %d written", fi.Size(), rec.Size)
+	}
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(h, io.LimitReader(f, rec.Size)); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if h.Sum32() != rec.CRC {
+		return fmt.Errorf("checksum %08x, %08x written", h.Sum32(), rec.CRC)
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err
+}
+
+// removeOrphanSnapshots removes the files under snapshots/ that no
+// record names: those of a SaveSnapshot interrupted before its commit.
+func (s *Store) removeOrphanSnapshots() error {
+	if s.dir == "" {
+		return nil
+	}
+	live := map[string]bool{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagSnapshot}, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec snapshotRecord
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err == nil {
+				live[rec.File] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: list snapshots: %w", err)
+	}
+	dir := filepath.Join(s.dir, "snapshots")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("storage: list snapshots: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".snap") && !live[e.Name()] {
+			s.fs.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// FS is the file system the store writes its snapshots to; derived
+// indexes that keep files of their own under Dir() use it too.
+func (s *Store) FS() vfs.FS { return s.fs }
 
 func (s *Store) update(fn func(txn *badger.Txn) error) error {
 	s.life.RLock()
