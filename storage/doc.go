@@ -30,9 +30,21 @@
 //   - Blobs ("vec/<model>", "tok/<model>") belong to a document: a put
 //     replaces all of them, a delete removes them, in the same transaction.
 //   - Snapshots of derived indexes are files under <dir>/snapshots whose
-//     name and included sequence are committed in Badger after the file is
-//     fsynced; the commit is the single point at which a snapshot replaces
-//     the previous one.
+//     name, included sequence, length and CRC-32C are committed in Badger
+//     after the file and its directory are fsynced; the commit is the
+//     single point at which a snapshot replaces the previous one, and a
+//     failed save leaves the previous one current. OpenSnapshot checks the
+//     length and checksum before returning the file, so a truncated,
+//     damaged, unreadable or missing file is ErrCorruption and its owner
+//     rebuilds from the store. Files no record names (a save interrupted
+//     by a crash) are removed at Open. Snapshot files are written through
+//     Options.FS (internal/vfs), where tests inject I/O faults.
+//   - Full disk: Badger writes through memory maps of sparse files, where
+//     a full file system raises SIGBUS rather than an error. So a write
+//     that would leave less than Options.DiskReserve (DefaultDiskReserve,
+//     128 MiB) free fails with ErrDiskFull, which wraps syscall.ENOSPC,
+//     and stores nothing; snapshot commits are refused the same way. Once
+//     space is freed, writes succeed again.
 //   - The schema is stored in the collection. A non-strict schema grows
 //     when a document has a new field (its type is inferred); the new
 //     schema is committed with the batch that introduced the field.
