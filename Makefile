@@ -126,6 +126,21 @@ bench-peers: build
 bench-serve: build
 	bash scripts/bench/serve.sh
 
+# The crash torture harness (tandem torture): KILLS SIGKILLs of a writer
+# that upserts and deletes documents bringing dense and token vectors
+# (residual late index), each followed by a reopen checked against the
+# writer's ledger of acknowledged operations. It fails on any lost
+# operation or any disagreement among Badger, Bleve, FAISS and the token
+# index. TORTURE_DIR keeps the collection and ledger (default: a temporary
+# directory, removed when the run passes); TORTURE_FLAGS adds flags, e.g.
+# --duration 30m, --seed N, --late-index "". make test runs 30 kills
+# (cmd/tandem TestTorture).
+.PHONY: torture
+KILLS ?= 1000
+TORTURE_FLAGS ?=
+torture: build
+	bin/tandem torture --kills $(KILLS) $(if $(TORTURE_DIR),--dir $(TORTURE_DIR)) $(TORTURE_FLAGS)
+
 # The soak (tandem soak): 4 searchers in every mode, with and without
 # filters, beside a writer and a deleter against one new collection for
 # DURATION (default 60m), sampled every minute; it fails on any error, on

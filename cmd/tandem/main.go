@@ -27,6 +27,7 @@ func commands() map[string]command {
 	cmds := map[string]command{
 		"version": {"print the version and native library locations", runVersion},
 		"serve":   {"serve the collections of a data directory over HTTP (JSON API, metrics, web page)", runServe},
+		"torture": {"SIGKILL a writer at random moments, then check the collection against its ledger", runTorture},
 		"soak":    soakCommand,
 	}
 	// Each group lives in its own file, owned by the area it drives.

@@ -1,0 +1,526 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// tandem torture: the crash torture harness. A writer process (see
+// torture_writer.go) upserts and deletes a mixed stream against one
+// collection and records every acknowledged operation in a ledger; this
+// parent SIGKILLs it at random moments aimed at each phase of the write
+// path, copies the killed collection, reopens the copy and checks it
+// against the ledger (torture_check.go), then starts the next writer on
+// the killed original, so that the next writer's Open is a crash recovery
+// a kill can land in too.
+
+// tortureWriterCmd starts a writer process with the given writer flags:
+// this binary, `tandem torture --writer`. Tests replace it.
+var tortureWriterCmd = func(args []string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(exe, append([]string{"torture", "--writer"}, args...)...), nil
+}
+
+// tortureConfig configures a run.
+type tortureConfig struct {
+	dir        string
+	kills      int           // 0: no limit
+	duration   time.Duration // 0: no limit
+	seed       uint64
+	ids        int
+	maxBatch   int
+	closeEvery int
+	lateIndex  string
+	model      string
+	progress   time.Duration // between progress lines
+	// targetWait bounds the wait for the phase a kill aims at; the kill
+	// happens anyway when it runs out.
+	targetWait time.Duration
+}
+
+// tortureSummary is what a run found.
+type tortureSummary struct {
+	Seed     uint64
+	Kills    int
+	Elapsed  time.Duration
+	Calls    map[string]int // acknowledged calls by method
+	Added    int            // documents written for the first time (or after a delete)
+	Updated  int
+	Deleted  int
+	NoDelete int // deletes of ids that were not live
+	Lost     int
+	Disagree int
+	// Failures are the first lost operations and disagreements, and any
+	// failure that stopped the run.
+	Failures  []string
+	Stopped   error
+	OpenTimes []time.Duration
+	// Phases counts kills by the phase they landed in (classified), Raw
+	// by the writer's last reported phase.
+	Phases, Raw map[string]int
+	InFlight    int // kills with an operation in flight
+	Committed   int // of which committed at least one batch
+	Live        int // live documents at the last check
+	LateDesc    string
+}
+
+func (s *tortureSummary) acknowledged() int {
+	n := 0
+	for _, c := range s.Calls {
+		n += c
+	}
+	return n
+}
+
+// failed reports whether the run found any loss or disagreement, or
+// stopped on an error.
+func (s *tortureSummary) failed() bool { return s.Lost > 0 || s.Disagree > 0 || s.Stopped != nil }
+
+func runTorture(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "--writer" {
+		return runTortureWriterCmd(args[1:], stdout, stderr)
+	}
+	c := tortureConfig{targetWait: 5 * time.Second}
+	fs := newFlagSet("torture", stderr)
+	fs.StringVar(&c.dir, "dir", "", "working directory: collection/, ledger, check/ (default: a new temporary directory, removed after a passing run)")
+	fs.IntVar(&c.kills, "kills", 0, "number of SIGKILLs (default 100 when --duration is not given either)")
+	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (with --kills: whichever comes first)")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the operations and kill times (default: from the clock; printed, to replay a run's choices)")
+	fs.IntVar(&c.ids, "ids", 2000, "size of the pool of document ids (bounds the collection)")
+	fs.IntVar(&c.maxBatch, "max-batch", 0, "largest batch of one call (default 300, or 32 with --model)")
+	fs.IntVar(&c.closeEvery, "close-every", 15, "the writer closes and reopens the engine once in this many operations, on average")
+	fs.StringVar(&c.lateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "" (FAISS)`)
+	fs.StringVar(&c.model, "model", "", "index with this installed model (e.g. bge-small-en-v1.5) on short texts instead of supplied vectors; slower")
+	fs.DurationVar(&c.progress, "progress", 10*time.Second, "interval between progress lines")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tandem torture: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	if c.kills == 0 && c.duration == 0 {
+		c.kills = 100
+	}
+	switch {
+	case c.kills < 0:
+		return fmt.Errorf("--kills %d: want a positive count", c.kills)
+	case c.duration < 0:
+		return fmt.Errorf("--duration %v: want a positive duration", c.duration)
+	case c.ids < 1:
+		return fmt.Errorf("--ids %d: want a positive count", c.ids)
+	case c.maxBatch < 0:
+		return fmt.Errorf("--max-batch %d: want a positive count", c.maxBatch)
+	case c.closeEvery < 1:
+		return fmt.Errorf("--close-every %d: want a positive count", c.closeEvery)
+	case c.lateIndex != "" && c.lateIndex != "Residual":
+		return fmt.Errorf(`--late-index %q: want "Residual" or ""`, c.lateIndex)
+	}
+	if c.maxBatch == 0 {
+		c.maxBatch = 300
+		if c.model != "" {
+			c.maxBatch = 32
+		}
+	}
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
+	temp := c.dir == ""
+	if temp {
+		d, err := os.MkdirTemp("", "tandem-torture-")
+		if err != nil {
+			return err
+		}
+		c.dir = d
+	}
+	s, err := torture(context.Background(), c, stderr)
+	if s != nil {
+		s.print(stdout, c)
+	}
+	if err != nil {
+		return err
+	}
+	if s.failed() {
+		fmt.Fprintf(stderr, "tandem torture: the collection and ledger are kept in %s\n", c.dir)
+		return fmt.Errorf("%d lost, %d disagreements; first: %s", s.Lost, s.Disagree, strings.Join(s.Failures[:min(3, len(s.Failures))], "; "))
+	}
+	if temp {
+		os.RemoveAll(c.dir)
+	}
+	return nil
+}
+
+// torture runs the kills. It returns an error for a failure of the
+// harness itself; what the kills found is in the summary.
+func torture(ctx context.Context, c tortureConfig, progress io.Writer) (*tortureSummary, error) {
+	coll, checkDir := filepath.Join(c.dir, "collection"), filepath.Join(c.dir, "check")
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := newLedger(filepath.Join(c.dir, "ledger"))
+	if err := l.read(); err != nil { // a run resumed in the same directory
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(c.seed, 0x6b696c6c))
+	ck := &checker{model: c.model, lateIndex: c.lateIndex, rand: rand.New(rand.NewPCG(c.seed, 0x636b))}
+	s := &tortureSummary{Seed: c.seed, Phases: map[string]int{}, Raw: map[string]int{}}
+	est := newPhaseTimes()
+	fmt.Fprintf(progress, "torture: seed %d, directory %s, %s\n", c.seed, c.dir, c.limits())
+	start := time.Now()
+	lastProgress := start
+	for n := 0; ; n++ {
+		s.Elapsed = time.Since(start)
+		if c.kills > 0 && n >= c.kills || c.duration > 0 && s.Elapsed >= c.duration {
+			break
+		}
+		wc := writerConfig{dir: coll, ledger: l.path, seed: c.seed ^ uint64(n+1)*0x9e3779b97f4a7c15, firstOp: l.nextOp,
+			ids: c.ids, maxBatch: c.maxBatch, closeEvery: c.closeEvery, lateIndex: c.lateIndex, model: c.model}
+		target := pickTarget(r)
+		last, err := killWriter(wc, target, r, est, c.targetWait)
+		if err != nil {
+			s.Stopped = err
+			break
+		}
+		if err := l.read(); err != nil {
+			s.Stopped = err
+			break
+		}
+		os.RemoveAll(checkDir)
+		if err := copyTree(coll, checkDir); err != nil {
+			return s, fmt.Errorf("copy the killed collection: %w", err)
+		}
+		res, err := ck.check(ctx, checkDir, l)
+		s.Kills++
+		if err != nil {
+			s.Stopped = fmt.Errorf("kill %d (in %s): %w", n+1, last, err)
+			s.Failures = append(s.Failures, s.Stopped.Error())
+			break
+		}
+		os.RemoveAll(checkDir)
+		s.record(n+1, last, res, l)
+		if time.Since(lastProgress) >= c.progress {
+			lastProgress = time.Now()
+			s.Elapsed = time.Since(start)
+			fmt.Fprintln(progress, s.progressLine(c))
+		}
+	}
+	s.Elapsed = time.Since(start)
+	fmt.Fprintln(progress, s.progressLine(c))
+	return s, nil
+}
+
+func (c tortureConfig) limits() string {
+	var parts []string
+	if c.kills > 0 {
+		parts = append(parts, fmt.Sprintf("%d kills", c.kills))
+	}
+	if c.duration > 0 {
+		parts = append(parts, fmt.Sprintf("at most %v", c.duration))
+	}
+	late := c.lateIndex
+	if late == "" {
+		late = "FAISS"
+	}
+	model := "external vectors"
+	if c.model != "" {
+		model = "model " + c.model
+	}
+	return fmt.Sprintf("%s; %s, late index %s, %d ids, batches of 1-%d", strings.Join(parts, " or "), model, late, c.ids, c.maxBatch)
+}
+
+// record adds one kill's check to the summary.
+func (s *tortureSummary) record(n int, last string, res checkResult, l *ledger) {
+	phase := classify(last, res)
+	s.Phases[phase]++
+	s.Raw[last]++
+	s.OpenTimes = append(s.OpenTimes, res.open)
+	if res.inFlight {
+		s.InFlight++
+		if res.committed {
+			s.Committed++
+		}
+	}
+	s.Lost += len(res.lost)
+	s.Disagree += len(res.problems)
+	for _, f := range append(res.lost, res.problems...) {
+		if len(s.Failures) < 20 {
+			s.Failures = append(s.Failures, fmt.Sprintf("kill %d (in %s): %s", n, phase, f))
+		}
+	}
+	s.Calls = maps.Clone(l.calls)
+	s.Added, s.Updated, s.Deleted, s.NoDelete = l.added, l.updated, l.deleted, l.noDelete
+	s.Live, s.LateDesc = res.live, res.lateDesc
+}
+
+// classify names the phase a kill landed in from the writer's last
+// reported phase and what the check found:
+//
+//	commit    in a write call, none of its batches durable yet: checking,
+//	          blob encoding (model encoding with --model) and the Badger
+//	          commit, whose fsync dominates with supplied vectors
+//	apply     in a write call, at least one batch durable (the store's last
+//	          sequence moved past the one before the call): the derived
+//	          indexes applying it, or later batches of the call
+//	snapshot  in Close, before every model snapshot was at the last sequence
+//	close     in Close, after the snapshots (Bleve flush, Badger close)
+//
+// and otherwise the writer's own phase: start, open:recover, open:clean,
+// encode, ledger.
+func classify(last string, res checkResult) string {
+	switch last {
+	case "ingest", "apply", "delete":
+		if res.committed {
+			return "apply"
+		}
+		return "commit"
+	case "close":
+		if res.snapshotsCurrent {
+			return "close"
+		}
+		return "snapshot"
+	}
+	return last
+}
+
+// Kill targets: the writer phase a kill waits for, with weights. "random"
+// kills at a uniformly random time instead.
+var tortureTargets = []struct {
+	phase  string
+	weight int
+}{
+	{"open:recover", 10}, {"encode", 5}, {"ingest", 20}, {"apply", 15}, {"delete", 10},
+	{"ledger", 5}, {"close", 20}, {"open:clean", 5}, {"random", 10},
+}
+
+func pickTarget(r *rand.Rand) string {
+	total := 0
+	for _, t := range tortureTargets {
+		total += t.weight
+	}
+	x := r.IntN(total)
+	for _, t := range tortureTargets {
+		if x < t.weight {
+			return t.phase
+		}
+		x -= t.weight
+	}
+	return "random"
+}
+
+// phaseTimes estimates how long each writer phase lasts, from the times
+// between its phase lines, so that a kill aimed at a phase waits a random
+// part of it.
+type phaseTimes struct {
+	mean map[string]time.Duration
+}
+
+func newPhaseTimes() *phaseTimes {
+	return &phaseTimes{mean: map[string]time.Duration{"open:recover": 200 * time.Millisecond, "open:clean": 100 * time.Millisecond,
+		"close": 50 * time.Millisecond}}
+}
+
+func (p *phaseTimes) observe(phase string, d time.Duration) {
+	if m, ok := p.mean[phase]; ok {
+		p.mean[phase] = (7*m + d) / 8
+	} else {
+		p.mean[phase] = d
+	}
+}
+
+// delay is a random wait within a typical run of the phase.
+func (p *phaseTimes) delay(r *rand.Rand, phase string) time.Duration {
+	m := p.mean[phase]
+	if m <= 0 {
+		m = 2 * time.Millisecond
+	}
+	return time.Duration(r.Int64N(int64(m) + 1))
+}
+
+type phaseLine struct {
+	name string
+	at   time.Time
+}
+
+// killWriter starts a writer, SIGKILLs it once it has entered the target
+// phase plus a random part of that phase's typical length (or after
+// targetWait), and returns the last phase it reported. A writer that
+// exits by itself has failed: its error is returned.
+func killWriter(wc writerConfig, target string, r *rand.Rand, est *phaseTimes, targetWait time.Duration) (string, error) {
+	cmd, err := tortureWriterCmd(wc.args())
+	if err != nil {
+		return "", err
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &limitedWriter{w: &errOut, n: 8 << 10}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start writer: %w", err)
+	}
+	lines := make(chan phaseLine, 1<<16)
+	var errLine string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "phase "); ok {
+				lines <- phaseLine{name, time.Now()}
+			} else if msg, ok := strings.CutPrefix(sc.Text(), "error "); ok {
+				errLine = msg
+			}
+		}
+	}()
+	var last phaseLine
+	seen := func(l phaseLine) {
+		if last.name != "" {
+			est.observe(last.name, l.at.Sub(last.at))
+		}
+		last = l
+	}
+	exited := false
+	if target == "random" {
+		time.Sleep(time.Duration(r.Int64N(int64(time.Second))))
+	} else {
+		// Once the writer has opened, let it run a while before aiming,
+		// so that each writer acknowledges some operations first.
+		var warmUp time.Duration
+		if target != "open:recover" {
+			warmUp = time.Duration(r.Int64N(int64(400 * time.Millisecond)))
+		}
+		var aimFrom time.Time // zero until the writer has opened
+		deadline := time.After(targetWait + warmUp)
+	wait:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					exited = true
+					break wait
+				}
+				seen(l)
+				if aimFrom.IsZero() && l.name != "start" && l.name != "open:recover" {
+					aimFrom = l.at.Add(warmUp)
+				}
+				if l.name == target && (target == "open:recover" || !aimFrom.IsZero() && !l.at.Before(aimFrom)) {
+					time.Sleep(est.delay(r, target))
+					break wait
+				}
+			case <-deadline:
+				break wait
+			}
+		}
+	}
+	if !exited {
+		cmd.Process.Signal(syscall.SIGKILL)
+	}
+	for l := range lines {
+		seen(l)
+	}
+	wg.Wait()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return last.name, nil
+		}
+	}
+	msg := errLine
+	if msg == "" {
+		msg = strings.TrimSpace(errOut.String())
+	}
+	return last.name, fmt.Errorf("writer exited by itself (%v) in phase %s: %s", err, last.name, msg)
+}
+
+// limitedWriter keeps the first n bytes written to it.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}
+
+func (s *tortureSummary) progressLine(c tortureConfig) string {
+	rate := float64(s.Kills) / s.Elapsed.Seconds()
+	line := fmt.Sprintf("torture: %d kills", s.Kills)
+	var eta time.Duration
+	if c.kills > 0 {
+		line = fmt.Sprintf("torture: %d/%d kills (%.0f%%)", s.Kills, c.kills, 100*float64(s.Kills)/float64(c.kills))
+		if rate > 0 {
+			eta = time.Duration(float64(c.kills-s.Kills) / rate * float64(time.Second))
+		}
+	}
+	if c.duration > 0 && (eta == 0 || c.duration-s.Elapsed < eta) {
+		eta = max(0, c.duration-s.Elapsed)
+	}
+	return fmt.Sprintf("%s, %.2f kills/s, ETA %v; %d operations acknowledged, %d lost, %d disagreements; open p50 %v",
+		line, rate, eta.Round(time.Second), s.acknowledged(), s.Lost, s.Disagree, percentile(s.OpenTimes, 0.5).Round(time.Millisecond))
+}
+
+// print writes the final summary.
+func (s *tortureSummary) print(w io.Writer, c tortureConfig) {
+	fmt.Fprintf(w, "tandem torture: seed %d, %s\n", s.Seed, c.limits())
+	fmt.Fprintf(w, "kills:              %d in %v (%.2f kills/s)\n", s.Kills, s.Elapsed.Round(time.Second), float64(s.Kills)/s.Elapsed.Seconds())
+	fmt.Fprintf(w, "acknowledged:       %d operations (index %d, jsonl %d, stream %d, delete %d)\n", s.acknowledged(),
+		s.Calls["index"], s.Calls["jsonl"], s.Calls["stream"], s.Calls["delete"])
+	fmt.Fprintf(w, "documents:          %d added, %d updated, %d deleted, %d deletes of absent ids; %d live at the end\n",
+		s.Added, s.Updated, s.Deleted, s.NoDelete, s.Live)
+	fmt.Fprintf(w, "in flight at kill:  %d operations, %d of which had committed a batch\n", s.InFlight, s.Committed)
+	fmt.Fprintf(w, "lost:               %d\n", s.Lost)
+	fmt.Fprintf(w, "disagreements:      %d\n", s.Disagree)
+	fmt.Fprintf(w, "open after kill:    p50 %v, p90 %v, max %v\n", percentile(s.OpenTimes, 0.5).Round(time.Millisecond),
+		percentile(s.OpenTimes, 0.9).Round(time.Millisecond), percentile(s.OpenTimes, 1).Round(time.Millisecond))
+	fmt.Fprintf(w, "late index:         %s\n", s.LateDesc)
+	fmt.Fprintf(w, "kills by phase:     %s\n", distribution(s.Phases, s.Kills))
+	fmt.Fprintf(w, "writer's last line: %s\n", distribution(s.Raw, s.Kills))
+	for _, f := range s.Failures {
+		fmt.Fprintf(w, "FAIL %s\n", f)
+	}
+	if s.Stopped != nil {
+		fmt.Fprintf(w, "STOPPED %v\n", s.Stopped)
+	}
+}
+
+func distribution(m map[string]int, total int) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		return m[names[i]] > m[names[j]] || m[names[i]] == m[names[j]] && names[i] < names[j]
+	})
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %d (%.1f%%)", n, m[n], 100*float64(m[n])/float64(max(total, 1))))
+	}
+	return strings.Join(parts, ", ")
+}
