@@ -88,8 +88,8 @@ var errStale = errors.New("dense: snapshot unusable")
 
 // loadSnapshot installs the stored snapshot if it is present and
 // consistent with the options and with storage. A snapshot is only an
-// optimisation: any mismatch or damage means rebuild (false, nil); only
-// storage failures are errors.
+// optimisation: any mismatch, damage or read error means rebuild (false,
+// nil); only a failure to read its record from Badger is an error.
 func (x *Index) loadSnapshot() (bool, error) {
 	rc, seq, err := x.st.OpenSnapshot(SnapshotName(x.opts.Model))
 	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrCorruption) {
@@ -110,7 +110,7 @@ func (x *Index) loadSnapshot() (bool, error) {
 	buf = b.Bytes()
 	rc.Close()
 	if err != nil {
-		return false, fmt.Errorf("dense %s: read snapshot: %w", x.opts.Model, err)
+		return false, nil // unreadable after storage checked it: rebuild
 	}
 	if seq > x.st.LastSeq() {
 		return false, nil // storage is older than the snapshot

@@ -189,7 +189,9 @@ func openIndexes(ctx context.Context, st *storage.Store, m *model) (*model, erro
 		if err != nil {
 			return m, fmt.Errorf("engine: open dense index of %q: %w", spec.Name, err)
 		}
-		m.dense, m.denseSnap = x, snapshotSeq(st, dense.SnapshotName(spec.Name))
+		// 0 when Open rebuilt it: its snapshot was missing or damaged,
+		// and Close saves a new one.
+		m.dense, m.denseSnap = x, x.Stats().SnapshotSeq
 	}
 	if spec.Late {
 		x, err := latecollect.Open(ctx, st, &latecollect.Options{Model: spec.Name, Dim: spec.TokenDim, Description: spec.LateIndex})
@@ -208,11 +210,10 @@ func openIndexes(ctx context.Context, st *storage.Store, m *model) (*model, erro
 // an index rebuilt at Open (after a crash, say) then differs from its
 // snapshot, and Close saves one.
 func snapshotSeq(st *storage.Store, name string) uint64 {
-	rc, seq, err := st.OpenSnapshot(name)
+	seq, err := st.SnapshotSeq(name)
 	if err != nil {
 		return 0
 	}
-	rc.Close()
 	return seq
 }
 

@@ -3,7 +3,7 @@ package latecollect
 import (
 	"context"
 	"fmt"
-	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/tandemsearch/tandem/storage"
@@ -103,7 +103,7 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	final := ""
 	if dir := x.st.Dir(); dir != "" {
 		final = tokenFilePath(dir, x.opts.Model)
-		if r.tf, err = createTokenFile(final + ".build"); err != nil {
+		if r.tf, err = createTokenFile(x.st.FS(), final+".build"); err != nil {
 			r.close()
 			return nil, nil, fmt.Errorf("build residual codes: %w", err)
 		}
@@ -131,14 +131,15 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	}
 	if err == nil && r.tf != nil {
 		if err = r.tf.sync(); err == nil {
-			if err = os.Rename(r.tf.path, final); err == nil {
+			if err = x.st.FS().Rename(r.tf.path, final); err == nil {
 				r.tf.path = final
+				err = x.st.FS().SyncDir(filepath.Dir(final))
 			}
 		}
 	}
 	if err != nil {
-		if r.tf != nil {
-			os.Remove(r.tf.path)
+		if r.tf != nil && r.tf.path != final {
+			x.st.FS().Remove(r.tf.path)
 		}
 		r.close()
 		return nil, nil, fmt.Errorf("build residual codes: encode: %w", err)
@@ -269,7 +270,7 @@ func (x *Index) applyResidualLocked(ctx context.Context, changes []storage.Chang
 		cb.provisional = true
 		x.mu.rc = newResidualIndex(cb)
 		if dir := x.st.Dir(); dir != "" {
-			if x.mu.rc.tf, err = createTokenFile(tokenFilePath(dir, x.opts.Model)); err != nil {
+			if x.mu.rc.tf, err = createTokenFile(x.st.FS(), tokenFilePath(dir, x.opts.Model)); err != nil {
 				x.mu.rc.close()
 				x.mu.rc = nil
 				return nil, fmt.Errorf("latecollect: apply: %w", err)

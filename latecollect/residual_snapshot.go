@@ -202,7 +202,7 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 	}
 	if dir := x.st.Dir(); dir != "" {
 		path := tokenFilePath(dir, x.opts.Model)
-		if idx.tf, err = openTokenFile(path, tfID, tfSize); err == nil && idx.tf == nil {
+		if idx.tf, err = openTokenFile(x.st.FS(), path, tfID, tfSize); err == nil && idx.tf == nil {
 			err = x.recopyTokens(idx, path)
 		}
 		if err != nil {
@@ -225,7 +225,7 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 // the snapshot keeps its codes until the change is applied; until then
 // its exact score comes from its current blob.
 func (x *Index) recopyTokens(idx *residualIndex, path string) error {
-	tf, err := createTokenFile(path)
+	tf, err := createTokenFile(x.st.FS(), path)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/tandemsearch/tandem/internal/vfs"
 )
 
 // tokenFile is the residual-code index's copy of every document's
@@ -30,8 +32,9 @@ import (
 // Replaced or deleted documents leave garbage; compact rewrites the live
 // blobs when the garbage exceeds the live bytes.
 type tokenFile struct {
+	fs      vfs.FS
 	path    string
-	f       *os.File
+	f       vfs.File
 	id      uint64
 	size    int64 // end of the last blob
 	garbage int64 // bytes of blobs no document refers to
@@ -58,11 +61,11 @@ func tokenFilePath(dir, model string) string {
 }
 
 // createTokenFile creates (or empties) the file at path with a new id.
-func createTokenFile(path string) (*tokenFile, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+func createTokenFile(fsys vfs.FS, path string) (*tokenFile, error) {
+	if err := fsys.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
@@ -71,7 +74,7 @@ func createTokenFile(path string) (*tokenFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	t := &tokenFile{path: path, f: f, id: binary.LittleEndian.Uint64(idb[:]), size: tokenFileHeader}
+	t := &tokenFile{fs: fsys, path: path, f: f, id: binary.LittleEndian.Uint64(idb[:]), size: tokenFileHeader}
 	var h []byte
 	h = append(h, tokenFileMagic...)
 	h = binary.LittleEndian.AppendUint32(h, tokenFileVersion)
@@ -86,8 +89,8 @@ func createTokenFile(path string) (*tokenFile, error) {
 // openTokenFile opens the file at path if it has the given id and at least
 // size bytes, and truncates it to size. It returns nil, nil when the file
 // is missing or does not match.
-func openTokenFile(path string, id uint64, size int64) (*tokenFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+func openTokenFile(fsys vfs.FS, path string, id uint64, size int64) (*tokenFile, error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0o644)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -109,7 +112,7 @@ func openTokenFile(path string, id uint64, size int64) (*tokenFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	return &tokenFile{path: path, f: f, id: id, size: size}, nil
+	return &tokenFile{fs: fsys, path: path, f: f, id: id, size: size}, nil
 }
 
 // append writes a blob at the end and returns where it is.
@@ -157,7 +160,7 @@ func (t *tokenFile) close() error {
 // compactTokenFile rewrites the live blobs of docs (in docnum order) into
 // a new file that replaces t, and updates their locations.
 func compactTokenFile(t *tokenFile, docs map[uint64]docCodes, order []uint64) (*tokenFile, error) {
-	tmp, err := createTokenFile(t.path + ".tmp")
+	tmp, err := createTokenFile(t.fs, t.path+".tmp")
 	if err != nil {
 		return nil, err
 	}
@@ -168,12 +171,12 @@ func compactTokenFile(t *tokenFile, docs map[uint64]docCodes, order []uint64) (*
 		d := docs[num]
 		if buf, err = t.read(d.loc, buf); err != nil {
 			tmp.close()
-			os.Remove(tmp.path)
+			t.fs.Remove(tmp.path)
 			return nil, err
 		}
 		if _, err := w.Write(buf); err != nil {
 			tmp.close()
-			os.Remove(tmp.path)
+			t.fs.Remove(tmp.path)
 			return nil, fmt.Errorf("token file: compact: %w", err)
 		}
 		locs[i] = d.loc
@@ -184,10 +187,14 @@ func compactTokenFile(t *tokenFile, docs map[uint64]docCodes, order []uint64) (*
 		err = tmp.sync()
 	}
 	if err == nil {
-		err = os.Rename(tmp.path, t.path)
+		err = t.fs.Rename(tmp.path, t.path)
+	}
+	if err == nil {
+		err = t.fs.SyncDir(filepath.Dir(t.path))
 	}
 	if err != nil {
 		tmp.close()
+		t.fs.Remove(tmp.path)
 		return nil, fmt.Errorf("token file: compact: %w", err)
 	}
 	tmp.path = t.path
