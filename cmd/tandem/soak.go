@@ -84,7 +84,7 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	var c soakConfig
 	fset.StringVar(&c.Dir, "dir", "", "collection directory, new or made by an earlier soak (default: a new one in a temporary directory, removed afterwards)")
 	fset.DurationVar(&c.Duration, "duration", 5*time.Minute, "how long the load runs, after prefill")
-	fset.DurationVar(&c.Sample, "sample", time.Minute, "time between samples of RSS, goroutines, open files and heap")
+	fset.DurationVar(&c.Sample, "sample", 0, "time between samples of RSS, goroutines, open files and heap (default: a tenth of --duration, at most 1m)")
 	fset.DurationVar(&c.Warmup, "warmup", 0, "warm-up before growth is judged (default: a fifth of --duration, at most 10m)")
 	fset.IntVar(&c.Docs, "docs", 5000, "documents prefilled, and the live count the deleter keeps")
 	fset.IntVar(&c.Searchers, "searchers", 4, "concurrent searchers")
@@ -96,8 +96,11 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.Seed = *seed
+	if c.Sample == 0 {
+		c.Sample = min(time.Minute, c.Duration/10)
+	}
 	if c.Duration <= 0 || c.Sample <= 0 || c.Warmup < 0 || c.Docs < 100 || c.Searchers < 1 || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem soak [--dir DIR] [--duration 5m] [--sample 1m] [--warmup D] [--docs N (at least 100)] [--searchers N (at least 1)] [--model] [--late-index Residual] [--report FILE]")
+		fmt.Fprintln(stderr, "usage: tandem soak [--dir DIR] [--duration 5m] [--sample D] [--warmup D] [--docs N (at least 100)] [--searchers N (at least 1)] [--model] [--late-index Residual] [--report FILE]")
 		return errUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -119,6 +122,8 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 type soakSample struct {
 	Elapsed         time.Duration
 	RSS, HWM, Heap  int64
+	Anon, File      int64 // RSS's anonymous and file-backed parts (RssAnon, RssFile)
+	GoSys           int64 // what the Go runtime holds from the OS (Sys - HeapReleased)
 	Goroutines      int
 	Files           int
 	Docs            uint64
@@ -227,7 +232,7 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 		res.ErrorCount++
 		res.Errors = append(res.Errors, "close: "+err.Error())
 	}
-	res.Growth = judgeGrowth(res.Samples, c.Warmup)
+	res.Growth = judgeGrowth(res.Samples, c.Warmup+min(time.Second, c.Sample/2))
 	return res, nil
 }
 
@@ -394,9 +399,25 @@ func (w *soakWorld) doc(id int, ver uint64) tandem.Doc {
 
 // prefill upserts ids 0..Docs-1 and deletes ids Docs..2*Docs-1, so that
 // the ledger knows the state of every id, in a new collection or in one
-// an earlier soak left.
+// an earlier soak left; any other document such a collection holds (from
+// a soak with more --docs) is deleted first.
 func (w *soakWorld) prefill(ctx context.Context, e *engine.Engine) error {
 	n := w.c.Docs
+	var others []string
+	err := e.Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error {
+		if id, err := strconv.Atoi(strings.TrimPrefix(d.ID, "d")); err != nil || id < 0 || id >= 2*n {
+			others = append(others, d.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		if _, err := e.Delete(ctx, others); err != nil {
+			return fmt.Errorf("delete %d documents beyond the soak's ids: %w", len(others), err)
+		}
+	}
 	for lo := 0; lo < n; lo += 500 {
 		ids := make([]int, 0, 500)
 		for i := lo; i < min(n, lo+500); i++ {
@@ -930,6 +951,8 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSa
 		Searches: k.searches.Load(), Writes: k.upserts.Load(), Deletes: k.deletes.Load(),
 		Errors: k.errors.Load(), Violations: k.violations.Load()}
 	s.RSS, s.HWM = procStatus("VmRSS:"), procStatus("VmHWM:")
+	s.Anon, s.File = procStatus("RssAnon:"), procStatus("RssFile:")
+	s.GoSys = int64(ms.Sys - ms.HeapReleased)
 	s.Files = openFiles()
 	return s
 }
@@ -976,14 +999,15 @@ func soakProgress(samples []soakSample, total time.Duration) string {
 		}
 	}
 	eta := max(0, total-s.Elapsed)
-	return fmt.Sprintf("soak: %s of %s (ETA %s): %.1f searches/s, %.1f writes/s, %d searches, %d upserted, %d deleted, %d errors, %d violations | RSS %.0f MiB (peak %.0f), heap %.0f MiB, %d goroutines, %d open files, %d docs",
+	return fmt.Sprintf("soak: %s of %s (ETA %s): %.1f searches/s, %.1f writes/s, %d searches, %d upserted, %d deleted, %d errors, %d violations | RSS %.0f MiB (%.0f anonymous, %.0f files; peak %.0f), Go heap %.0f MiB of %.0f held, %d goroutines, %d open files, %d docs",
 		s.Elapsed.Round(time.Second), total, eta.Round(time.Second), searchRate, writeRate, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations,
-		mib(s.RSS), mib(s.HWM), mib(s.Heap), s.Goroutines, s.Files, s.Docs)
+		mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), s.Goroutines, s.Files, s.Docs)
 }
 
 // judgeGrowth applies the bounds: the end of the run (the smallest of its
 // last three samples after warm-up) against the warm-up's peak (its
-// samples up to warmup, the first taken as the load starts).
+// samples up to warmup, the first taken as the load starts). The caller
+// adds to warmup the delay a sample due at its end may take.
 func judgeGrowth(samples []soakSample, warmup time.Duration) []string {
 	var base, tail []soakSample
 	for _, s := range samples {
@@ -1041,10 +1065,11 @@ func (r *soakResult) markdown(c soakConfig) string {
 	}
 	fmt.Fprintf(&b, "## Tandem soak: %s, %d searchers, 1 writer, 1 deleter, %d documents kept live, %s%s\n\n", c.Duration, c.Searchers, c.Docs, models, race)
 	fmt.Fprintf(&b, "Prefill %s; warm-up %s (the bounds compare the end of the run with the warm-up's peak).\n\n", r.Prefill.Round(time.Millisecond), r.Warmup)
-	b.WriteString("| elapsed | RSS MiB | peak RSS MiB | Go heap MiB | goroutines (floor) | open files (floor) | documents | searches | upserted | deleted | errors | violations |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | goroutines (floor) | open files (floor) | documents | searches | upserted | deleted | errors | violations |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second), mib(s.RSS), mib(s.HWM), mib(s.Heap),
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
+			mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys),
 			s.Goroutines, s.Files, s.Docs, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations)
 	}
 	secs := c.Duration.Seconds()
