@@ -1,0 +1,15 @@
+// Package malloc bounds glibc's malloc arenas in a Tandem process.
+//
+// glibc gives each thread that allocates under contention an arena of its
+// own, up to 8 per core, and keeps what an arena frees for reuse by that
+// arena. FAISS, ONNX Runtime and OpenBLAS allocate from whatever OS
+// threads the Go scheduler runs cgo calls on, so a long-running server
+// touches many arenas, and the memory they hold grows with time although
+// nothing leaks. Importing this package (internal/faiss and internal/ort
+// do) caps the arenas at init to Limit, unless MALLOC_ARENA_MAX is set in
+// the environment, which glibc has then applied already and which wins.
+// The cap binds arenas created after init: those that threads the Go
+// runtime started before it made stay (a few), and later threads share
+// them. Setting MALLOC_ARENA_MAX before the process starts binds every
+// arena. It does nothing where the C library is not glibc.
+package malloc
