@@ -247,6 +247,9 @@ func (c tortureConfig) limits() string {
 
 // record adds one kill's check to the summary.
 func (s *tortureSummary) record(n int, last string, res checkResult, l *ledger) {
+	if last == "" {
+		last = "start" // killed before the writer's first line
+	}
 	phase := classify(last, res)
 	s.Phases[phase]++
 	s.Raw[last]++
