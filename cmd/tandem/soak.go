@@ -65,7 +65,10 @@ type soakConfig struct {
 	Model     bool   // the default ONNX model instead of external vectors
 	LateIndex string // the late-interaction index of the first late model
 	Report    string // markdown file for the samples and verdict; "" for none
-	Seed      uint64
+	// MemProfile is a file for a Go heap profile taken when the load
+	// stops, before the collection closes; "" for none.
+	MemProfile string
+	Seed       uint64
 }
 
 // The external models of a soak collection: documents and queries bring
@@ -91,6 +94,7 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	fset.BoolVar(&c.Model, "model", false, "index with the default ONNX model ("+encoder.DefaultModel+", dense and late) instead of external vectors")
 	fset.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index of the external "soak-late" model (or of the --model one); a second external model, "soak-late-faiss", always uses FAISS`)
 	fset.StringVar(&c.Report, "report", "", "write the samples, bounds and verdict to this markdown file")
+	fset.StringVar(&c.MemProfile, "memprofile", "", "write a Go heap profile (in use, after a GC) to this file when the load stops, before the collection closes")
 	seed := fset.Uint64("seed", 1, "random seed of documents, queries and operations")
 	if err := parseFlags(fset, args); err != nil {
 		return err
@@ -217,6 +221,12 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 		res.Prefill.Round(time.Millisecond), c.Duration, c.Searchers, c.Sample, c.Warmup)
 
 	w.run(ctx, e, c, res, stderr)
+	if c.MemProfile != "" {
+		runtime.GC() // the profile's in-use figures are as of the last GC
+		if err := writeHeapProfile(c.MemProfile); err != nil {
+			return nil, fmt.Errorf("--memprofile: %w", err)
+		}
+	}
 
 	if err := ctx.Err(); err != nil {
 		res.Interrupted = true
