@@ -3,8 +3,10 @@ package sparse
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/search/query"
 
 	"github.com/tandemsearch/tandem"
@@ -138,6 +140,50 @@ var (
 	maxDate = query.MaxRFC3339CompatibleTime
 )
 
+// numericRange is Bleve's numeric range query on field, split in two where
+// Bleve would otherwise take hours. Bleve's range searcher (v2.6.1)
+// enumerates the prefix-coded terms of its coarsest range byte by byte,
+// though they carry 7 bits a byte: when that range crosses a point where
+// several of a term's characters carry (0 in its int64 space above all,
+// where a narrow date range around 1970 lands), the enumeration visits up
+// to 256^k byte strings for k carried characters.
+// Split at the highest bit where the bounds differ, each half lies in one
+// block aligned on that bit and reaches its edge, so its coarsest range
+// stays inside an aligned block and carries at most one character.
+func numericRange(field string, min, max *float64, minIncl, maxIncl bool) query.Query {
+	// Bleve's own reading of open ends and exclusive bounds.
+	if min == nil {
+		inf := math.Inf(-1)
+		min = &inf
+	}
+	if max == nil {
+		inf := math.Inf(1)
+		max = &inf
+	}
+	lo, hi := numeric.Float64ToInt64(*min), numeric.Float64ToInt64(*max)
+	if !minIncl && lo != math.MaxInt64 {
+		lo++
+	}
+	if !maxIncl && hi != math.MinInt64 {
+		hi--
+	}
+	if lo >= hi {
+		q := query.NewNumericRangeInclusiveQuery(min, max, &minIncl, &maxIncl)
+		q.SetField(field)
+		return q
+	}
+	h := 63 - bits.LeadingZeros64(uint64(lo^hi))
+	mid := hi >> h << h // lo < mid <= hi
+	incl := true
+	part := func(a, b int64) query.Query {
+		fa, fb := numeric.Int64ToFloat64(a), numeric.Int64ToFloat64(b)
+		q := query.NewNumericRangeInclusiveQuery(&fa, &fb, &incl, &incl)
+		q.SetField(field)
+		return q
+	}
+	return query.NewDisjunctionQuery([]query.Query{part(lo, mid-1), part(mid, hi)})
+}
+
 func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query.Query, error) {
 	switch f.Type {
 	case tandem.Number:
@@ -160,9 +206,7 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			inf := math.Inf(-1)
 			min = &inf
 		}
-		q := query.NewNumericRangeInclusiveQuery(min, max, &loIncl, &hiIncl)
-		q.SetField(f.Name)
-		return q, nil
+		return numericRange(f.Name, min, max, loIncl, hiIncl), nil
 	case tandem.Date:
 		var start, end time.Time
 		parse := func(v filter.Value) (time.Time, error) {
@@ -195,9 +239,17 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			}
 		} // a zero end is open
 
-		q := query.NewDateRangeInclusiveQuery(start, end, &loIncl, &hiIncl)
-		q.SetField(f.Name)
-		return q, nil
+		// Bleve indexes a date as the float whose sortable bits are its
+		// nanoseconds (numeric.Int64ToFloat64), and a DateRangeQuery is
+		// that numeric range; a zero time is an open end.
+		min, max := math.Inf(-1), math.Inf(1)
+		if !start.IsZero() {
+			min = numeric.Int64ToFloat64(start.UnixNano())
+		}
+		if !end.IsZero() {
+			max = numeric.Int64ToFloat64(end.UnixNano())
+		}
+		return numericRange(f.Name, &min, &max, loIncl, hiIncl), nil
 	}
 	return nil, &filter.Error{Path: f.Name, Msg: fmt.Sprintf("range needs a number or date field, not %s", f.Type)}
 }
