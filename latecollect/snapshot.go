@@ -164,8 +164,13 @@ func (x *Index) loadSnapshot() (bool, error) {
 	if size == 0 || size > 1<<40 {
 		return false, corrupt("index size", fmt.Errorf("%d bytes", size))
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	// Read, not allocated up front: a damaged size must not take memory
+	// the file does not hold.
+	buf, err := io.ReadAll(io.LimitReader(r, int64(size)))
+	if err == nil && uint64(len(buf)) != size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return false, corrupt("index", err)
 	}
 	fx, err := faiss.Unmarshal(buf, descs[1], faiss.InnerProduct)
