@@ -172,6 +172,12 @@ func (x *Index) decodeSnapshot(buf []byte) (snapshot, error) {
 		return s, fmt.Errorf("%w: %d IVF lists, want %d", errStale, s.nlist, x.opts.NList)
 	}
 	if n := u64(); n <= uint64(r.Len()) {
+		// roaring64 allocates by the bucket count it reads first; each
+		// bucket takes at least 8 bytes (a key and a 32-bit bitmap's
+		// cookie), so a larger count is damage, not an allocation.
+		if rest := body[len(body)-r.Len():]; n >= 8 && binary.LittleEndian.Uint64(rest) > (n-8)/8 {
+			return s, fmt.Errorf("%w: docnums: %d buckets in %d bytes", errStale, binary.LittleEndian.Uint64(rest), n)
+		}
 		s.ids = roaring64.New()
 		if _, err := s.ids.ReadFrom(io.LimitReader(r, int64(n))); err != nil {
 			return s, fmt.Errorf("%w: docnums: %v", errStale, err)
