@@ -36,6 +36,7 @@ test: setup lint example
 	CGO_ENABLED=0 go build ./...
 	CGO_ENABLED=0 go vet ./...
 	CGO_ENABLED=0 go test -count=1 -run NoCgo ./engine/
+	$(MAKE) fuzz FUZZTIME=20s
 
 # Installs the native libraries and headers, and the models, where a Go
 # program that imports Tandem finds them with no environment variables:
@@ -53,6 +54,16 @@ install: setup
 example: setup
 	@bash scripts/install.sh --system
 	cd examples/embed && env -u CGO_ENABLED -u CGO_CFLAGS -u CGO_LDFLAGS -u TANDEM_NATIVE -u TANDEM_MODELS -u TANDEM_ONNXRUNTIME_LIB go run .
+
+# Every native fuzz target in turn for FUZZTIME each (Go fuzzes one target
+# per run): progress, then a table of targets, execs and results, also in
+# .native/fuzz-summary.md (scripts/fuzz.sh). FUZZ=Pattern picks targets.
+# A failing input lands in the package's testdata/fuzz/: commit it.
+FUZZTIME ?= 1m
+FUZZ ?= .
+.PHONY: fuzz
+fuzz: setup
+	FUZZ_LDFLAGS='$(GO_LDFLAGS)' bash scripts/fuzz.sh $(FUZZTIME) '$(FUZZ)'
 
 test-short: setup
 	go test $(GOFLAGS_BUILD) -short -count=1 ./...

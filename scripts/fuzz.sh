@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every native Go fuzz target of the module in turn, each for TIME
+# (a go test -fuzztime value: 30m, 20s, 10000x), and prints a summary table
+# (target, package, time, execs, new interesting, result), also written to
+# .native/fuzz-summary.md. Go runs one fuzz target per invocation, so each
+# target gets its own `go test -run '^$' -fuzz '^FuzzX$'`, with
+# -ldflags "$FUZZ_LDFLAGS" when it is set (the Makefile's, which tell the
+# binaries where the native libraries and models are). Exits non-zero
+# when any target fails; its failing input is under the package's
+# testdata/fuzz/FuzzX/, to be committed as a regression test.
+#
+# usage: scripts/fuzz.sh TIME [PATTERN]   (PATTERN filters target names)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+fuzztime=${1:?usage: scripts/fuzz.sh TIME [PATTERN]}
+pattern=${2:-.}
+summary=.native/fuzz-summary.md
+mkdir -p .native
+
+# Every "func FuzzX(f *testing.F)" of a _test.go file, as "pkgdir target".
+mapfile -t targets < <(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' |
+	while read -r file; do
+		grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed "s|^func |$(dirname "$file") |"
+	done | grep -E " ($pattern)" | sort)
+if [ ${#targets[@]} -eq 0 ]; then
+	echo "fuzz: no target matches $pattern" >&2
+	exit 1
+fi
+
+rows=()
+failed=0
+total=0
+n=0
+for t in "${targets[@]}"; do
+	dir=${t% *}
+	name=${t#* }
+	n=$((n + 1))
+	echo "== fuzz $n/${#targets[@]}: $name (./$dir) for $fuzztime"
+	log=$(mktemp)
+	start=$(date +%s)
+	go test ${FUZZ_LDFLAGS:+-ldflags "$FUZZ_LDFLAGS"} -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir/" 2>&1 | tee "$log" |
+		grep --line-buffered -E '^fuzz: elapsed: [0-9]+m?[0-9]*s?, execs|^---|^FAIL|^ok|Failing input|panic' || true
+	rc=${PIPESTATUS[0]}
+	secs=$(($(date +%s) - start))
+	# go's last progress line: "fuzz: elapsed: 1m0s, execs: 176231 (2937/sec), new interesting: 149 (total: 161)"
+	last=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -1)
+	execs=$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")
+	interesting=$(sed -nE 's/.*new interesting: ([0-9]+).*/\1/p' <<<"$last")
+	result=ok
+	if [ "$rc" -ne 0 ]; then
+		result="FAIL ($(grep -m1 -oE 'testdata/fuzz/[^ ]+' "$log" || echo "exit $rc"))"
+		failed=$((failed + 1))
+	fi
+	total=$((total + ${execs:-0}))
+	echo "== $name: ${execs:-?} execs in ${secs}s, ${interesting:-?} new interesting, $result"
+	rows+=("| $name | ./$dir | ${secs}s | ${execs:-?} | ${interesting:-?} | $result |")
+	rm -f "$log"
+done
+
+{
+	echo "Fuzzing, $(date -u +%Y-%m-%dT%H:%MZ), -fuzztime $fuzztime per target, $(go env GOVERSION), commit $(git rev-parse --short HEAD)"
+	echo
+	echo "| target | package | time | execs | new interesting | result |"
+	echo "|---|---|---|---|---|---|"
+	printf '%s\n' "${rows[@]}"
+	echo
+	echo "$n targets, $total executions, $failed failed."
+} >"$summary"
+echo
+cat "$summary"
+[ "$failed" -eq 0 ]
