@@ -409,10 +409,16 @@ func TestPageInBrowser(t *testing.T) {
 		t.Helper()
 		seq := pageRun(t, bctx, "read #results", chromedp.Evaluate[int](`Number(document.querySelector('#results').dataset.seq)`))
 		do("click "+button, 10*time.Second, chromedp.Click(chromedp.CSS(button)))
-		return pageRun(t, bctx, "wait for the answer", chromedp.Poll[string](fmt.Sprintf(`(() => {
+		state := pageRun(t, bctx, "wait for the answer", chromedp.Poll[string](fmt.Sprintf(`(() => {
 			const r = document.querySelector('#results');
 			return Number(r.dataset.seq) > %d && r.dataset.state !== 'loading' ? r.dataset.state : null;
 		})()`, seq), chromedp.WithPollingInterval(20*time.Millisecond)))
+		if state != "done" {
+			// Say why, for a state the caller did not expect.
+			msg := pageRun(t, bctx, "read #error", chromedp.Evaluate[string](`document.querySelector('#error').textContent`))
+			t.Logf("%s: state %q, #error %q", button, state, msg)
+		}
+		return state
 	}
 	shown := func() []pageShownHit {
 		t.Helper()
@@ -446,7 +452,7 @@ func TestPageInBrowser(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`document.querySelector('#collection option[value="papers"]')`),
 	)
 	set("#collection", "papers")
-	do("wait for the collection", 20*time.Second, chromedp.Poll[chromedp.Void](`document.querySelector('#mode option[value="hybrid"]')`))
+	do("wait for the collection", 20*time.Second, chromedp.Poll[chromedp.Void](`document.body.dataset.info === 'papers' || null`))
 	modes := pageRun(t, bctx, "read modes", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#mode option')).map(o => o.value)`))
 	if want := []string{"hybrid", "bm25", "dense:" + pageModel}; !slices.Equal(modes, want) {
 		t.Errorf("modes %v, want %v", modes, want)

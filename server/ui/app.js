@@ -49,6 +49,7 @@
     offset: 0,
     seq: 0,          // requests started; a late answer to an older one is dropped
     done: 0,         // requests finished (#results[data-seq])
+    infoSeq: 0,      // collection descriptions asked for; only the last one is shown
   };
 
   class APIError extends Error {
@@ -146,17 +147,26 @@
     await loadInfo();
   }
 
+  // loadInfo describes the picked collection. body[data-info] names the
+  // collection whose description is shown, and is empty while one loads.
   async function loadInfo() {
     const name = el.collection.value;
+    const token = ++state.infoSeq;
+    document.body.dataset.info = '';
     setInfo(null);
     if (!name) return;
     localStorage.setItem(COLLECTION_STORE, name);
+    let info;
     try {
-      setInfo(await api('GET', 'v1/collections/' + encodeURIComponent(name)));
-      clearError();
+      info = await api('GET', 'v1/collections/' + encodeURIComponent(name));
     } catch (e) {
-      showError(e, 'api');
+      if (token === state.infoSeq) showError(e, 'api');
+      return;
     }
+    if (token !== state.infoSeq) return; // the collection changed meanwhile
+    setInfo(info);
+    clearError();
+    document.body.dataset.info = name;
   }
 
   function setInfo(info) {
