@@ -39,9 +39,14 @@ for t in "${targets[@]}"; do
 	echo "== fuzz $n/${#targets[@]}: $name (./$dir) for $fuzztime"
 	log=$(mktemp)
 	start=$(date +%s)
-	go test ${FUZZ_LDFLAGS:+-ldflags "$FUZZ_LDFLAGS"} -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir/" 2>&1 | tee "$log" |
+	# go test's own status, kept in a file: a pipeline's status is its
+	# last command's, and PIPESTATUS does not survive the "|| true".
+	{
+		go test ${FUZZ_LDFLAGS:+-ldflags "$FUZZ_LDFLAGS"} -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir/" 2>&1
+		echo $? >"$log.rc"
+	} | tee "$log" |
 		grep --line-buffered -E '^fuzz: elapsed: [0-9]+m?[0-9]*s?, execs|^---|^FAIL|^ok|Failing input|panic' || true
-	rc=${PIPESTATUS[0]}
+	rc=$(cat "$log.rc")
 	secs=$(($(date +%s) - start))
 	# go's last progress line: "fuzz: elapsed: 1m0s, execs: 176231 (2937/sec), new interesting: 149 (total: 161)"
 	last=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -1)
@@ -55,7 +60,7 @@ for t in "${targets[@]}"; do
 	total=$((total + ${execs:-0}))
 	echo "== $name: ${execs:-?} execs in ${secs}s, ${interesting:-?} new interesting, $result"
 	rows+=("| $name | ./$dir | ${secs}s | ${execs:-?} | ${interesting:-?} | $result |")
-	rm -f "$log"
+	rm -f "$log" "$log.rc"
 done
 
 {

@@ -184,6 +184,16 @@ func numericRange(field string, min, max *float64, minIncl, maxIncl bool) query.
 	return query.NewDisjunctionQuery([]query.Query{part(lo, mid-1), part(mid, hi)})
 }
 
+// plusZero maps -0 to +0. Bleve's numeric terms order -0 below +0, while
+// filter.Match, like Go, holds them equal: numbers are indexed and
+// compared as +0 so that the three agree.
+func plusZero(n float64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return n
+}
+
 func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query.Query, error) {
 	switch f.Type {
 	case tandem.Number:
@@ -193,6 +203,7 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			if !ok {
 				return nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
 			}
+			n = plusZero(n)
 			min = &n
 		}
 		if hi != nil {
@@ -200,6 +211,7 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			if !ok {
 				return nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
 			}
+			n = plusZero(n)
 			max = &n
 		}
 		if min == nil && max == nil {

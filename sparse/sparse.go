@@ -470,7 +470,7 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*bu
 			}
 		case tandem.Number:
 			n, _ := v.(float64)
-			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, n, index.IndexField))
+			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, plusZero(n), index.IndexField))
 		case tandem.Bool:
 			bv, _ := v.(bool)
 			d.AddField(document.NewBooleanFieldWithIndexingOptions(f.Name, nil, bv, index.IndexField))
