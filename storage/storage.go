@@ -893,17 +893,7 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 // differs from the record's, is reported as ErrCorruption, and its
 // owner rebuilds from the store. The caller closes rc.
 func (s *Store) OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err error) {
-	var rec snapshotRecord
-	err = s.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(snapKey(name))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) })
-	})
+	rec, err := s.snapshotRecord(name)
 	if err != nil {
 		return nil, 0, fmt.Errorf("storage: open snapshot %q: %w", name, err)
 	}
@@ -925,6 +915,15 @@ func (s *Store) OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err err
 // its record alone: the file is neither opened nor checked. It returns
 // ErrNotFound if there is none.
 func (s *Store) SnapshotSeq(name string) (uint64, error) {
+	rec, err := s.snapshotRecord(name)
+	if err != nil {
+		return 0, fmt.Errorf("storage: snapshot %q: %w", name, err)
+	}
+	return rec.Seq, nil
+}
+
+// snapshotRecord reads the named snapshot's record: ErrNotFound if none.
+func (s *Store) snapshotRecord(name string) (snapshotRecord, error) {
 	var rec snapshotRecord
 	err := s.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(snapKey(name))
@@ -936,10 +935,7 @@ func (s *Store) SnapshotSeq(name string) (uint64, error) {
 		}
 		return item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) })
 	})
-	if err != nil {
-		return 0, fmt.Errorf("storage: snapshot %q: %w", name, err)
-	}
-	return rec.Seq, nil
+	return rec, err
 }
 
 // checkSnapshot checks f's length and checksum against rec and rewinds
