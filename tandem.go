@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -635,7 +636,7 @@ func decodeObject(data []byte) (map[string]any, error) {
 	if obj == nil {
 		return nil, fmt.Errorf("malformed JSON: want an object")
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("malformed JSON: trailing data after the object")
 	}
 	return obj, nil
@@ -653,7 +654,7 @@ func decodeWithVectors(data []byte) (map[string]any, json.RawMessage, error) {
 	if raw == nil {
 		return nil, nil, fmt.Errorf("malformed JSON: want an object")
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, nil, fmt.Errorf("malformed JSON: trailing data after the object")
 	}
 	vectors := raw[VectorsKey]

@@ -83,6 +83,8 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{`[1]`, "malformed JSON"},
 		{`null`, "want an object"},
 		{`{"_id":"1"} x`, "trailing data"},
+		{`{"_id":"1"}}`, "trailing data"},
+		{`{"_id":"1","_vectors":{}}]`, "trailing data"},
 		{`{"text":"a"}`, `field "_id": tandem: missing id`},
 		{`{"_id":["a"]}`, `field "_id"`},
 		{"{\"_id\":\"1\",\"text\":\"\xc3\x28\"}", "invalid UTF-8 at byte 19"},

@@ -48,16 +48,21 @@ func newFuzzEngine(f *testing.F, schema func() *tandem.Schema) *fuzzEngine {
 	return fe
 }
 
-// get returns the open engine, reopening it in a new directory when due.
+// get returns the open engine, reopening it in a new directory when due,
+// and after any input that failed: a failure can stop a check half way
+// and leave documents behind, and the fuzzer minimises a failing input
+// by running its variants in the same process, so they must start from a
+// collection that holds nothing an earlier input left.
 func (fe *fuzzEngine) get(t *testing.T) *Engine {
 	fe.inputs++
 	if fe.e != nil && fe.inputs%fuzzEngineInputs == 0 {
-		if err := fe.e.Close(); err != nil {
-			t.Fatalf("close: %v", err)
-		}
-		os.RemoveAll(fe.dir)
-		fe.e = nil
+		fe.reset(t)
 	}
+	t.Cleanup(func() {
+		if t.Failed() && fe.e != nil {
+			fe.reset(t)
+		}
+	})
 	if fe.e == nil {
 		dir, err := os.MkdirTemp(fe.base, "c")
 		if err != nil {
@@ -70,6 +75,16 @@ func (fe *fuzzEngine) get(t *testing.T) *Engine {
 		fe.e, fe.dir = e, dir
 	}
 	return fe.e
+}
+
+// reset closes the engine and removes its directory; the next get opens
+// a new one.
+func (fe *fuzzEngine) reset(t *testing.T) {
+	if err := fe.e.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	os.RemoveAll(fe.dir)
+	fe.e = nil
 }
 
 func jsonlFuzzSchema() *tandem.Schema {

@@ -53,7 +53,8 @@ func (s *Server) decodeJSON(r *http.Request, dst any, allowEmpty bool) error {
 	if err := dec.Decode(dst); err != nil {
 		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: %s", jsonProblem(err, data))
 	}
-	if dec.More() {
+	// Token, not More: More is false before a '}', so {"k":1}} would pass.
+	if _, err := dec.Token(); err != io.EOF {
 		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: trailing data after the object")
 	}
 	return nil

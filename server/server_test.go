@@ -446,6 +446,7 @@ func TestSearch(t *testing.T) {
 	a.fails(http.StatusBadRequest, "invalid_filter", "POST", "/v1/collections/docs/search", map[string]any{"text": "fox", "filter": map[string]any{"term": map[string]any{"year": "recent"}}}, "term.year")
 	a.fails(http.StatusBadRequest, "unknown_retriever", "POST", "/v1/collections/docs/search", map[string]any{"text": "fox", "retrievers": []string{"dense"}}, `"dense"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `{"text": "fox",`, "invalid JSON")
+	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `{"text": "fox"}}`, "trailing data")
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", map[string]any{"txt": "fox"}, `"txt"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", map[string]any{"text": "fox", "k": "ten"}, `"k"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", "", "empty")
