@@ -56,6 +56,10 @@ for t in "${targets[@]}"; do
 	if [ "$rc" -ne 0 ]; then
 		result="FAIL ($(grep -m1 -oE 'testdata/fuzz/[^ ]+' "$log" || echo "exit $rc"))"
 		failed=$((failed + 1))
+		# The filter above keeps go's progress and verdict lines only;
+		# the failure's own message and stack are in the rest.
+		echo "== $name failed; go test said:"
+		grep -vE '^fuzz: elapsed: ' "$log" | tail -n 80
 	fi
 	total=$((total + ${execs:-0}))
 	echo "== $name: ${execs:-?} execs in ${secs}s, ${interesting:-?} new interesting, $result"
