@@ -61,8 +61,9 @@
 // query is encoded once per model. Each contributes its top Depth hits
 // (DefaultDepth) to fusion.Fuse with Request.Fusion (DefaultFusion), and
 // each fused hit carries, per retriever, its rank, raw score and share of
-// the fused score (tandem.Source). Ties break by document number, so
-// equal requests on equal collections give equal rankings.
+// the fused score (tandem.Source). Fused, dense and late-interaction
+// score ties break by document number; BM25 ties keep Bleve's index
+// order, which is fixed between writes but may change when segments merge.
 //
 // # Fusion default
 //
