@@ -20,6 +20,7 @@ import (
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/malloc"
 	"github.com/tandemsearch/tandem/internal/synth"
 )
 
@@ -128,6 +129,7 @@ type soakSample struct {
 	RSS, HWM, Heap  int64
 	Anon, File      int64 // RSS's anonymous and file-backed parts (RssAnon, RssFile)
 	GoSys           int64 // what the Go runtime holds from the OS (Sys - HeapReleased)
+	CInUse, CHeld   int64 // the C heap (FAISS, ONNX Runtime): malloc's bytes in use, and held from the OS
 	Goroutines      int
 	Files           int
 	Docs            uint64
@@ -964,6 +966,9 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSa
 	s.Anon, s.File = procStatus("RssAnon:"), procStatus("RssFile:")
 	s.GoSys = int64(ms.Sys - ms.HeapReleased)
 	s.Files = openFiles()
+	if u, h, ok := malloc.Stats(); ok {
+		s.CInUse, s.CHeld = int64(u), int64(h)
+	}
 	return s
 }
 
@@ -1009,9 +1014,9 @@ func soakProgress(samples []soakSample, total time.Duration) string {
 		}
 	}
 	eta := max(0, total-s.Elapsed)
-	return fmt.Sprintf("soak: %s of %s (ETA %s): %.1f searches/s, %.1f writes/s, %d searches, %d upserted, %d deleted, %d errors, %d violations | RSS %.0f MiB (%.0f anonymous, %.0f files; peak %.0f), Go heap %.0f MiB of %.0f held, %d goroutines, %d open files, %d docs",
+	return fmt.Sprintf("soak: %s of %s (ETA %s): %.1f searches/s, %.1f writes/s, %d searches, %d upserted, %d deleted, %d errors, %d violations | RSS %.0f MiB (%.0f anonymous, %.0f files; peak %.0f), Go heap %.0f MiB of %.0f held, C heap %.0f MiB of %.0f held, %d goroutines, %d open files, %d docs",
 		s.Elapsed.Round(time.Second), total, eta.Round(time.Second), searchRate, writeRate, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations,
-		mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), s.Goroutines, s.Files, s.Docs)
+		mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), mib(s.CInUse), mib(s.CHeld), s.Goroutines, s.Files, s.Docs)
 }
 
 // judgeGrowth applies the bounds: the end of the run (the smallest of its
@@ -1075,11 +1080,11 @@ func (r *soakResult) markdown(c soakConfig) string {
 	}
 	fmt.Fprintf(&b, "## Tandem soak: %s, %d searchers, 1 writer, 1 deleter, %d documents kept live, %s%s\n\n", c.Duration, c.Searchers, c.Docs, models, race)
 	fmt.Fprintf(&b, "Prefill %s; warm-up %s (the bounds compare the end of the run with the warm-up's peak).\n\n", r.Prefill.Round(time.Millisecond), r.Warmup)
-	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | goroutines (floor) | open files (floor) | documents | searches | upserted | deleted | errors | violations |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | C heap in use | C held | goroutines (floor) | open files (floor) | documents | searches | upserted | deleted | errors | violations |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
-			mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys),
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
+			mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), mib(s.CInUse), mib(s.CHeld),
 			s.Goroutines, s.Files, s.Docs, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations)
 	}
 	secs := c.Duration.Seconds()

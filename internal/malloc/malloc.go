@@ -56,6 +56,15 @@ static void tandem_churn(int rounds) {
 		}
 	}
 }
+
+// tandem_stats reports what malloc has handed out and not freed (in
+// use) and what it holds from the system (held), over every arena and
+// the blocks it mmapped on its own.
+static void tandem_stats(size_t *in_use, size_t *held) {
+	struct mallinfo2 mi = mallinfo2();
+	*in_use = mi.uordblks + mi.hblkhd;
+	*held = mi.arena + mi.hblkhd;
+}
 */
 import "C"
 
@@ -88,3 +97,13 @@ func heaps() int { return int(C.tandem_heaps()) }
 
 // churn allocates and frees in C on the calling thread.
 func churn(rounds int) { C.tandem_churn(C.int(rounds)) }
+
+// Stats returns what the C heap (glibc's malloc, used by FAISS, ONNX
+// Runtime and cgo) has in use and what it holds from the system, in
+// bytes; held minus in use is free memory malloc keeps (fragmentation,
+// or freed blocks not yet returned).
+func Stats() (inUse, held uint64, ok bool) {
+	var u, h C.size_t
+	C.tandem_stats(&u, &h)
+	return uint64(u), uint64(h), true
+}
