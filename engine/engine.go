@@ -64,6 +64,9 @@ type Options struct {
 	// search's query encoding up; 0 shares one budget, the fastest for
 	// indexing alone. `tandem serve` sets it.
 	DocumentThreads int
+	// MemTableSize and BlockCacheSize size Badger's memtables and block
+	// cache (storage.Options); 0 means storage's defaults.
+	MemTableSize, BlockCacheSize int64
 	// MustExist makes Open fail with ErrNoCollection, creating nothing,
 	// when dir holds no collection: for commands that only read one.
 	MustExist bool
@@ -211,7 +214,8 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
-	st, err := storage.Open(dir, &storage.Options{Schema: schema, NoSync: o.NoSync, FS: o.fs})
+	st, err := storage.Open(dir, &storage.Options{Schema: schema, NoSync: o.NoSync, FS: o.fs,
+		MemTableSize: o.MemTableSize, BlockCacheSize: o.BlockCacheSize})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -70,7 +70,32 @@ type Options struct {
 	// is the OS's); tests inject faults through it. Badger's own files
 	// always go to the OS.
 	FS vfs.FS
+	// MemTableSize is the size of one of Badger's memtables, in bytes;
+	// 0 means DefaultMemTableSize. Badger keeps up to three (one taking
+	// writes, two flushing), each in the Go heap and in a memory-mapped
+	// write-ahead file. A batch must fit in about 15% of one.
+	MemTableSize int64
+	// BlockCacheSize is the size of Badger's cache of decompressed table
+	// blocks, in bytes; 0 means DefaultBlockCacheSize, negative none.
+	BlockCacheSize int64
 }
+
+// Badger's memory, as an embedded store sets it. Badger's defaults suit a
+// database server that owns the machine: up to five 64 MiB memtables, a
+// 256 MiB block cache and 1 GiB value-log files written through memory
+// maps. A collection embedded in an application keeps the memtable size
+// (its batches need it) but at most three of them, a 32 MiB block cache
+// and 256 MiB value-log files.
+const (
+	DefaultMemTableSize   = 64 << 20
+	DefaultBlockCacheSize = 32 << 20
+	numMemtables          = 3
+	// valueLogFileSize bounds the value-log file Badger appends to
+	// through a memory map: its written pages stay resident until the
+	// file is full and the next one starts, and garbage collection
+	// rewrites whole files.
+	valueLogFileSize = 256 << 20
+)
 
 // Store is the source of truth of a collection. It is safe for concurrent
 // use; writes are serialised.
@@ -128,7 +153,18 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil).WithValueThreshold(valueThreshold)
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	switch {
+	case o.BlockCacheSize == 0:
+		o.BlockCacheSize = DefaultBlockCacheSize
+	case o.BlockCacheSize < 0:
+		o.BlockCacheSize = 0
+	}
+	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil).WithValueThreshold(valueThreshold).
+		WithMemTableSize(o.MemTableSize).WithNumMemtables(numMemtables).
+		WithBlockCacheSize(o.BlockCacheSize).WithValueLogFileSize(valueLogFileSize)
 	db, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open badger in %s: %w", dir, err)
