@@ -15,6 +15,7 @@ import (
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/malloc"
 	"github.com/tandemsearch/tandem/internal/vfs"
 	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/sparse"
@@ -182,6 +183,9 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
+	// FAISS and ONNX Runtime free C memory that glibc keeps resident;
+	// the process trims it from now on (internal/malloc).
+	malloc.KeepTrimmed()
 	_, err := os.Stat(filepath.Join(dir, "badger"))
 	exists := err == nil
 	if o.MustExist && !exists {

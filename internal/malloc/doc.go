@@ -1,4 +1,5 @@
-// Package malloc bounds glibc's malloc arenas in a Tandem process.
+// Package malloc bounds glibc's malloc arenas in a Tandem process, and
+// trims the memory they keep.
 //
 // glibc gives each thread that allocates under contention an arena of its
 // own, up to 8 per core, and keeps what an arena frees for reuse by that
@@ -11,5 +12,12 @@
 // The cap binds arenas created after init: those that threads the Go
 // runtime started before it made stay (a few), and later threads share
 // them. Setting MALLOC_ARENA_MAX before the process starts binds every
-// arena. It does nothing where the C library is not glibc.
+// arena.
+//
+// A cap does not stop an arena from keeping what it frees below its top:
+// glibc returns memory to the system only from there, or when asked with
+// malloc_trim. KeepTrimmed (engine.Open calls it) asks every 10 seconds
+// while malloc keeps more than 32 MiB free. Stats reports the C heap's
+// size for the soak. The package does nothing where the C library is not
+// glibc.
 package malloc

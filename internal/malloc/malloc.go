@@ -65,12 +65,40 @@ static void tandem_stats(size_t *in_use, size_t *held) {
 	*in_use = mi.uordblks + mi.hblkhd;
 	*held = mi.arena + mi.hblkhd;
 }
+
+// tandem_trim returns the free memory of every arena to the system.
+static int tandem_trim(void) { return malloc_trim(0); }
+
+// tandem_fragment leaves most of n blocks of size bytes free, but held:
+// every other block is freed, so the arena cannot shrink from its top.
+// It returns the blocks kept, for tandem_free_all.
+static void **tandem_fragment(int n, size_t size) {
+	void **p = calloc((size_t)n, sizeof(void *));
+	for (int i = 0; i < n; i++) {
+		p[i] = malloc(size);
+		memset(p[i], 1, size);
+	}
+	for (int i = 0; i < n - 1; i++) {
+		free(p[i]);
+		p[i] = NULL;
+	}
+	return p;
+}
+
+static void tandem_free_all(void **p, int n) {
+	for (int i = 0; i < n; i++) {
+		free(p[i]);
+	}
+	free(p);
+}
 */
 import "C"
 
 import (
 	"os"
 	"runtime"
+	"sync"
+	"time"
 )
 
 // Limit is the number of arenas the package allows: the cores, at least 2
@@ -106,4 +134,51 @@ func Stats() (inUse, held uint64, ok bool) {
 	var u, h C.size_t
 	C.tandem_stats(&u, &h)
 	return uint64(u), uint64(h), true
+}
+
+// Trim returns the free memory malloc holds in every arena to the system
+// (malloc_trim(0)); it reports whether any was returned.
+func Trim() bool { return C.tandem_trim() == 1 }
+
+// The trimmer's schedule: every trimInterval, when malloc holds more than
+// trimSlack bytes free and that amount has moved by a quarter of trimSlack
+// since the last trim, Trim runs. (Trim releases pages, not address
+// space: malloc still counts what it returned as held, so the free amount
+// alone would call for a trim every time.)
+const (
+	trimInterval = 10 * time.Second
+	trimSlack    = 32 << 20
+)
+
+var trimOnce sync.Once
+
+// KeepTrimmed starts, once per process, a goroutine that trims the C heap
+// every 10 seconds while malloc holds more than 32 MiB free and that
+// amount has changed since the last trim. glibc returns freed memory to
+// the system only from the top of an arena, and FAISS and ONNX Runtime
+// free blocks of every size from many threads, so without it a
+// long-running process keeps more and more freed C memory resident. The
+// goroutine runs until the process exits, like the Go runtime's
+// scavenger, which does the same for the Go heap.
+func KeepTrimmed() {
+	trimOnce.Do(func() {
+		go func() {
+			var last uint64
+			for range time.Tick(trimInterval) {
+				u, h, _ := Stats()
+				free := h - min(u, h)
+				if free > trimSlack && max(free, last)-min(free, last) > trimSlack/4 {
+					Trim()
+					last = free
+				}
+			}
+		}()
+	})
+}
+
+// fragment leaves about n*size bytes free but held by malloc, for tests;
+// release frees the rest.
+func fragment(n int, size int) (release func()) {
+	p := C.tandem_fragment(C.int(n), C.size_t(size))
+	return func() { C.tandem_free_all(p, C.int(n)) }
 }

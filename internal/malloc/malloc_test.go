@@ -5,6 +5,8 @@ package malloc
 import (
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -40,4 +42,48 @@ func TestArenasCapped(t *testing.T) {
 		t.Errorf("%d arenas after %d threads allocated at once; the cap is %d, and %d existed at init", n, threads, Limit, atInit)
 	}
 	t.Logf("%d arenas after %d threads (cap %d, %d at init)", n, threads, Limit, atInit)
+}
+
+// TestTrim leaves 64 MiB free but resident in malloc's heap (a run of
+// blocks freed below one kept, so the arena cannot shrink from its top)
+// and checks that Trim hands at least half of it back to the system.
+func TestTrim(t *testing.T) {
+	const n, size = 1024, 64 << 10
+	release := fragment(n, size)
+	defer release()
+	u, h, ok := Stats()
+	if !ok {
+		t.Skip("mallinfo2 unavailable")
+	}
+	if h < u+n*size/2 {
+		t.Fatalf("%d bytes held, %d in use: the freed blocks are not held", h, u)
+	}
+	before := rssAnon(t)
+	if !Trim() {
+		t.Errorf("Trim returned nothing, with %d MiB free in malloc", (h-u)>>20)
+	}
+	after := rssAnon(t)
+	if before-after < n*size/2 {
+		t.Errorf("anonymous RSS %d MiB before Trim, %d after: want %d MiB less", before>>20, after>>20, n*size/2>>20)
+	}
+	t.Logf("anonymous RSS %d MiB before Trim, %d after; malloc held %d MiB, %d in use", before>>20, after>>20, h>>20, u>>20)
+}
+
+// rssAnon reads the process's anonymous resident set, in bytes.
+func rssAnon(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status")
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("RssAnon: %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no RssAnon in /proc/self/status")
+	return 0
 }
