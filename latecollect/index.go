@@ -29,11 +29,11 @@ const PositionBits = 12
 // maxKeysPerDoc is the number of rows of a document that get a token key.
 const maxKeysPerDoc = 1 << PositionBits
 
-// maxTranslatableID bounds the token ids a filter can be translated to:
+// maxFilterDoc bounds the document numbers a filter can hand to FAISS:
 // internal/faiss turns an allow-list into a bitmap of maxID/8 bytes and
 // refuses ids beyond MaxInt32*8. Past it, the filter is applied to the
 // documents during collection instead.
-const maxTranslatableID = math.MaxInt32 * 8
+const maxFilterDoc = math.MaxInt32 * 8
 
 // Defaults, measured on SciFact (5,183 documents, 1.24M MiniLM tokens);
 // see the README for the sweeps behind them.

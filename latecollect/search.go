@@ -204,10 +204,12 @@ func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOpt
 	fo := faiss.SearchOptions{NProbe: so.NProbe}
 	postFilter := false
 	if so.Allow != nil {
-		if x.filterAtCollection || so.Allow.Maximum() >= maxTranslatableID>>PositionBits {
+		if x.filterAtCollection || so.Allow.Maximum() >= maxFilterDoc {
 			postFilter = true
 		} else {
-			fo.Allow = x.tokenAllowLocked(so.Allow)
+			// FAISS gets a bitmap of documents and tests each token id
+			// shifted right past its position.
+			fo.Allow, fo.AllowShift = so.Allow, PositionBits
 		}
 	}
 	if so.KPrime == 0 || so.CandidateCap == 0 {
@@ -253,19 +255,6 @@ func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOpt
 		cands = cands[:so.CandidateCap]
 	}
 	return cands, nil
-}
-
-// tokenAllowLocked translates allowed documents into their token ids.
-func (x *Index) tokenAllowLocked(allow *roaring64.Bitmap) *roaring64.Bitmap {
-	tok := roaring64.New()
-	for it := allow.Iterator(); it.HasNext(); {
-		num := it.Next()
-		if n := x.mu.keys[num]; n > 0 {
-			base := num << PositionBits
-			tok.AddRange(base, base+uint64(n))
-		}
-	}
-	return tok
 }
 
 // rescoreLocked scores every token of every candidate exactly, spreading

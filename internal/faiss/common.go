@@ -45,6 +45,12 @@ type SearchOptions struct {
 	// Allow, when not nil, restricts the search to these ids: the filter is
 	// applied inside FAISS (an ID selector), not to its output.
 	Allow *roaring64.Bitmap
+	// AllowShift makes Allow a set of id >> AllowShift: an id is allowed
+	// when it is, shifted right this many bits. Token ids that are a
+	// document number shifted left past the token's position are then
+	// filtered by a set of documents, and the selector FAISS gets is a
+	// bitmap of documents, not of every token id up to the largest.
+	AllowShift uint
 	// NProbe overrides the number of IVF lists visited.
 	NProbe int
 }

@@ -47,9 +47,10 @@ func cIndex(idx *gofaiss.IndexImpl) *C.FaissIndex {
 var scoreBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // searchFlatLocked returns the k best rows of a flat inner-product index
-// for one query, restricted to allow when it is not nil; ok is false, and
-// nothing done, for any other index. x.mu must be held.
-func (x *Index) searchFlatLocked(query []float32, k int, allow *roaring64.Bitmap) (res Result, ok bool, err error) {
+// for one query, restricted to the ids whose id >> shift is in allow when
+// allow is not nil; ok is false, and nothing done, for any other index.
+// x.mu must be held.
+func (x *Index) searchFlatLocked(query []float32, k int, allow *roaring64.Bitmap, shift uint) (res Result, ok bool, err error) {
 	if x.mu.closed {
 		return Result{}, false, ErrClosed
 	}
@@ -97,12 +98,17 @@ func (x *Index) searchFlatLocked(query []float32, k int, allow *roaring64.Bitmap
 		if idOf != nil {
 			id = idOf[i]
 		}
-		if bits != nil && (id < 0 || uint64(id)>>3 >= uint64(len(bits)) || bits[id>>3]&(1<<(id&7)) == 0) {
+		if bits != nil && (id < 0 || !bitSet(bits, uint64(id)>>shift)) {
 			continue
 		}
 		h.push(id, s)
 	}
 	return h.sorted(), true, nil
+}
+
+// bitSet reports whether bit i of an allowBits bitmap is set.
+func bitSet(bits []byte, i uint64) bool {
+	return i>>3 < uint64(len(bits)) && bits[i>>3]&(1<<(i&7)) != 0
 }
 
 // topK keeps the k best (score, id) pairs: higher score first, then

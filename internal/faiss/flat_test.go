@@ -36,7 +36,7 @@ func TestFlatScanMatchesFAISS(t *testing.T) {
 		}
 		for _, filter := range []*roaring64.Bitmap{nil, allow} {
 			x.mu.RLock()
-			got, ok, err := x.searchFlatLocked(query, k, filter)
+			got, ok, err := x.searchFlatLocked(query, k, filter, 0)
 			x.mu.RUnlock()
 			if err != nil || !ok {
 				t.Fatalf("flat scan: ok %v, %v", ok, err)
@@ -80,7 +80,7 @@ func TestFlatScanMatchesFAISS(t *testing.T) {
 	}
 	defer z.Close()
 	z.mu.RLock()
-	_, ok, err := z.searchFlatLocked(vecs[:d], k, nil)
+	_, ok, err := z.searchFlatLocked(vecs[:d], k, nil, 0)
 	z.mu.RUnlock()
 	if ok || err != nil {
 		t.Fatalf("IVF index scanned as flat: %v %v", ok, err)

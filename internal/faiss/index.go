@@ -208,32 +208,18 @@ func (x *Index) Search(ctx context.Context, queries []float32, k int, opts Searc
 	}
 	if nq == 1 && x.metric == InnerProduct {
 		x.mu.RLock()
-		res, ok, err := x.searchFlatLocked(queries, k, opts.Allow)
+		res, ok, err := x.searchFlatLocked(queries, k, opts.Allow, opts.AllowShift)
 		x.mu.RUnlock()
 		if ok || err != nil {
 			return []Result{res}, err
 		}
 	}
-	var sel gofaiss.Selector
-	if opts.Allow != nil {
-		var err error
-		if sel, err = bitmapSelector(opts.Allow); err != nil {
-			return nil, err
-		}
-		defer sel.Delete()
-	}
-	var params []byte
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.mu.closed {
 		return nil, ErrClosed
 	}
 	idx := x.mu.idx
-	if opts.NProbe > 0 && idx.IsIVFIndex() {
-		_, nlist := idx.IVFParams()
-		pct := math.Min(100, 100*float64(opts.NProbe)/float64(nlist)+1e-3)
-		params = []byte(fmt.Sprintf(`{"ivf_nprobe_pct":%g}`, pct))
-	}
 	k64 := int64(k)
 	if n := idx.Ntotal(); n < k64 {
 		k64 = max(n, 1)
@@ -243,10 +229,10 @@ func (x *Index) Search(ctx context.Context, queries []float32, k int, opts Searc
 		labels []int64
 		err    error
 	)
-	if sel == nil && params == nil {
-		dist, labels, err = idx.Search(queries, k64)
+	if opts.Allow != nil || (opts.NProbe > 0 && idx.IsIVFIndex()) {
+		dist, labels, err = x.searchWithParamsLocked(queries, k64, opts)
 	} else {
-		dist, labels, err = idx.SearchWithOptions(queries, k64, sel, params)
+		dist, labels, err = idx.Search(queries, k64)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("faiss: search %d queries: %w", nq, err)
@@ -266,22 +252,9 @@ func (x *Index) Search(ctx context.Context, queries []float32, k int, opts Searc
 	return out, nil
 }
 
-// bitmapSelector builds a FAISS bitmap selector over the ids in allow. The
-// C side copies the bitmap, so the Go slice need not outlive the call.
-func bitmapSelector(allow *roaring64.Bitmap) (gofaiss.Selector, error) {
-	bits, err := allowBits(allow)
-	if err != nil {
-		return nil, err
-	}
-	sel, err := gofaiss.NewIDSelectorBitmap(bits)
-	if err != nil {
-		return nil, fmt.Errorf("faiss: bitmap selector: %w", err)
-	}
-	return sel, nil
-}
-
 // allowBits returns allow as a bitmap of bytes: id i is bit i&7 of byte
-// i>>3.
+// i>>3. Its size follows allow's largest id, which for a set of documents
+// is a few KiB.
 func allowBits(allow *roaring64.Bitmap) ([]byte, error) {
 	maxID := allow.Maximum()
 	if maxID > math.MaxInt32*8 {

@@ -66,6 +66,46 @@ func TestIndexFilteredSearch(t *testing.T) {
 	}
 }
 
+// TestIndexFilteredSearchShifted checks AllowShift: ids are a group number
+// shifted left past a 4-bit position, the filter is a set of groups, and
+// every index kind (the flat scan of one query, FAISS's own search of many,
+// IVF with every list probed) returns what brute force over the allowed
+// groups' ids returns.
+func TestIndexFilteredSearchShifted(t *testing.T) {
+	const shift = 4
+	c := newCollection(23)
+	for i := range c.ids {
+		c.ids[i] = int64(i/3)<<shift | int64(i%3) // three vectors per group
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, desc := range []string{"Flat", "IVF32,Flat"} {
+		x := newIndex(t, c, desc)
+		for _, keep := range []float64{0.5, 0.05, 0.005} {
+			groups := roaring64.New()
+			for _, id := range c.ids {
+				if rng.Float64() < keep {
+					groups.Add(uint64(id) >> shift)
+				}
+			}
+			pred := func(id int64) bool { return groups.Contains(uint64(id) >> shift) }
+			opts := SearchOptions{Allow: groups, AllowShift: shift, NProbe: 32}
+			for _, queries := range [][]float32{c.query(0), c.queries} {
+				res, err := x.Search(context.Background(), queries, testK, opts)
+				if err != nil {
+					t.Fatalf("%s: %v", desc, err)
+				}
+				for q, r := range res {
+					want := bruteForce(c.vecs, c.ids, queries[q*testD:(q+1)*testD], testK, gofaiss.MetricInnerProduct, pred)
+					if len(r.IDs) != len(want) {
+						t.Fatalf("%s, keep %.3f, %d queries: %d hits, want %d", desc, keep, len(res), len(r.IDs), len(want))
+					}
+					checkExact(t, desc+" shifted", r.Scores, r.IDs, want)
+				}
+			}
+		}
+	}
+}
+
 // TestIndexNProbe checks that NProbe reaches an IVF index: probing every
 // list is exact.
 func TestIndexNProbe(t *testing.T) {

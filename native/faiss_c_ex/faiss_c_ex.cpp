@@ -48,14 +48,19 @@ namespace {
 // BitmapSelector owns a copy of the caller's bitmap. FAISS 1.7.3's
 // IDSelectorBitmap keeps the pointer it is given, which for go-faiss is Go
 // memory that cgo forbids C to retain after the call.
+// With a shift, the bitmap is over id >> shift: Tandem's token ids are a
+// document number shifted left past the token's position, and a bitmap of
+// documents is smaller than one of tokens by 2^shift.
 struct BitmapSelector : faiss::IDSelector {
     std::vector<uint8_t> bits;
-    explicit BitmapSelector(size_t n, const uint8_t* bitmap)
-            : bits(bitmap, bitmap + n) {}
+    int shift;
+    BitmapSelector(size_t n, const uint8_t* bitmap, int shift = 0)
+            : bits(bitmap, bitmap + n), shift(shift) {}
     bool is_member(idx_t id) const override {
         if (id < 0) {
             return false;
         }
+        id >>= shift;
         size_t byte = size_t(id) >> 3;
         return byte < bits.size() && ((bits[byte] >> (id & 7)) & 1);
     }
@@ -293,6 +298,21 @@ int faiss_IDSelectorBitmap_new(FaissIDSelectorBitmap** p_sel, size_t n, const ui
         FAISS_THROW_IF_NOT_MSG(n == 0 || bitmap != nullptr, "bitmap is NULL");
         *p_sel = reinterpret_cast<FaissIDSelectorBitmap*>(
                 static_cast<faiss::IDSelector*>(new BitmapSelector(n, bitmap)));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IDSelectorBitmapShifted_new(
+        FaissIDSelector** p_sel,
+        size_t n,
+        const uint8_t* bitmap,
+        int shift) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(p_sel != nullptr, "p_sel is NULL");
+        FAISS_THROW_IF_NOT_MSG(n == 0 || bitmap != nullptr, "bitmap is NULL");
+        FAISS_THROW_IF_NOT_MSG(shift >= 0 && shift < 63, "shift out of range");
+        *p_sel = reinterpret_cast<FaissIDSelector*>(
+                static_cast<faiss::IDSelector*>(new BitmapSelector(n, bitmap, shift)));
     }
     CATCH_AND_HANDLE
 }

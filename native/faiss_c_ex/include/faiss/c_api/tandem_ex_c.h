@@ -48,6 +48,15 @@ int faiss_IDSelectorBitmap_new(
         size_t n,
         const uint8_t* bitmap);
 
+/* faiss_IDSelectorBitmapShifted_new selects id i when bit of i >> shift is
+ * set in bitmap (as for faiss_IDSelectorBitmap_new): a bitmap of
+ * documents selecting their token ids. The bitmap is copied. */
+int faiss_IDSelectorBitmapShifted_new(
+        FaissIDSelector** p_sel,
+        size_t n,
+        const uint8_t* bitmap,
+        int shift);
+
 /* faiss_IDSelectorNot_new selects the ids that sel does not select. sel is
  * not owned: it must outlive the new selector and be freed separately. */
 int faiss_IDSelectorNot_new(FaissIDSelectorNot** p_sel, const FaissIDSelector* sel);
