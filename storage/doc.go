@@ -21,8 +21,9 @@
 //     Documents are checked against the schema before the transaction
 //     starts, so a bad document rejects its whole batch and changes
 //     nothing. A batch too large for one Badger transaction (about 15% of
-//     the 64 MiB memtable) fails with ErrBatchTooLarge; callers split input
-//     into batches (the engine commits 1,000 documents per batch).
+//     a memtable, Options.MemTableSize) fails with ErrBatchTooLarge;
+//     callers split input into batches (the engine commits up to 1,000
+//     documents per batch and halves a batch that is too large).
 //   - Durability: the store opens Badger with SyncWrites, so when Write
 //     returns nil the batch is on disk and survives a process or machine
 //     crash. Options.NoSync trades this for speed: a process crash still
