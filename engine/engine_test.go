@@ -223,12 +223,13 @@ func TestPaging(t *testing.T) {
 }
 
 // TestBatchTooLargeIsSplit indexes a batch larger than one Badger
-// transaction allows (about 9.6 MB of values kept in the LSM tree, those
-// under 4 KiB): it is committed in parts.
+// transaction allows (about 15% of Options.MemTableSize, here 2 MiB, of
+// values kept in the LSM tree, those under 4 KiB): it is committed in
+// parts.
 func TestBatchTooLargeIsSplit(t *testing.T) {
 	ctx := context.Background()
-	const n = 3200
-	e := openT(t, t.TempDir(), &Options{NoSync: true, BatchSize: n})
+	const n = 800
+	e := openT(t, t.TempDir(), &Options{NoSync: true, BatchSize: n, MemTableSize: 2 << 20})
 	var docs []tandem.Doc
 	for i := range n {
 		// Mostly spaces: large for Badger, two tokens for Bleve.
@@ -238,8 +239,8 @@ func TestBatchTooLargeIsSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Put != n || res.Batches < 2 {
-		t.Errorf("result %+v: want %d documents in at least 2 batches", res, n)
+	if res.Put != n || res.Batches < 8 {
+		t.Errorf("result %+v: want %d documents (2.8 MB) in at least 8 batches", res, n)
 	}
 	hits, err := e.Search(ctx, Request{Text: "whale", K: n + 10, IDsOnly: true})
 	if err != nil || len(hits.Hits) != n {
