@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -130,6 +132,7 @@ type soakSample struct {
 	Anon, File      int64 // RSS's anonymous and file-backed parts (RssAnon, RssFile)
 	GoSys           int64 // what the Go runtime holds from the OS (Sys - HeapReleased)
 	CInUse, CHeld   int64 // the C heap (FAISS, ONNX Runtime): malloc's bytes in use, and held from the OS
+	Disk            int64 // the collection's bytes on disk (allocated blocks: Badger's logs are sparse)
 	Goroutines      int
 	Files           int
 	Docs            uint64
@@ -222,7 +225,9 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 	fmt.Fprintf(stderr, "soak: prefilled in %s; load for %s: %d searchers, 1 writer, 1 deleter; samples every %s, warm-up %s\n",
 		res.Prefill.Round(time.Millisecond), c.Duration, c.Searchers, c.Sample, c.Warmup)
 
-	w.run(ctx, e, c, res, stderr)
+	run := c
+	run.Dir = dir // the samples measure it on disk
+	w.run(ctx, e, run, res, stderr)
 	if c.MemProfile != "" {
 		runtime.GC() // the profile's in-use figures are as of the last GC
 		if err := writeHeapProfile(c.MemProfile); err != nil {
@@ -595,6 +600,7 @@ func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c soakConfig, res
 		probe()
 		s := takeSample(e, time.Since(start), &k)
 		s.Goroutines, s.Files = floorG, floorF
+		s.Disk = diskUsage(c.Dir)
 		floorG, floorF = -1, -1
 		res.Samples = append(res.Samples, s)
 		fmt.Fprintln(stderr, soakProgress(res.Samples, c.Duration))
@@ -972,6 +978,26 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSa
 	return s
 }
 
+// diskUsage returns the bytes allocated to the files under dir (their
+// size where the file system does not say), 0 if dir cannot be read.
+func diskUsage(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			} else {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
 // openFiles counts the process's open file descriptors (0 where there is
 // no /proc).
 func openFiles() int {
@@ -1014,9 +1040,9 @@ func soakProgress(samples []soakSample, total time.Duration) string {
 		}
 	}
 	eta := max(0, total-s.Elapsed)
-	return fmt.Sprintf("soak: %s of %s (ETA %s): %.1f searches/s, %.1f writes/s, %d searches, %d upserted, %d deleted, %d errors, %d violations | RSS %.0f MiB (%.0f anonymous, %.0f files; peak %.0f), Go heap %.0f MiB of %.0f held, C heap %.0f MiB of %.0f held, %d goroutines, %d open files, %d docs",
+	return fmt.Sprintf("soak: %s of %s (ETA %s): %.1f searches/s, %.1f writes/s, %d searches, %d upserted, %d deleted, %d errors, %d violations | RSS %.0f MiB (%.0f anonymous, %.0f files; peak %.0f), Go heap %.0f MiB of %.0f held, C heap %.0f MiB of %.0f held, %d goroutines, %d open files, disk %.0f MiB, %d docs",
 		s.Elapsed.Round(time.Second), total, eta.Round(time.Second), searchRate, writeRate, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations,
-		mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), mib(s.CInUse), mib(s.CHeld), s.Goroutines, s.Files, s.Docs)
+		mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), mib(s.CInUse), mib(s.CHeld), s.Goroutines, s.Files, mib(s.Disk), s.Docs)
 }
 
 // judgeGrowth applies the bounds: the end of the run (the smallest of its
@@ -1080,12 +1106,12 @@ func (r *soakResult) markdown(c soakConfig) string {
 	}
 	fmt.Fprintf(&b, "## Tandem soak: %s, %d searchers, 1 writer, 1 deleter, %d documents kept live, %s%s\n\n", c.Duration, c.Searchers, c.Docs, models, race)
 	fmt.Fprintf(&b, "Prefill %s; warm-up %s (the bounds compare the end of the run with the warm-up's peak).\n\n", r.Prefill.Round(time.Millisecond), r.Warmup)
-	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | C heap in use | C held | goroutines (floor) | open files (floor) | documents | searches | upserted | deleted | errors | violations |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | C heap in use | C held | goroutines (floor) | open files (floor) | disk MiB | documents | searches | upserted | deleted | errors | violations |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %.0f | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
 			mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), mib(s.CInUse), mib(s.CHeld),
-			s.Goroutines, s.Files, s.Docs, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations)
+			s.Goroutines, s.Files, mib(s.Disk), s.Docs, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations)
 	}
 	secs := c.Duration.Seconds()
 	if n := len(r.Samples); n > 0 {
