@@ -274,6 +274,9 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	if len(req.Text) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: query text of %d bytes (limit %d)", ErrBadRequest, len(req.Text), MaxQueryBytes)
 	}
+	if err := sparse.CheckFields(schema, req.Fields); err != nil {
+		return nil, fmt.Errorf("%w: fields: %w", ErrBadRequest, err)
+	}
 	qvecs, err := e.queryVectors(req.Vectors)
 	if err != nil {
 		return nil, err

@@ -447,6 +447,7 @@ func TestSearch(t *testing.T) {
 	a.fails(http.StatusBadRequest, "unknown_retriever", "POST", "/v1/collections/docs/search", map[string]any{"text": "fox", "retrievers": []string{"dense"}}, `"dense"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `{"text": "fox",`, "invalid JSON")
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `{"text": "fox"}}`, "trailing data")
+	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/docs/search", map[string]any{"text": "fox", "fields": map[string]any{"nope": 1}}, `field "nope"`, "unknown field")
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", map[string]any{"txt": "fox"}, `"txt"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", map[string]any{"text": "fox", "k": "ten"}, `"k"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", "", "empty")

@@ -602,6 +602,17 @@ type searchField struct {
 	boost          float64
 }
 
+// CheckFields reports the first name of fields (Query.Fields) that is not
+// a text field of schema, or whose boost is negative or not finite, as a
+// *tandem.FieldError.
+func CheckFields(schema *tandem.Schema, fields map[string]float64) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	_, err := searchFields(schema, fields)
+	return err
+}
+
 // searchFields resolves Query.Fields: CompositeField when empty, with
 // the first text field's analyzer.
 func searchFields(schema *tandem.Schema, fields map[string]float64) ([]searchField, error) {
