@@ -105,7 +105,9 @@ func docID(i int) string { return fmt.Sprintf("d%07d", i) }
 func putVectors(t testing.TB, st *storage.Store, first int, vecs [][]float32) []uint64 {
 	t.Helper()
 	ctx := context.Background()
-	const batch = 2000
+	// 500 vectors of 384 floats (and their documents) stay within one
+	// transaction of the default 16 MiB memtable (about 2.4 MB).
+	const batch = 500
 	for lo := 0; lo < len(vecs); lo += batch {
 		var b storage.Batch
 		for i := lo; i < min(lo+batch, len(vecs)); i++ {
