@@ -89,6 +89,12 @@ var errStale = errors.New("dense: snapshot unusable")
 // loadSnapshot installs the stored snapshot if it is present and
 // consistent with the options and with storage. A snapshot is only an
 // optimisation: any mismatch, damage or read error means rebuild (false,
+// unmarshalIndex reads a snapshot's FAISS index. FAISS's reader trusts
+// its input (a forged header can make it read out of bounds), so it is
+// only given bytes whose CRC-32C matched: what this code wrote. The fuzz
+// test replaces it to keep forged bytes from FAISS.
+var unmarshalIndex = faiss.Unmarshal
+
 // nil); only a failure to read its record from Badger is an error.
 func (x *Index) loadSnapshot() (bool, error) {
 	rc, seq, err := x.st.OpenSnapshot(SnapshotName(x.opts.Model))
@@ -189,7 +195,7 @@ func (x *Index) decodeSnapshot(buf []byte) (snapshot, error) {
 	if n != uint64(r.Len()) {
 		return s, fmt.Errorf("%w: truncated index", errStale)
 	}
-	fx, err := faiss.Unmarshal(body[len(body)-int(n):], s.desc, faiss.InnerProduct)
+	fx, err := unmarshalIndex(body[len(body)-int(n):], s.desc, faiss.InnerProduct)
 	if err != nil {
 		return s, fmt.Errorf("%w: %v", errStale, err)
 	}
