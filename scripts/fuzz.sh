@@ -19,6 +19,10 @@
 # cores), and FUZZ_SUMMARY the summary file, so that two runs over
 # different PATTERNs can share the machine.
 #
+# Go 1.26 can fail a target at the end of its -fuzztime with a bare
+# "context deadline exceeded" and no failing input (go.dev/issue/75804, a
+# race in its coordinator); such a run is counted as passed and marked so.
+#
 # usage: scripts/fuzz.sh TIME [PATTERN]   (PATTERN filters target names)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +67,16 @@ for t in "${targets[@]}"; do
 	execs=$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")
 	interesting=$(sed -nE 's/.*new interesting: ([0-9]+).*/\1/p' <<<"$last")
 	result=ok
+	# Go 1.26's fuzzing coordinator can report the end of -fuzztime itself
+	# as a failure, "context deadline exceeded" with no failing input
+	# (go.dev/issue/75804, fixed in Go 1.27): counted as a pass, and said.
+	# What go test printed under "--- FAIL:", up to its "FAIL" line.
+	why=$(awk '/^--- FAIL: /{on=1; next} /^FAIL/{on=0} on' "$log" | sed -E 's/^\s+//')
+	if [ "$rc" -ne 0 ] && [ "$why" = "context deadline exceeded" ] &&
+		! grep -q 'Failing input written' "$log"; then
+		rc=0
+		result="ok (deadline race at the end, go.dev/issue/75804)"
+	fi
 	if [ "$rc" -ne 0 ]; then
 		result="FAIL ($(grep -m1 -oE 'testdata/fuzz/[^ ]+' "$log" || echo "exit $rc"))"
 		failed=$((failed + 1))
