@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -600,7 +598,7 @@ func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c soakConfig, res
 		probe()
 		s := takeSample(e, time.Since(start), &k)
 		s.Goroutines, s.Files = floorG, floorF
-		s.Disk = diskUsage(c.Dir)
+		s.Disk = dirBytes(c.Dir)
 		floorG, floorF = -1, -1
 		res.Samples = append(res.Samples, s)
 		fmt.Fprintln(stderr, soakProgress(res.Samples, c.Duration))
@@ -976,26 +974,6 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSa
 		s.CInUse, s.CHeld = int64(u), int64(h)
 	}
 	return s
-}
-
-// diskUsage returns the bytes allocated to the files under dir (their
-// size where the file system does not say), 0 if dir cannot be read.
-func diskUsage(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		if info, err := d.Info(); err == nil {
-			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			} else {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // openFiles counts the process's open file descriptors (0 where there is
