@@ -58,6 +58,8 @@ func installedModel(t testing.TB, name string) string {
 // Hugging Face tokenizers + onnxruntime in Python: cosine >= 0.9999 on each
 // of ~60 texts (non-ASCII, longer than the maximum length, empty, very
 // short), encoded here in one call per side so that batches mix lengths.
+// An int8 model is checked against the reference made on a CPU of this
+// one's class (int8Fixture).
 func TestParity(t *testing.T) {
 	for _, name := range defaultModels {
 		t.Run(name, func(t *testing.T) {
@@ -70,7 +72,11 @@ func TestParity(t *testing.T) {
 			if err := json.Unmarshal(raw, &fx); err != nil {
 				t.Fatal(err)
 			}
-			blob, err := os.ReadFile(filepath.Join("testdata", "parity", name+".f32"))
+			file, bound := name+".f32", 0.9999
+			if strings.HasSuffix(name, "-int8") {
+				file, bound = int8Fixture(t, name)
+			}
+			blob, err := os.ReadFile(filepath.Join("testdata", "parity", file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,16 +119,16 @@ func TestParity(t *testing.T) {
 				for k, v := range b.Vectors {
 					c := cosine(v, want(index[side][k]))
 					worst = min(worst, c)
-					if c < 0.9999 {
+					if c < bound {
 						text := texts[side][k]
 						if len(text) > 80 {
 							text = text[:80] + "…"
 						}
-						t.Errorf("%s %q: cosine %.6f < 0.9999", Side(side), text, c)
+						t.Errorf("%s %q: cosine %.6f < %g (%s)", Side(side), text, c, bound, file)
 					}
 				}
 			}
-			t.Logf("%s: %d texts, worst cosine %.9f (1 - %.1e)", name, len(fx.Cases), worst, 1-worst)
+			t.Logf("%s: %d texts against %s, worst cosine %.9f (1 - %.1e)", name, len(fx.Cases), file, worst, 1-worst)
 		})
 	}
 }
@@ -280,4 +286,58 @@ func TestDocumentThreads(t *testing.T) {
 	if runs != before {
 		t.Errorf("a query ran on the document budget")
 	}
+}
+
+// int8Fixture names the parity vectors of an int8 model for this CPU and
+// the cosine they must reach. ONNX Runtime's kernels round the float32
+// parts of an int8 model differently on AVX-512 and on AVX2, and an
+// activation quantised per tensor then lands on the other side of a
+// rounding step now and then: bge-small-en-v1.5-int8 gives cosine 0.9983
+// between the two, in Python as in Go. So make_parity.py writes
+// NAME.CLASS.f32 per CPU class, and a CPU of a class with no fixture is
+// held to 0.995 against another class's, which still catches a wrong
+// token or pooling (those fall far lower).
+func int8Fixture(t *testing.T, name string) (string, float64) {
+	class := cpuClass()
+	own := name + "." + class + ".f32"
+	if _, err := os.Stat(filepath.Join("testdata", "parity", own)); err == nil {
+		return own, 0.9999
+	}
+	for _, other := range []string{"avx512vnni", "avx2", "avx512", "generic"} {
+		f := name + "." + other + ".f32"
+		if _, err := os.Stat(filepath.Join("testdata", "parity", f)); err == nil {
+			t.Logf("no %s parity vectors for a %s CPU (scripts/models/make_parity.py writes them); comparing with %s at cosine 0.995", name, class, f)
+			return f, 0.995
+		}
+	}
+	t.Fatalf("no parity vectors for %s", name)
+	return "", 0
+}
+
+// cpuClass names the CPU class whose ONNX Runtime kernels compute here,
+// from /proc/cpuinfo's flags, by the rule of cpu_class in
+// scripts/models/make_parity.py.
+func cpuClass() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "generic"
+	}
+	flags := map[string]bool{}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				flags[f] = true
+			}
+			break
+		}
+	}
+	switch {
+	case flags["avx512_vnni"]:
+		return "avx512vnni"
+	case flags["avx512f"] && flags["avx512bw"]:
+		return "avx512"
+	case flags["avx2"]:
+		return "avx2"
+	}
+	return "generic"
 }

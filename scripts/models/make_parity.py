@@ -17,6 +17,15 @@ batched, they came out byte-identical.)
 case, little-endian float32, in the same order. encoder/parity_test.go
 requires cosine >= 0.9999 for each.
 
+An int8 model's vectors depend on the CPU's kernels: ONNX Runtime's
+float32 parts (layer norm, GELU, softmax) round differently with AVX-512
+than with AVX2, and an activation quantised per tensor then falls on the
+other side of a rounding step now and then (bge-small-en-v1.5-int8: cosine
+0.9983 between an AVX2 Zen 3 and an AVX-512 VNNI EPYC, in Python as in Go;
+the float32 models' vectors are byte-identical on both). So int8 vectors
+go to <model>.<isa>.f32, isa as cpu_class() names this CPU, and the test
+reads the file of its own CPU's class.
+
 Run from the repository root after scripts/setup.sh, in the set-up's
 Python environment (which has onnxruntime 1.30.0 and numpy):
     .native/venv/bin/pip install tokenizers
@@ -39,6 +48,27 @@ MODELS = ["bge-small-en-v1.5", "all-MiniLM-L6-v2", "e5-small-v2",
 BATCH = 8
 # encoder.Options.BatchTokens' default.
 BATCH_TOKENS = 1024
+
+
+def cpu_class():
+    """The CPU class whose ONNX Runtime kernels made the vectors, from the
+    flags in /proc/cpuinfo: avx512vnni, avx512, avx2 or generic (the
+    same rule as cpuClass in encoder/parity_test.go)."""
+    try:
+        flags = set()
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        return "generic"
+    if "avx512_vnni" in flags:
+        return "avx512vnni"
+    if "avx512f" in flags and "avx512bw" in flags:
+        return "avx512"
+    if "avx2" in flags:
+        return "avx2"
+    return "generic"
 
 
 def batch_size(name):
@@ -200,8 +230,9 @@ def main():
         with open(os.path.join(OUT, name + ".json"), "w", encoding="utf-8") as f:
             json.dump({"model": name, "dim": int(docs.shape[1]), "cases": cases}, f, ensure_ascii=False, indent=1)
             f.write("\n")
-        np.concatenate([docs, queries]).astype("<f4").tofile(os.path.join(OUT, name + ".f32"))
-        print(f"{name}: {len(cases)} vectors of {docs.shape[1]}", file=sys.stderr)
+        vec = name + (("." + cpu_class()) if name.endswith("-int8") else "") + ".f32"
+        np.concatenate([docs, queries]).astype("<f4").tofile(os.path.join(OUT, vec))
+        print(f"{vec}: {len(cases)} vectors of {docs.shape[1]}", file=sys.stderr)
 
 
 if __name__ == "__main__":
