@@ -162,7 +162,10 @@ SOAK_FLAGS ?=
 soak: build
 	bin/tandem soak --duration $(or $(DURATION),60m) --report bin/soak-report.md $(SOAK_FLAGS)
 
-# The same under the race detector (default 5m), from a binary of its own;
+# The same under the race detector (default 5m), from a binary of its own:
+# it judges errors, violations, data races, goroutines and open files, and
+# reports memory without bounding it (the race runtime's own memory grows;
+# cmd/tandem soakJudgesMemory);
 # the report goes to bin/soak-race-report.md.
 soak-race: setup
 	go build -race $(GOFLAGS_BUILD) -o bin/tandem-race ./cmd/tandem

@@ -54,6 +54,22 @@ const (
 	soakMaxWarmup = 10 * time.Minute
 )
 
+// soakJudgesMemory says whether the RSS bound applies: not under the race
+// detector, whose own memory is no measure of Tandem's. ThreadSanitizer
+// keeps shadow and metadata for every heap address and sync object a run
+// touches, and its allocator for goroutine histories, none of which goes
+// back to the OS (Go's documentation: memory may grow 5-10x). Measured
+// side by side, 5-minute soaks of the same build with and without -race:
+// anonymous RSS 502 -> 831 MiB with it, its metadata mapping 18 -> 66 MiB
+// and its allocator's 160 -> 344 MiB, while the Go heap held (97 -> 182
+// MiB) and the C heap held (92 -> 108 MiB) stayed within what the run
+// without it reached in its first minute (Go 141-186, C 84-139 MiB; its
+// anonymous RSS 199 -> 235 MiB, within bounds). A race run does a fifth
+// of the work in its time, so its minutes are all warm-up: it checks
+// correctness, goroutines and open files, and the memory bound is the job
+// of the long run without it.
+const soakJudgesMemory = !raceEnabled
+
 // soakConfig configures one soak run; zero fields mean the defaults of the
 // flags.
 type soakConfig struct {
@@ -247,7 +263,7 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 		res.ErrorCount++
 		res.Errors = append(res.Errors, "close: "+err.Error())
 	}
-	res.Growth = judgeGrowth(res.Samples, c.Warmup+min(time.Second, c.Sample/2))
+	res.Growth = judgeGrowth(res.Samples, c.Warmup+min(time.Second, c.Sample/2), soakJudgesMemory)
 	return res, nil
 }
 
@@ -1026,8 +1042,9 @@ func soakProgress(samples []soakSample, total time.Duration) string {
 // judgeGrowth applies the bounds: the end of the run (the smallest of its
 // last three samples after warm-up) against the warm-up's peak (its
 // samples up to warmup, the first taken as the load starts). The caller
-// adds to warmup the delay a sample due at its end may take.
-func judgeGrowth(samples []soakSample, warmup time.Duration) []string {
+// adds to warmup the delay a sample due at its end may take. RSS is
+// judged only when memory is (soakJudgesMemory).
+func judgeGrowth(samples []soakSample, warmup time.Duration, memory bool) []string {
 	var base, tail []soakSample
 	for _, s := range samples {
 		if s.Elapsed <= warmup {
@@ -1057,7 +1074,7 @@ func judgeGrowth(samples []soakSample, warmup time.Duration) []string {
 	var out []string
 	rss := func(s soakSample) int64 { return s.RSS }
 	baseRSS, endRSS := peak(base, rss), low(tail, rss)
-	if limit := baseRSS + max(int64(float64(baseRSS)*soakRSSGrowth), soakRSSSlack); endRSS > limit {
+	if limit := baseRSS + max(int64(float64(baseRSS)*soakRSSGrowth), soakRSSSlack); memory && endRSS > limit {
 		out = append(out, fmt.Sprintf("RSS grew from %.0f MiB (warm-up peak) to %.0f MiB, above the bound of %.0f MiB", mib(baseRSS), mib(endRSS), mib(limit)))
 	}
 	gor := func(s soakSample) int64 { return int64(s.Goroutines) }
@@ -1110,8 +1127,13 @@ func (r *soakResult) markdown(c soakConfig) string {
 		fmt.Fprintf(&b, "%s %d", m, r.PerMode[m])
 	}
 	b.WriteString(".\n\n")
-	fmt.Fprintf(&b, "Bounds after warm-up: RSS at most the warm-up's peak + max(%.0f%%, %d MiB); goroutines + %d; open files + %d.\n\n",
-		soakRSSGrowth*100, soakRSSSlack>>20, soakGoroutineSlack, soakFileSlack)
+	if soakJudgesMemory {
+		fmt.Fprintf(&b, "Bounds after warm-up: RSS at most the warm-up's peak + max(%.0f%%, %d MiB); goroutines + %d; open files + %d.\n\n",
+			soakRSSGrowth*100, soakRSSSlack>>20, soakGoroutineSlack, soakFileSlack)
+	} else {
+		fmt.Fprintf(&b, "Bounds after warm-up: goroutines + %d; open files + %d. Memory is reported, not judged: the race detector's own memory grows with every address and sync object the run touches (the long soak without it bounds RSS).\n\n",
+			soakGoroutineSlack, soakFileSlack)
+	}
 	fmt.Fprintf(&b, "Errors: %d. Violating hits: %d %v.\n", r.ErrorCount, r.ViolationCount, r.ViolationKinds)
 	for _, s := range r.Errors {
 		fmt.Fprintf(&b, "- error: %s\n", s)
@@ -1122,7 +1144,11 @@ func (r *soakResult) markdown(c soakConfig) string {
 	if err := r.verdict(); err != nil {
 		fmt.Fprintf(&b, "\n**FAIL**: %v\n", err)
 	} else {
-		b.WriteString("\n**PASS**: no error, every hit matched its filter and none was deleted before its search began, storage agreed with the ledger at the end, and RSS, goroutines and open files stayed within their bounds.\n")
+		bounded := "RSS, goroutines and open files"
+		if !soakJudgesMemory {
+			bounded = "goroutines and open files"
+		}
+		fmt.Fprintf(&b, "\n**PASS**: no error, every hit matched its filter and none was deleted before its search began, storage agreed with the ledger at the end, and %s stayed within their bounds.\n", bounded)
 	}
 	return b.String()
 }

@@ -208,7 +208,7 @@ func TestSoakGrowth(t *testing.T) {
 		}
 		return ss
 	}
-	if g := judgeGrowth(flat(10), 2*time.Minute); len(g) != 0 {
+	if g := judgeGrowth(flat(10), 2*time.Minute, true); len(g) != 0 {
 		t.Errorf("flat: %v", g)
 	}
 	for _, tc := range []struct {
@@ -240,12 +240,26 @@ func TestSoakGrowth(t *testing.T) {
 	} {
 		ss := flat(10)
 		tc.edit(ss)
-		g := strings.Join(judgeGrowth(ss, 2*time.Minute), "; ")
+		g := strings.Join(judgeGrowth(ss, 2*time.Minute, true), "; ")
 		if (tc.want == "") != (g == "") || !strings.Contains(g, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, g, tc.want)
 		}
 	}
-	if g := judgeGrowth(flat(3), 5*time.Minute); len(g) != 1 || !strings.Contains(g[0], "no growth check") {
+	// Under the race detector RSS is not judged; goroutines still are.
+	grown := flat(10)
+	for i := range grown {
+		grown[i].RSS += int64(i) * 40 << 20
+	}
+	if g := judgeGrowth(grown, 2*time.Minute, false); len(g) != 0 {
+		t.Errorf("rss growth with memory not judged: %v", g)
+	}
+	for i := range grown {
+		grown[i].Goroutines += 5 * i
+	}
+	if g := strings.Join(judgeGrowth(grown, 2*time.Minute, false), "; "); !strings.Contains(g, "goroutines grew") || strings.Contains(g, "RSS") {
+		t.Errorf("goroutine growth with memory not judged: %q", g)
+	}
+	if g := judgeGrowth(flat(3), 5*time.Minute, true); len(g) != 1 || !strings.Contains(g[0], "no growth check") {
 		t.Errorf("no sample after warm-up: %v", g)
 	}
 }
