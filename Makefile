@@ -146,6 +146,16 @@ bench-serve: build
 # directory, removed when the run passes); TORTURE_FLAGS adds flags, e.g.
 # --duration 30m, --seed N, --late-index "". make test runs 30 kills
 # (cmd/tandem TestTorture).
+# The replication layers issue #17 weighs, side by side on loopback
+# (cluster/consensusbench, a module of its own; docs/cluster.md):
+# acknowledged-write latency, throughput and recovery after the leader is
+# lost, hashicorp/raft against NATS JetStream, alternating rounds.
+# CONSENSUS_FLAGS adds flags, e.g. --size 262144.
+.PHONY: bench-consensus
+CONSENSUS_FLAGS ?=
+bench-consensus:
+	cd cluster/consensusbench && go run . $(CONSENSUS_FLAGS)
+
 .PHONY: torture
 KILLS ?= 1000
 TORTURE_FLAGS ?=
