@@ -59,7 +59,8 @@ const (
 // keeps shadow and metadata for every heap address and sync object a run
 // touches, and its allocator for goroutine histories, none of which goes
 // back to the OS (Go's documentation: memory may grow 5-10x). Measured
-// side by side, 5-minute soaks of the same build with and without -race:
+// one after the other, 5-minute soaks of the same code with and without
+// -race:
 // anonymous RSS 502 -> 831 MiB with it, its metadata mapping 18 -> 66 MiB
 // and its allocator's 160 -> 344 MiB, while the Go heap held (97 -> 182
 // MiB) and the C heap held (92 -> 108 MiB) stayed within what the run
