@@ -149,7 +149,9 @@ bench-serve: build
 # The replication layers issue #17 weighs, side by side on loopback
 # (cluster/consensusbench, a module of its own; docs/cluster.md):
 # acknowledged-write latency, throughput and recovery after the leader is
-# lost, hashicorp/raft against NATS JetStream, alternating rounds.
+# lost, hashicorp/raft against NATS JetStream, alternating rounds;
+# CONSENSUS_FLAGS="--kill --rounds 5" runs each node as a process and
+# SIGKILLs the leader.
 # CONSENSUS_FLAGS adds flags, e.g. --size 262144.
 .PHONY: bench-consensus
 CONSENSUS_FLAGS ?=

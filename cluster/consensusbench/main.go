@@ -15,6 +15,7 @@
 // not take these dependencies before the cluster package does.
 //
 //	go run . --rounds 3 --size 16384 --writes 300
+//	go run . --kill --rounds 5   # nodes as processes, leader SIGKILLed
 //
 // DEBUG=1 prints the NATS servers' logs and each failed stream creation.
 package main
@@ -30,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,12 +60,28 @@ type cluster interface {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "--node" {
+		runNode(parseNodeFlags(os.Args[2:]))
+		return
+	}
 	rounds := flag.Int("rounds", 3, "alternating rounds")
 	size := flag.Int("size", 16<<10, "bytes per acknowledged write (one batch)")
 	writes := flag.Int("writes", 300, "sequential writes per round")
 	writers := flag.Int("writers", 8, "concurrent writers for the throughput phase")
 	dur := flag.Duration("duration", 5*time.Second, "length of the throughput phase")
+	kill := flag.Bool("kill", false, "run each node as a process and measure recovery after SIGKILL of the leader")
+	raftTimeouts := flag.String("raft-timeouts", "1s,250ms", "--kill: Raft heartbeat and election timeouts to measure (1s is the default)")
 	flag.Parse()
+	if *kill {
+		var ts []time.Duration
+		for _, f := range strings.Split(*raftTimeouts, ",") {
+			t, err := time.ParseDuration(f)
+			check(err)
+			ts = append(ts, t)
+		}
+		runKill(*rounds, *size, ts)
+		return
+	}
 	payload := make([]byte, *size)
 	for i := range payload {
 		payload[i] = byte(i * 7)
