@@ -35,12 +35,14 @@ import (
 // document's field, dl the field's length in tokens (as Bleve stores it,
 // 1/√dl in each posting), df the documents holding t in the field, N the
 // documents with a non-empty field and avgdl their mean length. N and the
-// total length come from fieldStats, kept by Apply in the same Bleve
+// total length come from FieldStats, kept by Apply in the same Bleve
 // batch as the documents; df from Bleve's postings, which count live
 // documents only. A document's score is the sum over fields, with no
-// coordination factor or query norm.
+// coordination factor or query norm. A shard of a sharded collection is
+// given N, the total lengths and the dfs of the whole collection instead
+// (Query.Stats, stats.go), and computes the same expressions from them.
 
-// statsKey is the Bleve internal key holding the fieldStats of every text
+// statsKey is the Bleve internal key holding the FieldStats of every text
 // field and of CompositeField, as JSON.
 var statsKey = []byte("tandem.bm25.stats")
 
@@ -50,19 +52,13 @@ var statsKey = []byte("tandem.bm25.stats")
 // lengths out of the statistics.
 const lengthField = "_len"
 
-// fieldStats are the BM25 collection statistics of one field.
-type fieldStats struct {
-	Docs   uint64 `json:"docs"`   // documents whose field has a token
-	Tokens uint64 `json:"tokens"` // their tokens, in total
-}
-
 // statsOf reads the statistics a reader's snapshot holds.
-func statsOf(r index.IndexReader) (map[string]fieldStats, error) {
+func statsOf(r index.IndexReader) (map[string]FieldStats, error) {
 	v, err := r.GetInternal(statsKey)
 	if err != nil {
 		return nil, fmt.Errorf("sparse: read BM25 statistics: %w", err)
 	}
-	st := map[string]fieldStats{}
+	st := map[string]FieldStats{}
 	if len(v) > 0 {
 		if err := json.Unmarshal(v, &st); err != nil {
 			return nil, fmt.Errorf("sparse: BM25 statistics: %w", err)
@@ -108,11 +104,17 @@ type bm25Clause struct {
 // at most limit hits picks what it would pick from every match. So limit
 // is set only when nothing outside the query drops documents: a filter is
 // then the query's own, applied before the cut.
+//
+// With stats set, N, each field's total length and each term's df come
+// from stats (a sharded collection's, summed over its shards) instead of
+// the snapshot; only the postings, which say which documents match and
+// with what tf and dl, come from the snapshot.
 type bm25Query struct {
 	clauses []bm25Clause
 	k1, b   float64
 	filter  query.Query
 	limit   int
+	stats   *Stats
 }
 
 // postingsSnapshot is what the searcher needs of Bleve's index reader:
@@ -138,59 +140,99 @@ type bm25Term struct {
 	c1    float64                // k1·b/avgdl of the field
 }
 
+// termPostings reads query terms' postings from one snapshot, opening
+// each field's term dictionary in every segment once.
+type termPostings struct {
+	segs  []*scorch.SegmentSnapshot
+	dicts map[string][]segment.TermDictionary // per field, per segment
+}
+
+func newTermPostings(snap postingsSnapshot) *termPostings {
+	return &termPostings{segs: snap.Segments(), dicts: map[string][]segment.TermDictionary{}}
+}
+
+// postings returns term's postings lists in field, one per segment (nil
+// where the segment has no live document holding it), and its df: the
+// number of live documents holding it, as the lists count them with each
+// segment's deleted documents excluded. Search and QueryStats both take
+// df from here, so a shard reports exactly the df it would score with.
+func (tp *termPostings) postings(field, term string) ([]segment.PostingsList, uint64, error) {
+	ds := tp.dicts[field]
+	if ds == nil {
+		ds = make([]segment.TermDictionary, len(tp.segs))
+		for i, ss := range tp.segs {
+			var err error
+			if ds[i], err = ss.Segment().Dictionary(field); err != nil {
+				return nil, 0, fmt.Errorf("sparse: BM25 field %s: %w", field, err)
+			}
+		}
+		tp.dicts[field] = ds
+	}
+	lists := make([]segment.PostingsList, len(tp.segs))
+	df := uint64(0)
+	for i, ss := range tp.segs {
+		pl, err := ds[i].PostingsList([]byte(term), ss.Deleted(), nil)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sparse: BM25 term %q in %s: %w", term, field, err)
+		}
+		if n := pl.Count(); n > 0 {
+			lists[i] = pl
+			df += n
+		}
+	}
+	return lists, df, nil
+}
+
 func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
 	snap, ok := r.(postingsSnapshot)
 	if !ok {
 		return nil, fmt.Errorf("sparse: BM25 needs scorch's index reader, got %T", r)
 	}
-	st, err := statsOf(r)
-	if err != nil {
-		return nil, err
+	var st map[string]FieldStats
+	if q.stats != nil {
+		st = q.stats.Fields
+	} else {
+		var err error
+		if st, err = statsOf(r); err != nil {
+			return nil, err
+		}
 	}
-	segs := snap.Segments()
-	dicts := map[string][]segment.TermDictionary{} // per field, per segment
+	tp := newTermPostings(snap)
 	var terms []bm25Term
 	for _, c := range q.clauses {
 		fs := st[c.field]
 		if fs.Docs == 0 {
 			continue // no document has the field
 		}
-		if dicts[c.field] == nil {
-			ds := make([]segment.TermDictionary, len(segs))
-			for i, ss := range segs {
-				if ds[i], err = ss.Segment().Dictionary(c.field); err != nil {
-					return nil, fmt.Errorf("sparse: BM25 field %s: %w", c.field, err)
-				}
-			}
-			dicts[c.field] = ds
-		}
-		t := bm25Term{lists: make([]segment.PostingsList, len(segs))}
-		df := uint64(0)
-		for i, ss := range segs {
-			pl, err := dicts[c.field][i].PostingsList([]byte(c.term), ss.Deleted(), nil)
-			if err != nil {
-				return nil, fmt.Errorf("sparse: BM25 term %q in %s: %w", c.term, c.field, err)
-			}
-			if n := pl.Count(); n > 0 {
-				t.lists[i] = pl
-				df += n
-			}
+		lists, df, err := tp.postings(c.field, c.term)
+		if err != nil {
+			return nil, err
 		}
 		if df == 0 {
-			continue
+			continue // no document here holds the term
 		}
+		if q.stats != nil {
+			// The collection's df, which counts this snapshot's too.
+			if df = q.stats.DF[c.field][c.term]; df == 0 {
+				continue
+			}
+		}
+		// The same expressions whichever statistics: an index given its
+		// own scores bit for bit as it does alone.
 		n := float64(fs.Docs)
 		idf := math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
-		t.w = c.weight * idf * (q.k1 + 1)
-		t.c1 = q.k1 * q.b * n / float64(fs.Tokens)
-		terms = append(terms, t)
+		terms = append(terms, bm25Term{
+			lists: lists,
+			w:     c.weight * idf * (q.k1 + 1),
+			c1:    q.k1 * q.b * n / float64(fs.Tokens),
+		})
 	}
 	if len(terms) == 0 {
 		return searcher.NewMatchNoneSearcher(r)
 	}
 	s := &bm25Searcher{buf: buffers.Get().(*matchBuffers)}
 	s.docs, s.scores = s.buf.docs[:0], s.buf.scores[:0]
-	if err := s.score(ctx, segs, terms, q.k1*(1-q.b)); err != nil {
+	if err := s.score(ctx, tp.segs, terms, q.k1*(1-q.b)); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -45,6 +45,26 @@
 // values. TestBM25MatchesReference pins its scores, to 1e-6, to an
 // independent Python implementation over the same analysed tokens.
 //
+// # Sharded scoring
+//
+// A collection split into shards ranks as one index holding all its
+// documents would, in two phases after Bleve's pre-search. First each
+// shard's QueryStats reads, from one snapshot, the statistics of the
+// query's analysed terms in the searched fields: per field the documents
+// with a token in it and their total length, per term the live documents
+// holding it. These count disjoint sets of documents, so their sum
+// (Stats.Add) is the whole collection's. Then each shard searches with the
+// sum as Query.Stats: its scorer takes N, avgdl and df from the sum and tf
+// and dl from its own postings, through the same expressions as an
+// unsharded search, so every document scores bit for bit as in one index,
+// and the shards' top K, merged by score, are the one index's top K up to
+// the order of equal scores (TestShardedBM25MatchesOneIndex on SciFact,
+// TestShardedBM25Synthetic on a generated collection with replaced and
+// deleted documents). This holds when no shard changes between the two
+// phases. A filter restricts each shard's ranking and, as unsharded, no
+// statistic. Bleve's own BM25 keeps its statistics per segment layout
+// and refuses collection statistics.
+//
 // Bleve's BM25 is not the textbook formula (pinned in TestBM25PinnedScores):
 // sqrt(tf), k1=1.2 and b=0.75 fixed, average length ceil(vocabulary size /
 // doc count) per segment layout, query norm 1/sqrt(Σ idf²), and a coord

@@ -516,6 +516,15 @@ type Query struct {
 	Filter filter.Expr
 	// K is the number of hits to return.
 	K int
+	// Stats, when not nil, replaces the index's own statistics: N and the
+	// total length of each field, and each term's df, come from it (the
+	// sum of every shard's QueryStats for this query), so that the shard
+	// scores its documents exactly as one index holding every shard's
+	// documents would. Terms or fields absent from Stats count as absent
+	// from the collection. Only textbook BM25 takes it: with the schema's
+	// BM25Bleve scoring, Search returns an error saying so. A search with
+	// no Text scores nothing and ignores it.
+	Stats *Stats
 }
 
 // Hit is one ranked document.
@@ -541,7 +550,7 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 	switch {
 	case strings.TrimSpace(q.Text) != "":
 		var err error
-		if tq, err = x.textQuery(schema, q.Text, q.Fields); err != nil {
+		if tq, err = x.textQuery(schema, q.Text, q.Fields, q.Stats); err != nil {
 			return nil, err
 		}
 	case fq == nil:
@@ -644,15 +653,19 @@ func searchFields(schema *tandem.Schema, fields map[string]float64) ([]searchFie
 	return out, nil
 }
 
-// textQuery is the scored part of a search: textbook BM25 (bm25Query)
-// unless the schema chooses Bleve's scoring.
-func (x *Index) textQuery(schema *tandem.Schema, text string, fields map[string]float64) (query.Query, error) {
+// textQuery is the scored part of a search: textbook BM25 (bm25Query),
+// scored with stats when not nil, unless the schema chooses Bleve's
+// scoring, which takes no stats.
+func (x *Index) textQuery(schema *tandem.Schema, text string, fields map[string]float64, stats *Stats) (query.Query, error) {
 	sf, err := searchFields(schema, fields)
 	if err != nil {
 		return nil, err
 	}
 	scoring, k1, b := schema.BM25.Params()
 	if scoring == tandem.BM25Bleve {
+		if stats != nil {
+			return nil, errBleveStats
+		}
 		var qs []query.Query
 		for _, f := range sf {
 			mq := query.NewMatchQuery(text)
@@ -668,7 +681,20 @@ func (x *Index) textQuery(schema *tandem.Schema, text string, fields map[string]
 		}
 		return query.NewDisjunctionQuery(qs), nil
 	}
-	q := &bm25Query{k1: k1, b: b}
+	clauses, err := x.bm25Clauses(sf, text)
+	if err != nil {
+		return nil, err
+	}
+	return &bm25Query{clauses: clauses, k1: k1, b: b, stats: stats}, nil
+}
+
+// bm25Clauses analyses text with each searched field's analyzer: one
+// clause per field and distinct term, in the order of sf and then of the
+// terms, each weighted by the field's boost times the term's count in
+// text. Search scores these clauses and QueryStats reports their
+// statistics, so the two always agree on the terms.
+func (x *Index) bm25Clauses(sf []searchField, text string) ([]bm25Clause, error) {
+	var clauses []bm25Clause
 	for _, f := range sf {
 		a, err := x.analyzer(f.analyzer)
 		if err != nil {
@@ -684,10 +710,10 @@ func (x *Index) textQuery(schema *tandem.Schema, text string, fields map[string]
 		}
 		slices.Sort(terms)
 		for _, t := range terms {
-			q.clauses = append(q.clauses, bm25Clause{field: f.name, term: t, weight: f.boost * float64(count[t])})
+			clauses = append(clauses, bm25Clause{field: f.name, term: t, weight: f.boost * float64(count[t])})
 		}
 	}
-	return q, nil
+	return clauses, nil
 }
 
 // FilterBitmap returns the internal numbers of the documents matching e
