@@ -89,6 +89,41 @@
 //     scores every document exactly from the token file.
 //   - Docnums must be below 2^32 and the dimension a multiple of 8.
 //
+// # Sharded search
+//
+// A collection split into shards, each with its own Index, ranks as one
+// Index holding every document when a coordinator runs Candidates mode in
+// steps; Search itself is these steps over one index:
+//
+//  1. Each shard runs Collect with the same KPrime, CandidateCap and
+//     NProbe, and Allow restricted to its documents. A Collection holds,
+//     per query token, the shard's KPrime best token keys with their inner
+//     products, and the number of held documents the filter allows,
+//     counted up to CandidateCap+1.
+//  2. When a filter is set and the Allowed counts sum to at most
+//     CandidateCap, every allowed document is scored exactly: each shard
+//     runs Search with Mode Exhaustive and its Allow. Otherwise
+//     MergeCandidates chooses the candidates, each shard Rescores its own,
+//     and the coordinator merges the hits by score.
+//
+// Invariants:
+//
+//   - MergeCandidates keeps, per query token, the KPrime best tokens of
+//     the union of the collections; a token marked Skip (its document is
+//     filtered out after collection, or no longer held) keeps its place
+//     among them, as it does in FAISS's answer. Over one Collection it is
+//     the single index's choice.
+//   - Rescore scores with the same function as Search, so a document gets
+//     the same float32 score in whichever index and mode it is scored.
+//   - With exact (Flat) token indexes, the hits and their scores are those
+//     of Search on one Index holding every document, ties excepted (tied
+//     tokens or documents may be cut differently), provided every shard
+//     applies the filter the same way as that index (in FAISS, which it
+//     does while the filter's docnums are below 8·(2^31−1)).
+//   - Residual-code indexes have no shard-independent collection step:
+//     Collect returns ErrNoCollect. Their Rescore scores exactly from the
+//     token file.
+//
 // An Index is safe for concurrent use; Close frees the FAISS index and is
 // idempotent. It never closes the Store.
 //

@@ -580,6 +580,12 @@ func (x *Index) exhaustiveFromStoreLocked(ctx context.Context, query []float32, 
 		}
 	}
 	slices.Sort(nums)
+	return x.exactHitsLocked(ctx, query, nums, so)
+}
+
+// exactHitsLocked scores the given documents of the residual index exactly
+// from their stored tokens and keeps the best K.
+func (x *Index) exactHitsLocked(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
 	parallelWith(x.opts.Parallelism, len(nums), newExactScratch, func(i int, sc *exactScratch) {

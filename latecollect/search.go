@@ -71,25 +71,9 @@ type Hit struct {
 // belongs to an allowed document. When no more documents are allowed than
 // the candidate cap, they are all scored exactly without FAISS.
 func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions) ([]Hit, error) {
-	var so SearchOptions
-	if opts != nil {
-		so = *opts
-	}
-	if err := x.fillSearch(&so); err != nil {
+	so, err := x.prepareSearch(ctx, "search", query, opts)
+	if err != nil || len(query) == 0 {
 		return nil, err
-	}
-	dim := x.opts.Dim
-	if len(query)%dim != 0 {
-		return nil, fmt.Errorf("latecollect: search: %w: %d values is not a whole number of %d-dimensional tokens", ErrBadVector, len(query), dim)
-	}
-	if err := checkFinite(query, dim); err != nil {
-		return nil, fmt.Errorf("latecollect: search: query %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(query) == 0 {
-		return nil, nil
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -112,6 +96,26 @@ func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions
 		}
 	}
 	return x.rescoreLocked(ctx, query, cands, so)
+}
+
+// prepareSearch fills the search options and checks the query as every
+// search method (op names it in errors) does before taking the lock.
+func (x *Index) prepareSearch(ctx context.Context, op string, query []float32, opts *SearchOptions) (SearchOptions, error) {
+	var so SearchOptions
+	if opts != nil {
+		so = *opts
+	}
+	if err := x.fillSearch(&so); err != nil {
+		return so, err
+	}
+	dim := x.opts.Dim
+	if len(query)%dim != 0 {
+		return so, fmt.Errorf("latecollect: %s: %w: %d values is not a whole number of %d-dimensional tokens", op, ErrBadVector, len(query), dim)
+	}
+	if err := checkFinite(query, dim); err != nil {
+		return so, fmt.Errorf("latecollect: %s: query %w", op, err)
+	}
+	return so, ctx.Err()
 }
 
 func (x *Index) fillSearch(so *SearchOptions) error {
@@ -155,18 +159,19 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 // allowedAtMostLocked reports whether allow holds at most n documents of
 // the index.
 func (x *Index) allowedAtMostLocked(allow *roaring64.Bitmap, n int) bool {
-	if allow.GetCardinality() <= uint64(n) {
-		return true
-	}
+	return allow.GetCardinality() <= uint64(n) || x.countAllowedLocked(allow, n) <= n
+}
+
+// countAllowedLocked counts the documents of the index in allow, stopping
+// at n+1.
+func (x *Index) countAllowedLocked(allow *roaring64.Bitmap, n int) int {
 	c := 0
-	for it := allow.Iterator(); it.HasNext(); {
+	for it := allow.Iterator(); it.HasNext() && c <= n; {
 		if x.hasDocLocked(it.Next()) {
-			if c++; c > n {
-				return false
-			}
+			c++
 		}
 	}
-	return true
+	return c
 }
 
 // allowedDocsLocked lists the documents of the index in allow (all of them
@@ -199,12 +204,40 @@ func (x *Index) hasDocLocked(num uint64) bool {
 // collectLocked runs every query token through FAISS in one batched call
 // and returns the candidate documents, at most CandidateCap of them: those
 // whose approximate score (the sum over query tokens of the best collected
-// token of the document) is highest.
+// token of the document) is highest. It is MergeCandidates over this
+// index's own Collection, so that shards choose as one index would.
 func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOptions) ([]uint64, error) {
+	if so.KPrime == 0 || so.CandidateCap == 0 {
+		return nil, nil
+	}
+	tokens, err := x.tokenSearchLocked(ctx, query, so)
+	if err != nil {
+		return nil, err
+	}
+	picked := MergeCandidates([]*Collection{{Tokens: tokens}}, so.KPrime, so.CandidateCap)
+	cands := make([]uint64, len(picked))
+	for i, p := range picked {
+		cands[i] = p.Doc
+	}
+	return cands, nil
+}
+
+// tokenSearchLocked runs every query token through FAISS in one batched
+// call for its KPrime nearest token keys, best first. The filter is given
+// to FAISS as token-id ranges when it can be; otherwise (and for a token
+// whose document the index no longer holds) the token is kept, as it takes
+// one of the KPrime places, but marked Skip. With KPrime 0 every list is
+// empty.
+func (x *Index) tokenSearchLocked(ctx context.Context, query []float32, so SearchOptions) ([][]TokenHit, error) {
+	nq := len(query) / x.opts.Dim
+	out := make([][]TokenHit, nq)
+	if so.KPrime == 0 || nq == 0 {
+		return out, nil
+	}
 	fo := faiss.SearchOptions{NProbe: so.NProbe}
 	postFilter := false
 	if so.Allow != nil {
-		if x.filterAtCollection || so.Allow.Maximum() >= maxFilterDoc {
+		if x.filterAtCollection || (!so.Allow.IsEmpty() && so.Allow.Maximum() >= maxFilterDoc) {
 			postFilter = true
 		} else {
 			// FAISS gets a bitmap of documents and tests each token id
@@ -212,49 +245,26 @@ func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOpt
 			fo.Allow, fo.AllowShift = so.Allow, PositionBits
 		}
 	}
-	if so.KPrime == 0 || so.CandidateCap == 0 {
-		return nil, nil
-	}
 	res, err := x.mu.fx.Search(ctx, query, so.KPrime, fo)
 	if err != nil {
 		return nil, fmt.Errorf("latecollect: search: token index: %w", err)
 	}
-	type acc struct {
-		score float32
-		last  int // last query token that counted for this document
-	}
-	approx := map[uint64]*acc{}
 	for qi, r := range res {
+		if qi >= nq {
+			break
+		}
+		hits := make([]TokenHit, 0, len(r.IDs))
 		for j, id := range r.IDs {
+			if id < 0 {
+				continue // a missing result
+			}
 			num := uint64(id) >> PositionBits
-			a := approx[num]
-			if a == nil {
-				if postFilter && !so.Allow.Contains(num) {
-					continue
-				}
-				if !x.hasDocLocked(num) {
-					continue
-				}
-				a = &acc{last: -1}
-				approx[num] = a
-			}
-			if a.last != qi { // hits come best first: the first is the max
-				a.last = qi
-				a.score += r.Scores[j]
-			}
+			skip := (postFilter && !so.Allow.Contains(num)) || !x.hasDocLocked(num)
+			hits = append(hits, TokenHit{Doc: num, Score: r.Scores[j], Skip: skip})
 		}
+		out[qi] = hits
 	}
-	cands := slices.Collect(maps.Keys(approx))
-	slices.SortFunc(cands, func(a, b uint64) int {
-		if c := cmp.Compare(approx[b].score, approx[a].score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	if len(cands) > so.CandidateCap {
-		cands = cands[:so.CandidateCap]
-	}
-	return cands, nil
+	return out, nil
 }
 
 // rescoreLocked scores every token of every candidate exactly, spreading
