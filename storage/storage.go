@@ -41,6 +41,7 @@ const (
 	tagLog      = 'l' // l<seq>                -> change record
 	tagSnapshot = 's' // s<name>               -> snapshot record (JSON)
 	tagNum      = 'n' // n<docnum>             -> external id (cheap liveness check)
+	tagMark     = 'k' // k<name>               -> a caller's mark (Batch.SetMark)
 )
 
 var (
@@ -156,19 +157,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if o.MemTableSize == 0 {
-		o.MemTableSize = DefaultMemTableSize
-	}
-	switch {
-	case o.BlockCacheSize == 0:
-		o.BlockCacheSize = DefaultBlockCacheSize
-	case o.BlockCacheSize < 0:
-		o.BlockCacheSize = 0
-	}
-	bo = bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil).WithValueThreshold(valueThreshold).
-		WithMemTableSize(o.MemTableSize).WithNumMemtables(numMemtables).
-		WithBlockCacheSize(o.BlockCacheSize).WithValueLogFileSize(valueLogFileSize)
-	db, err := badger.Open(bo)
+	db, err := badger.Open(tune(bo, &o))
 	if err != nil {
 		return nil, fmt.Errorf("storage: open badger in %s: %w", dir, err)
 	}
@@ -200,6 +189,23 @@ func Open(dir string, opts *Options) (*Store, error) {
 		go s.collectGarbage()
 	}
 	return s, nil
+}
+
+// tune sets Tandem's Badger options from o.
+func tune(bo badger.Options, o *Options) badger.Options {
+	memTable, blockCache := o.MemTableSize, o.BlockCacheSize
+	if memTable == 0 {
+		memTable = DefaultMemTableSize
+	}
+	switch {
+	case blockCache == 0:
+		blockCache = DefaultBlockCacheSize
+	case blockCache < 0:
+		blockCache = 0
+	}
+	return bo.WithSyncWrites(!o.NoSync && !o.InMemory).WithLogger(nil).WithValueThreshold(valueThreshold).
+		WithMemTableSize(memTable).WithNumMemtables(numMemtables).
+		WithBlockCacheSize(blockCache).WithValueLogFileSize(valueLogFileSize)
 }
 
 // valueThreshold is the size above which Badger keeps a value in its value
@@ -407,7 +413,8 @@ type Change struct {
 // Batch is a set of puts and deletes committed as one transaction. Later
 // operations on the same id win. A Batch is not safe for concurrent use.
 type Batch struct {
-	ops []batchOp
+	ops   []batchOp
+	marks map[string][]byte
 }
 
 type batchOp struct {
@@ -427,6 +434,17 @@ func (b *Batch) Put(doc tandem.Doc, blobs map[string][]byte) {
 // no-op.
 func (b *Batch) Delete(id string) {
 	b.ops = append(b.ops, batchOp{op: OpDelete, doc: tandem.Doc{ID: id}})
+}
+
+// SetMark records a named value in the batch's transaction, so that it
+// is durable exactly when the batch is: package cluster records the
+// replicated log position a batch applies. Store.Mark reads it back. A
+// batch with marks and no operation still commits.
+func (b *Batch) SetMark(name string, value []byte) {
+	if b.marks == nil {
+		b.marks = map[string][]byte{}
+	}
+	b.marks[name] = value
 }
 
 // Len is the number of operations in the batch.
@@ -556,6 +574,11 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 			seq++
 			res.Put++
 			if err := txn.Set(logKey(seq), encodeChange(OpPut, num, op.doc.ID)); err != nil {
+				return err
+			}
+		}
+		for name, v := range b.marks {
+			if err := txn.Set(markKey(name), v); err != nil {
 				return err
 			}
 		}
@@ -792,6 +815,79 @@ func (s *Store) ScanBlobs(ctx context.Context, name string, fn func(num uint64, 
 		}
 		return nil
 	})
+}
+
+// Mark returns the value a committed batch recorded under name
+// (Batch.SetMark), and whether there is one.
+func (s *Store) Mark(name string) ([]byte, bool, error) {
+	var v []byte
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(markKey(name))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err = item.ValueCopy(nil)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: read mark %q: %w", name, err)
+	}
+	return v, v != nil, nil
+}
+
+// Backup writes a copy of every document, blob, mark, the schema and the
+// change log to w, read in one transaction, so it is the store as of one
+// committed batch even while batches commit. Restore makes a store of it.
+// Snapshots of derived indexes are not copied: a store restored from a
+// backup rebuilds them.
+func (s *Store) Backup(ctx context.Context, w io.Writer) error {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	st := s.db.NewStream()
+	st.LogPrefix = "storage.Backup"
+	// One producer: Badger's stream opens one read transaction per
+	// producer, and a single one reads a single committed state.
+	st.NumGo = 1
+	st.ChooseKey = func(item *badger.Item) bool { return item.Key()[0] != tagSnapshot }
+	if _, err := st.Backup(w, 0); err != nil {
+		return fmt.Errorf("storage: backup: %w", err)
+	}
+	return ctx.Err()
+}
+
+// Restore creates the store in dir, which must not hold one, from a
+// Backup read from r.
+func Restore(dir string, r io.Reader, opts *Options) error {
+	if _, err := os.Stat(filepath.Join(dir, "badger")); err == nil {
+		return fmt.Errorf("storage: restore into %s: it holds a store already", dir)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.InMemory = false
+	db, err := badger.Open(tune(badger.DefaultOptions(filepath.Join(dir, "badger")), &o))
+	if err != nil {
+		return fmt.Errorf("storage: restore into %s: %w", dir, err)
+	}
+	if err := db.Load(r, 256); err != nil {
+		db.Close()
+		return fmt.Errorf("storage: restore into %s: %w", dir, err)
+	}
+	if err := db.Sync(); err != nil {
+		db.Close()
+		return fmt.Errorf("storage: restore into %s: %w", dir, err)
+	}
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("storage: restore into %s: %w", dir, err)
+	}
+	return nil
 }
 
 // Changes returns up to limit changes with sequence numbers greater than
@@ -1075,6 +1171,7 @@ func docKey(n uint64) []byte     { return binary.BigEndian.AppendUint64([]byte{t
 func logKey(s uint64) []byte     { return binary.BigEndian.AppendUint64([]byte{tagLog}, s) }
 func numKey(n uint64) []byte     { return binary.BigEndian.AppendUint64([]byte{tagNum}, n) }
 func snapKey(n string) []byte    { return append([]byte{tagSnapshot}, n...) }
+func markKey(n string) []byte    { return append([]byte{tagMark}, n...) }
 func blobPrefix(n uint64) []byte { return binary.BigEndian.AppendUint64([]byte{tagBlob}, n) }
 func blobKey(n uint64, name string) []byte {
 	return append(blobPrefix(n), name...)
