@@ -176,18 +176,33 @@ func (e *Engine) resolve(name string) (retriever, error) {
 	return retriever{}, fmt.Errorf("%w: %q (this collection has: %s)", ErrUnknownRetriever, name, strings.Join(e.Retrievers(), ", "))
 }
 
-// Search runs req: each retriever concurrently, their rankings fused when
-// there are several. Hits are materialised from storage, so a document
-// deleted after a derived index last caught up is never returned. With a
-// filter, a hit never contradicts it even while a write is being applied:
-// when an index lags the change log, each hit's stored fields are checked
-// against the filter again.
-func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
-	start := time.Now()
+// Plan is a search request checked and resolved against a collection:
+// its retrievers with their depths and weights, its fusion method and its
+// compiled filter. Search makes one per request. Package cluster makes one
+// on the coordinating node and fuses every shard's rankings with it
+// (Plan.Fuse), so that a collection split over several engines fuses
+// exactly as one engine would. A Plan holds no lock and no native object.
+type Plan struct {
+	req        Request // K filled in, Retrievers at least bm25
+	schema     *tandem.Schema
+	rets       []retriever
+	method     fusion.Method
+	filter     filter.Expr
+	scoring    latecollect.Scoring
+	qvecs      map[string]tandem.Vectors // the request's query vectors, checked
+	needBitmap bool
+}
+
+// Plan checks req against the collection and resolves it.
+func (e *Engine) Plan(req Request) (*Plan, error) {
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
 	defer e.mu.RUnlock()
+	return e.plan(req)
+}
+
+func (e *Engine) plan(req Request) (*Plan, error) {
 	if req.K == 0 {
 		req.K = 10
 	}
@@ -198,9 +213,9 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 		req.Retrievers = []string{"bm25"}
 	}
 	want := req.K + req.Offset
+	p := &Plan{req: req}
 	rets := make([]retriever, 0, len(req.Retrievers))
 	seen := map[string]bool{}
-	needBitmap := false
 	for _, name := range req.Retrievers {
 		r, err := e.resolve(name)
 		if err != nil {
@@ -222,7 +237,7 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 			r.depth = want
 		}
 		r.weight = lookup(req.Weight, name, r)
-		needBitmap = needBitmap || r.kind != "bm25"
+		p.needBitmap = p.needBitmap || r.kind != "bm25"
 		rets = append(rets, r)
 	}
 	known := func(n string) bool {
@@ -245,26 +260,24 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	if req.Fusion != "" {
 		method = req.Fusion
 	}
-	fm, err := fusion.ParseMethod(method)
-	if err != nil {
+	var err error
+	if p.method, err = fusion.ParseMethod(method); err != nil {
 		return nil, fmt.Errorf("%w: fusion: %w", ErrBadRequest, err)
 	}
-	var scoring latecollect.Scoring
 	switch req.LateScoring {
 	case "", string(latecollect.ScoreAvgMax):
-		scoring = latecollect.ScoreAvgMax
+		p.scoring = latecollect.ScoreAvgMax
 	case string(latecollect.ScoreSumMax):
-		scoring = latecollect.ScoreSumMax
+		p.scoring = latecollect.ScoreSumMax
 	default:
 		return nil, fmt.Errorf("%w: late scoring %q (avg-max or sum-max)", ErrBadRequest, req.LateScoring)
 	}
 	schema := e.st.Schema()
-	var fe filter.Expr
 	if len(strings.TrimSpace(string(req.Filter))) > 0 {
-		if fe, err = filter.Parse(req.Filter); err != nil {
+		if p.filter, err = filter.Parse(req.Filter); err != nil {
 			return nil, err
 		}
-		if err := filter.Check(fe, schema); err != nil {
+		if err := filter.Check(p.filter, schema); err != nil {
 			return nil, err
 		}
 	}
@@ -277,8 +290,7 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	if err := sparse.CheckFields(schema, req.Fields); err != nil {
 		return nil, fmt.Errorf("%w: fields: %w", ErrBadRequest, err)
 	}
-	qvecs, err := e.queryVectors(req.Vectors)
-	if err != nil {
+	if p.qvecs, err = e.queryVectors(req.Vectors); err != nil {
 		return nil, err
 	}
 	noText := strings.TrimSpace(req.Text) == ""
@@ -287,7 +299,7 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 		if r.model == nil {
 			continue
 		}
-		v := qvecs[r.model.spec.Name]
+		v := p.qvecs[r.model.spec.Name]
 		if r.kind == "dense" {
 			r.query = v.Dense
 		} else if v.Tokens != nil {
@@ -305,8 +317,92 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 			return nil, fmt.Errorf("%w: empty query text: %s needs text or a query vector (bm25 alone ranks a filter's documents)", ErrBadRequest, r.name)
 		}
 	}
-	if noText && fe == nil && slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == "bm25" }) {
+	if noText && p.filter == nil && slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == "bm25" }) {
 		return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
+	}
+	p.req, p.rets, p.schema = req, rets, schema
+	return p, nil
+}
+
+// Retrievers names the plan's retrievers, canonically ("dense:<model>"),
+// in the request's order: the order of Fuse's lists and of each hit's
+// Sources.
+func (p *Plan) Retrievers() []string {
+	out := make([]string, len(p.rets))
+	for i, r := range p.rets {
+		out[i] = r.name
+	}
+	return out
+}
+
+// Depth is the number of hits retriever i contributes to fusion.
+func (p *Plan) Depth(i int) int { return p.rets[i].depth }
+
+// Fusion names the fusion method, "" when one retriever runs alone.
+func (p *Plan) Fusion() string {
+	if len(p.rets) == 1 {
+		return ""
+	}
+	return p.method.String()
+}
+
+// Fuse fuses the retrievers' rankings as Search does and returns the
+// request's page of hits (Offset to Offset+K). lists[i] is retriever i's
+// ranking, best first, cut to Depth(i); fusion.Item.Doc is any key that
+// identifies a document across the lists, and breaks ties in the fused
+// order.
+func (p *Plan) Fuse(lists [][]fusion.Item) ([]fusion.Hit, error) {
+	if len(lists) != len(p.rets) {
+		return nil, fmt.Errorf("engine: fuse: %d lists for %d retrievers", len(lists), len(p.rets))
+	}
+	want := p.req.K + p.req.Offset
+	var fused []fusion.Hit
+	if len(p.rets) == 1 {
+		fused = make([]fusion.Hit, len(lists[0]))
+		for i, it := range lists[0] {
+			fused[i] = fusion.Hit{Doc: it.Doc, Score: it.Score, Sources: []fusion.Source{{Rank: i + 1, RawScore: it.Score, Normalised: it.Score, Contribution: it.Score}}}
+		}
+	} else {
+		fl := make([]fusion.List, len(p.rets))
+		for i, r := range p.rets {
+			fl[i] = fusion.List{Name: r.name, Weight: r.weight, Depth: r.depth, Items: lists[i]}
+		}
+		var err error
+		if fused, err = fusion.Fuse(fl, fusion.Options{Method: p.method, Limit: want}); err != nil {
+			return nil, fmt.Errorf("engine: fuse: %w", err)
+		}
+	}
+	if p.req.Offset >= len(fused) {
+		return nil, nil
+	}
+	return fused[p.req.Offset:min(len(fused), want)], nil
+}
+
+// Hit is the result hit of fused hit h: its document's id and fields, and
+// each retriever's part in its score.
+func (p *Plan) Hit(h fusion.Hit, id string, fields map[string]any) tandem.Hit {
+	src := make([]tandem.Source, len(h.Sources))
+	for i, s := range h.Sources {
+		src[i] = tandem.Source{Retriever: p.rets[i].name, Rank: s.Rank, Score: s.RawScore, Contribution: s.Contribution}
+	}
+	return tandem.Hit{ID: id, DocNum: h.Doc, Score: h.Score, Fields: fields, Sources: src}
+}
+
+// Search runs req: each retriever concurrently, their rankings fused when
+// there are several. Hits are materialised from storage, so a document
+// deleted after a derived index last caught up is never returned. With a
+// filter, a hit never contradicts it even while a write is being applied:
+// when an index lags the change log, each hit's stored fields are checked
+// against the filter again.
+func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	p, err := e.plan(req)
+	if err != nil {
+		return nil, err
 	}
 	// Hits given by id alone are checked against the filter again, on
 	// their stored documents, only if an index lagged the change log when
@@ -314,47 +410,42 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	// at its latest version, or at a newer one written during the search.
 	// Hits with fields are always checked, so the fields never contradict
 	// the filter.
-	recheck := fe != nil && !e.indexesCurrent()
-	var allow *roaring64.Bitmap
-	if fe != nil && needBitmap {
-		if allow, err = e.sparse.FilterBitmap(ctx, schema, fe); err != nil {
-			return nil, fmt.Errorf("engine: filter: %w", err)
-		}
-	}
-	if err := e.retrieve(ctx, schema, req, fe, allow, scoring, rets); err != nil {
+	recheck := p.filter != nil && !e.indexesCurrent()
+	rets, err := e.run(ctx, p, nil)
+	if err != nil {
 		return nil, err
 	}
-
-	res := &Result{Retrievers: make([]string, len(rets)), RetrieverTook: make([]time.Duration, len(rets))}
+	res := &Result{Retrievers: p.Retrievers(), Fusion: p.Fusion(), RetrieverTook: make([]time.Duration, len(rets))}
+	lists := make([][]fusion.Item, len(rets))
 	for i, r := range rets {
-		res.Retrievers[i], res.RetrieverTook[i] = r.name, r.took
+		lists[i], res.RetrieverTook[i] = r.hits, r.took
 	}
-	var fused []fusion.Hit
-	if len(rets) == 1 {
-		fused = make([]fusion.Hit, len(rets[0].hits))
-		for i, it := range rets[0].hits {
-			fused[i] = fusion.Hit{Doc: it.Doc, Score: it.Score, Sources: []fusion.Source{{Rank: i + 1, RawScore: it.Score, Normalised: it.Score, Contribution: it.Score}}}
-		}
-	} else {
-		res.Fusion = fm.String()
-		lists := make([]fusion.List, len(rets))
-		for i, r := range rets {
-			lists[i] = fusion.List{Name: r.name, Weight: r.weight, Depth: r.depth, Items: r.hits}
-		}
-		if fused, err = fusion.Fuse(lists, fusion.Options{Method: fm, Limit: want}); err != nil {
-			return nil, fmt.Errorf("engine: fuse: %w", err)
-		}
+	fused, err := p.Fuse(lists)
+	if err != nil {
+		return nil, err
 	}
-	if req.Offset >= len(fused) {
-		fused = nil
-	} else {
-		fused = fused[req.Offset:min(len(fused), want)]
-	}
-	if err := e.materialise(ctx, schema, req, fe, recheck, res, fused); err != nil {
+	if err := e.materialise(ctx, p, recheck, res, fused); err != nil {
 		return nil, err
 	}
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// run runs the plan's retrievers, as one shard of a collection when so is
+// not nil, and returns them with their hits.
+func (e *Engine) run(ctx context.Context, p *Plan, so *ShardOptions) ([]retriever, error) {
+	var allow *roaring64.Bitmap
+	if p.filter != nil && p.needBitmap {
+		var err error
+		if allow, err = e.sparse.FilterBitmap(ctx, p.schema, p.filter); err != nil {
+			return nil, fmt.Errorf("engine: filter: %w", err)
+		}
+	}
+	rets := slices.Clone(p.rets)
+	if err := e.retrieve(ctx, p.schema, p, allow, rets, so); err != nil {
+		return nil, err
+	}
+	return rets, nil
 }
 
 // queryVectors checks a request's query vectors against the collection's
@@ -392,7 +483,8 @@ func lookup[T int | float64](m map[string]T, name string, r retriever) T {
 // retrieve runs the retrievers concurrently, filling each one's hits. The
 // goroutines are joined before it returns; the first error cancels the
 // others.
-func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Request, fe filter.Expr, allow *roaring64.Bitmap, scoring latecollect.Scoring, rets []retriever) error {
+func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, p *Plan, allow *roaring64.Bitmap, rets []retriever, so *ShardOptions) error {
+	req, fe, scoring := p.req, p.filter, p.scoring
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -435,7 +527,11 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 			switch r.kind {
 			case "bm25":
 				var hits []sparse.Hit
-				hits, err = e.sparse.Search(ctx, schema, sparse.Query{Text: req.Text, Fields: req.Fields, Filter: fe, K: r.depth})
+				q := sparse.Query{Text: req.Text, Fields: req.Fields, Filter: fe, K: r.depth}
+				if so != nil {
+					q.Stats = so.BM25
+				}
+				hits, err = e.sparse.Search(ctx, schema, q)
 				r.hits = make([]fusion.Item, len(hits))
 				for j, h := range hits {
 					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: h.Score}
@@ -471,11 +567,23 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, req Reques
 					qt = q.Tokens[0].Vectors
 				}
 				var hits []latecollect.Hit
-				so := &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring}
+				lo := &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring}
 				if r.exact {
-					so.Mode = latecollect.Exhaustive
+					lo.Mode = latecollect.Exhaustive
 				}
-				hits, err = r.model.late.Search(ctx, qt, so)
+				if w, ok := so.late(r.name); ok && !r.exact {
+					if w.AllAllowed {
+						// The union of the shards allows no more
+						// documents than the candidate cap: each scores
+						// all it allows, as one engine would.
+						lo.Mode = latecollect.Exhaustive
+						hits, err = r.model.late.Search(ctx, qt, lo)
+					} else {
+						hits, err = r.model.late.Rescore(ctx, qt, w.Docs, lo)
+					}
+				} else {
+					hits, err = r.model.late.Search(ctx, qt, lo)
+				}
 				r.hits = make([]fusion.Item, len(hits))
 				for j, h := range hits {
 					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}
@@ -527,21 +635,18 @@ func (e *Engine) indexesCurrent() bool {
 // document is gone, and hits whose stored document no longer matches fe:
 // always when it loads the documents, which it does for their fields or
 // when recheck is set.
-func (e *Engine) materialise(ctx context.Context, schema *tandem.Schema, req Request, fe filter.Expr, recheck bool, res *Result, fused []fusion.Hit) error {
+func (e *Engine) materialise(ctx context.Context, p *Plan, recheck bool, res *Result, fused []fusion.Hit) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	schema, req, fe := p.schema, p.req, p.filter
 	nums := make([]uint64, len(fused))
 	for i, h := range fused {
 		nums[i] = h.Doc
 	}
 	res.Hits = make([]tandem.Hit, 0, len(fused))
 	add := func(h fusion.Hit, id string, fields map[string]any) {
-		src := make([]tandem.Source, len(h.Sources))
-		for i, s := range h.Sources {
-			src[i] = tandem.Source{Retriever: res.Retrievers[i], Rank: s.Rank, Score: s.RawScore, Contribution: s.Contribution}
-		}
-		res.Hits = append(res.Hits, tandem.Hit{ID: id, DocNum: h.Doc, Score: h.Score, Fields: fields, Sources: src})
+		res.Hits = append(res.Hits, p.Hit(h, id, fields))
 	}
 	if req.IDsOnly && (fe == nil || !recheck) {
 		idOf, err := e.st.IDs(nums)

@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/sparse"
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// A collection split over several engines (the shards of package cluster)
+// is searched in phases, so that it ranks exactly as one engine holding
+// every document would:
+//
+//  1. the coordinating engine checks the request (Plan) and encodes the
+//     query once (EncodeQuery), so that no shard encodes it again;
+//  2. every shard reports the BM25 statistics of the query's terms
+//     (BM25Stats) and what its late-interaction token search collected
+//     (CollectLate); the coordinator sums the statistics and chooses the
+//     late-interaction candidates over every shard
+//     (latecollect.MergeCandidates);
+//  3. every shard ranks with the sums and its own candidates (Rank); the
+//     coordinator merges each retriever's lists into one, cut to its depth,
+//     and fuses them with its Plan;
+//  4. the shards load the page's documents (Fetch).
+//
+// Dense retrieval needs no phase of its own: a document's vector lives
+// with it, and each shard's best hits include every one of its documents
+// in the union's best hits. Ranks tied at equal scores may differ from
+// one engine's, which breaks ties by document number.
+
+// ShardOptions run a search as one shard of a collection split over
+// several engines.
+type ShardOptions struct {
+	// BM25 holds the collection's statistics for the query, the sum of
+	// every shard's BM25Stats; nil scores with this engine's own.
+	BM25 *sparse.Stats `json:"bm25,omitempty"`
+	// Late holds, per late-interaction retriever (canonical name,
+	// "late:<model>"), what this shard scores exactly. A retriever with no
+	// entry searches on its own (residual-code indexes, which collect
+	// nothing shard-independent).
+	Late map[string]LateWork `json:"late,omitempty"`
+}
+
+// LateWork is the part of a late-interaction search one shard scores:
+// the candidates the coordinator chose for it, or, with AllAllowed, every
+// document the filter allows (when every shard together allows no more
+// than the candidate cap, as one engine would).
+type LateWork struct {
+	Docs       []uint64 `json:"docs,omitempty"`
+	AllAllowed bool     `json:"all_allowed,omitempty"`
+}
+
+func (so *ShardOptions) late(name string) (LateWork, bool) {
+	if so == nil {
+		return LateWork{}, false
+	}
+	w, ok := so.Late[name]
+	return w, ok
+}
+
+// EncodeQuery returns req with a query vector in Vectors for every dense
+// and late-interaction retriever that would otherwise encode the text, so
+// that shards given it encode nothing. Each model encodes once.
+func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) {
+	if err := e.enter(); err != nil {
+		return req, err
+	}
+	defer e.mu.RUnlock()
+	p, err := e.plan(req)
+	if err != nil {
+		return req, err
+	}
+	need := map[*model]bool{} // model -> tokens wanted
+	for _, r := range p.rets {
+		if r.model != nil && r.query == nil {
+			need[r.model] = need[r.model] || r.kind == "late"
+		}
+	}
+	if len(need) == 0 {
+		return req, nil
+	}
+	vs := make(map[string]tandem.Vectors, len(req.Vectors)+len(need))
+	for k, v := range req.Vectors {
+		vs[k] = v
+	}
+	for m, tokens := range need {
+		b, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: tokens})
+		if err != nil {
+			return req, fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, err)
+		}
+		v := vs[m.spec.Name]
+		if m.spec.Dense && v.Dense == nil {
+			v.Dense = b.Vectors[0]
+		}
+		if tokens && v.Tokens == nil {
+			t := b.Tokens[0]
+			v.Tokens = make([][]float32, len(t.Vectors)/t.Dim)
+			for i := range v.Tokens {
+				v.Tokens[i] = t.Vectors[i*t.Dim : (i+1)*t.Dim : (i+1)*t.Dim]
+			}
+		}
+		vs[m.spec.Name] = v
+	}
+	req.Vectors = vs
+	return req, nil
+}
+
+// BM25Stats returns this engine's BM25 statistics for req's query terms,
+// nil when req runs no BM25 retriever or has no text.
+func (e *Engine) BM25Stats(ctx context.Context, req Request) (*sparse.Stats, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	p, err := e.plan(req)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range p.rets {
+		if r.kind == "bm25" && req.Text != "" {
+			st, err := e.sparse.QueryStats(ctx, p.schema, sparse.Query{Text: req.Text, Fields: req.Fields})
+			if err != nil {
+				return nil, fmt.Errorf("engine: bm25 statistics: %w", err)
+			}
+			return &st, nil
+		}
+	}
+	return nil, nil
+}
+
+// CollectLate runs the token search of each late-interaction retriever of
+// req (not the exhaustive ones) at its depth and returns what it
+// collected, by canonical retriever name. A retriever whose index cannot
+// collect (residual codes) has no entry. Query vectors come from
+// req.Vectors, else the text is encoded.
+func (e *Engine) CollectLate(ctx context.Context, req Request) (map[string]*latecollect.Collection, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	p, err := e.plan(req)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*latecollect.Collection{}
+	var allow *roaring64.Bitmap
+	for _, r := range p.rets {
+		if r.kind != "late" || r.exact {
+			continue
+		}
+		if p.filter != nil && allow == nil {
+			if allow, err = e.sparse.FilterBitmap(ctx, p.schema, p.filter); err != nil {
+				return nil, fmt.Errorf("engine: filter: %w", err)
+			}
+		}
+		qt := r.query
+		if qt == nil {
+			b, err := r.model.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: true})
+			if err != nil {
+				return nil, fmt.Errorf("engine: encode query with %s: %w", r.model.spec.Name, err)
+			}
+			qt = b.Tokens[0].Vectors
+		}
+		c, err := r.model.late.Collect(ctx, qt, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: p.scoring})
+		if errors.Is(err, latecollect.ErrNoCollect) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("engine: %s: %w", r.name, err)
+		}
+		out[r.name] = c
+	}
+	return out, nil
+}
+
+// Ranked is one retriever's ranking on one shard: its hits best first,
+// with their ids, cut to the retriever's depth.
+type Ranked struct {
+	Retriever string      `json:"retriever"`
+	Hits      []RankedHit `json:"hits"`
+}
+
+// RankedHit is one document of a Ranked list.
+type RankedHit struct {
+	ID     string  `json:"id"`
+	DocNum uint64  `json:"doc"`
+	Score  float64 `json:"score"`
+}
+
+// Rank runs req's retrievers as one shard of a collection (see
+// ShardOptions) and returns their rankings, unfused, in the order of
+// Plan.Retrievers. A document deleted since an index last caught up is
+// left out.
+func (e *Engine) Rank(ctx context.Context, req Request, so *ShardOptions) ([]Ranked, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	p, err := e.plan(req)
+	if err != nil {
+		return nil, err
+	}
+	rets, err := e.run(ctx, p, so)
+	if err != nil {
+		return nil, err
+	}
+	var nums []uint64
+	for _, r := range rets {
+		for _, h := range r.hits {
+			nums = append(nums, h.Doc)
+		}
+	}
+	idOf, err := e.st.IDs(nums)
+	if err != nil {
+		return nil, fmt.Errorf("engine: load hits: %w", err)
+	}
+	out := make([]Ranked, len(rets))
+	for i, r := range rets {
+		out[i] = Ranked{Retriever: r.name, Hits: make([]RankedHit, 0, len(r.hits))}
+		for _, h := range r.hits {
+			if id, ok := idOf[h.Doc]; ok {
+				out[i].Hits = append(out[i].Hits, RankedHit{ID: id, DocNum: h.Doc, Score: h.Score})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Fetch loads the documents with the given ids that exist and match
+// req's filter (when it has one), for the page of a sharded search.
+// Documents deleted since they were ranked are left out.
+func (e *Engine) Fetch(ctx context.Context, req Request, ids []string) (map[string]tandem.Doc, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	schema := e.st.Schema()
+	var fe filter.Expr
+	if len(req.Filter) > 0 {
+		var err error
+		if fe, err = filter.Parse(req.Filter); err != nil {
+			return nil, err
+		}
+		if err := filter.Check(fe, schema); err != nil {
+			return nil, err
+		}
+	}
+	nums := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		n, ok, err := e.st.Lookup(id)
+		if err != nil {
+			return nil, fmt.Errorf("engine: fetch %q: %w", id, err)
+		}
+		if ok {
+			nums = append(nums, n)
+		}
+	}
+	docs, err := e.st.GetMany(nums)
+	if err != nil {
+		return nil, fmt.Errorf("engine: fetch: %w", err)
+	}
+	out := make(map[string]tandem.Doc, len(docs))
+	for _, d := range docs {
+		if fe == nil || filter.Match(fe, schema, d.Fields) {
+			out[d.ID] = d
+		}
+	}
+	return out, nil
+}
+
+// Prepared is a document ready to commit: checked against the schema,
+// with a blob for every model of the collection, from the vectors it
+// brought or encoded. Package cluster replicates prepared documents, so
+// that a document is encoded once, by the node that accepted it, and every
+// replica stores the same vectors.
+type Prepared struct {
+	Doc   tandem.Doc        `json:"doc"`
+	Blobs map[string][]byte `json:"blobs,omitempty"`
+}
+
+// Prepare checks docs and computes their blobs as Index does before it
+// commits them. A document's error is a *storage.BatchError naming it by
+// its index in docs. Fields a document adds to a non-strict schema are
+// checked against the schema as it is, not as the earlier documents of
+// docs would extend it.
+func (e *Engine) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	schema := e.st.Schema()
+	cs := make([]checked, len(docs))
+	for i, d := range docs {
+		c, err := e.check(schema, d)
+		if err != nil {
+			return nil, &storage.BatchError{Index: i, ID: d.ID, Err: err}
+		}
+		cs[i] = c
+	}
+	var blobs []map[string][]byte
+	if len(e.models) > 0 {
+		in, err := e.tokenize(cs)
+		if err != nil {
+			return nil, err
+		}
+		if blobs, _, err = e.encodeChecked(ctx, cs, in); err != nil {
+			var de *docError
+			if errors.As(err, &de) {
+				return nil, &storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}
+			}
+			return nil, err
+		}
+	}
+	out := make([]Prepared, len(docs))
+	for i, c := range cs {
+		d := c.doc
+		d.Vectors = nil // in the blobs now
+		out[i] = Prepared{Doc: d}
+		if blobs != nil {
+			out[i].Blobs = blobs[i]
+		}
+	}
+	return out, nil
+}
+
+// ChooseLate decides, from every shard's CollectLate result for the
+// late-interaction retriever name (cols[i] is shard i's), what each shard
+// scores, as this engine's own search would choose over the union of the
+// shards (latecollect.Index.Choose).
+func (e *Engine) ChooseLate(req Request, name string, cols []*latecollect.Collection) ([]LateWork, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	p, err := e.plan(req)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range p.rets {
+		if r.name != name || r.kind != "late" {
+			continue
+		}
+		so := &latecollect.SearchOptions{K: r.depth, Scoring: p.scoring}
+		if p.filter != nil {
+			// The filter's presence decides the rule; the shards counted
+			// the documents it allows.
+			so.Allow = roaring64.New()
+		}
+		all, docs, err := r.model.late.Choose(cols, so)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %s: %w", name, err)
+		}
+		out := make([]LateWork, len(cols))
+		for i := range out {
+			if all {
+				out[i].AllAllowed = true
+			} else {
+				out[i].Docs = docs[i]
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %q is not a late-interaction retriever of the request", ErrBadRequest, name)
+}
