@@ -52,7 +52,10 @@ func MulT(a []float32, m int, b []float32, n, k int, c []float32, ldc int) error
 
 // MulV sets y[i] to the inner product of row i of a with x, for i < n: a
 // holds n rows of k values. For one query against many rows it reads a
-// once, where MulT would first copy it.
+// once, where MulT would first copy it. Each y[i] is a function of row i
+// and x alone, to the bit: it does not depend on n or on where the row
+// sits, so a vector scores the same in any index that holds it (a
+// collection's shards and the collection on one node, say).
 func MulV(a []float32, n, k int, x, y []float32) error {
 	if n <= 0 || k <= 0 {
 		return nil
@@ -60,7 +63,27 @@ func MulV(a []float32, n, k int, x, y []float32) error {
 	if len(a) < n*k || len(x) < k || len(y) < n {
 		return fmt.Errorf("blas: MulV: %d×%d by %d values into %d: sizes do not fit", n, k, len(x), len(y))
 	}
-	C.cblas_sgemv(rowMajor, noTrans, C.int(n), C.int(k), 1, (*C.float)(&a[0]), C.int(k),
-		(*C.float)(&x[0]), 1, 0, (*C.float)(&y[0]), 1)
+	// OpenBLAS computes rows in groups (of 4 with the kernels it picks on
+	// x86-64) and a trailing partial group with another kernel, which
+	// rounds differently: a row's product would then depend on how many
+	// rows follow it. Whole groups of mulVGroup rows go through the main
+	// kernel here; the last partial group is copied, padded with zero rows.
+	main := n - n%mulVGroup
+	if main > 0 {
+		C.cblas_sgemv(rowMajor, noTrans, C.int(main), C.int(k), 1, (*C.float)(&a[0]), C.int(k),
+			(*C.float)(&x[0]), 1, 0, (*C.float)(&y[0]), 1)
+	}
+	if rest := n - main; rest > 0 {
+		pad := make([]float32, mulVGroup*k+mulVGroup)
+		copy(pad, a[main*k:n*k])
+		out := pad[mulVGroup*k:]
+		C.cblas_sgemv(rowMajor, noTrans, C.int(mulVGroup), C.int(k), 1, (*C.float)(&pad[0]), C.int(k),
+			(*C.float)(&x[0]), 1, 0, (*C.float)(&out[0]), 1)
+		copy(y[main:n], out)
+	}
 	return nil
 }
+
+// mulVGroup is a multiple of every row group OpenBLAS's single-precision
+// matrix-vector kernels use.
+const mulVGroup = 16

@@ -90,3 +90,41 @@ func BenchmarkMulTCentroids(b *testing.B) {
 		MulT(cent, nlist, q, nq, dim, c, nq)
 	}
 }
+
+// TestMulVPositionIndependent checks that a row's product is the same, to
+// the bit, whatever the number of rows and wherever the row sits: without
+// the grouping MulV does, OpenBLAS rounds a trailing partial group of
+// rows differently (about one row in ten differed here).
+func TestMulVPositionIndependent(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, k := range []int{7, 32, 384, 1000} {
+		const n = 203
+		a, x := make([]float32, n*k), make([]float32, k)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		full := make([]float32, n)
+		if err := MulV(a, n, k, x, full); err != nil {
+			t.Fatal(err)
+		}
+		for start := range 20 {
+			for _, m := range []int{1, 2, 3, 5, 16, 17, 31, 64, 100, n - start} {
+				if start+m > n {
+					continue
+				}
+				y := make([]float32, m)
+				if err := MulV(a[start*k:(start+m)*k], m, k, x, y); err != nil {
+					t.Fatal(err)
+				}
+				for i := range m {
+					if y[i] != full[start+i] {
+						t.Fatalf("k %d: row %d scores %v among rows %d..%d and %v among all %d", k, start+i, y[i], start, start+m-1, full[start+i], n)
+					}
+				}
+			}
+		}
+	}
+}
