@@ -1,0 +1,354 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/fusion"
+	"github.com/tandemsearch/tandem/latecollect"
+)
+
+// testCluster starts n nodes in this process, each with its own Raft and
+// HTTP listeners on loopback.
+func testCluster(t *testing.T, n int, eopts engine.Options) []*Node {
+	t.Helper()
+	var peers []Peer
+	var rls, hls []net.Listener
+	for i := range n {
+		rl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rls, hls = append(rls, rl), append(hls, hl)
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i), Raft: rl.Addr().String(), HTTP: hl.Addr().String()})
+	}
+	root := t.TempDir()
+	var nodes []*Node
+	for i := range n {
+		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+			RaftListener: rls[i], HTTPListener: hls[i], Engine: eopts, Log: testLog{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+		t.Cleanup(func() { nd.Close() })
+	}
+	return nodes
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Logf("%s", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// corpus is Cranfield from ../shared/data when it is there (the first
+// limit documents), else generated documents; each gets a keyword and a
+// number field for filters.
+func corpus(t *testing.T, limit int) (docs []tandem.Doc, queries []string) {
+	dir := filepath.Join("..", "..", "shared", "data", "cranfield")
+	f, err := os.Open(filepath.Join(dir, "corpus.jsonl"))
+	if err != nil {
+		t.Logf("Cranfield is absent (%v): using generated documents", err)
+		topics := []string{"volcanoes erupt lava and ash", "bees make honey in hives", "trains run on steel rails",
+			"glaciers carve valleys slowly", "violins have four strings", "bread rises with yeast",
+			"comets have icy tails", "owls hunt at night", "tides follow the moon", "coral reefs shelter fish"}
+		for i := range limit {
+			tp := topics[i%len(topics)]
+			docs = append(docs, tandem.Doc{ID: fmt.Sprint("g", i), Fields: map[string]any{
+				"title": fmt.Sprintf("Note %d on %s", i, strings.Fields(tp)[0]),
+				"text":  fmt.Sprintf("%s; note %d says %s again, and %s.", tp, i, strings.Fields(tp)[1], topics[(i*7)%len(topics)])}})
+		}
+		queries = append(queries, topics...)
+	} else {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() && len(docs) < limit {
+			var r struct{ ID, Title, Text string }
+			var raw map[string]string
+			if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
+				t.Fatal(err)
+			}
+			r.ID, r.Title, r.Text = raw["_id"], raw["title"], raw["text"]
+			if strings.TrimSpace(r.Title+r.Text) == "" {
+				continue
+			}
+			docs = append(docs, tandem.Doc{ID: r.ID, Fields: map[string]any{"title": r.Title, "text": r.Text}})
+		}
+		qf, err := os.ReadFile(filepath.Join(dir, "queries.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(qf)), "\n") {
+			var q map[string]string
+			if err := json.Unmarshal([]byte(line), &q); err != nil {
+				t.Fatal(err)
+			}
+			queries = append(queries, q["text"])
+		}
+	}
+	for i := range docs {
+		docs[i].Fields["group"] = []string{"red", "green", "blue"}[i%3]
+		docs[i].Fields["year"] = float64(1950 + i%40)
+	}
+	return docs, queries
+}
+
+func testSchema() *tandem.Schema {
+	s := &tandem.Schema{Strict: true, Fields: []tandem.Field{
+		{Name: "title", Type: tandem.Text}, {Name: "text", Type: tandem.Text},
+		{Name: "group", Type: tandem.Keyword}, {Name: "year", Type: tandem.Number}}}
+	s.Fill()
+	return s
+}
+
+// withVectors returns docs carrying the vectors e computes for them, so
+// that every collection they go into stores the same ones.
+func withVectors(t *testing.T, e *engine.Engine, docs []tandem.Doc) []tandem.Doc {
+	t.Helper()
+	ctx := context.Background()
+	var out []tandem.Doc
+	for i := 0; i < len(docs); i += 64 {
+		p, err := e.Prepare(ctx, docs[i:min(i+64, len(docs))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pd := range p {
+			d := pd.Doc
+			m := encoder.DefaultModel
+			var v tandem.Vectors
+			if b := pd.Blobs[dense.BlobName(m)]; b != nil {
+				if v.Dense, err = dense.DecodeVector(b, len(b)/4); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if b := pd.Blobs[latecollect.BlobName(m)]; b != nil {
+				flat, dim, err := latecollect.DecodeTokens(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := 0; r < len(flat); r += dim {
+					v.Tokens = append(v.Tokens, flat[r:r+dim])
+				}
+			}
+			d.Vectors = map[string]tandem.Vectors{m: v}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestEquivalence indexes the same documents, with the same vectors, into
+// one engine and into a 3-node cluster as 3 shards, once with 3 replicas
+// (every node holds every shard: searches read local replicas) and once
+// with 1 (each node holds one shard: searches go over HTTP), then checks
+// that every mode and fusion method, with and without filters, ranks
+// alike: the same hits in the same order (documents tied at equal scores
+// may swap), scores and each retriever's part equal to 1e-6.
+func TestEquivalence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: encodes and indexes a collection four times")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	docs, queries := corpus(t, 400)
+	queries = queries[:min(len(queries), 8)]
+	eopts := engine.Options{NoSync: true, EncoderThreads: 2}
+	single, err := engine.Open(t.TempDir(), &engine.Options{Schema: testSchema(), Dense: []string{encoder.DefaultModel},
+		Late: []string{encoder.DefaultModel}, LateIndex: "Flat", NoSync: true, EncoderThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer single.Close()
+	docs = withVectors(t, single, docs)
+	// Updates and deletes after the first pass, so that indexes hold dead
+	// documents and statistics move.
+	updated := make([]tandem.Doc, 0, 40)
+	for i := 0; i < 40; i++ {
+		d := docs[i*7]
+		d.Fields = map[string]any{"title": d.Fields["title"], "text": d.Fields["text"], "group": "red", "year": float64(2001)}
+		updated = append(updated, d)
+	}
+	var deleted []string
+	for i := 0; i < 30; i++ {
+		deleted = append(deleted, docs[i*11+3].ID)
+	}
+	write := func(index func([]tandem.Doc) error, del func([]string) error) {
+		for i := 0; i < len(docs); i += 100 {
+			if err := index(docs[i:min(i+100, len(docs))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := index(updated); err != nil {
+			t.Fatal(err)
+		}
+		if err := del(deleted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(d []tandem.Doc) error { _, err := single.Index(ctx, d); return err },
+		func(ids []string) error { _, err := single.Delete(ctx, ids); return err })
+
+	nodes := testCluster(t, 3, eopts)
+	for _, replicas := range []int{3, 1} {
+		name := fmt.Sprintf("r%d", replicas)
+		spec := CollectionSpec{Name: name, Shards: 3, Replicas: replicas, Schema: testSchema(),
+			Dense: []string{encoder.DefaultModel}, Late: []string{encoder.DefaultModel}, LateIndex: "Flat"}
+		if err := nodes[0].CreateCollection(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s created", name)
+		pos := Position{}
+		// Writes enter at different nodes.
+		k := 0
+		write(func(d []tandem.Doc) error {
+			k++
+			r, err := nodes[k%3].Index(ctx, name, d)
+			pos.Merge(r.Position)
+			return err
+		}, func(ids []string) error {
+			r, err := nodes[2].Delete(ctx, name, ids)
+			pos.Merge(r.Position)
+			return err
+		})
+		t.Logf("%s written: %v", name, pos)
+		t.Run(name, func(t *testing.T) {
+			checkEquivalent(t, ctx, single, nodes, name, queries, pos)
+		})
+	}
+}
+
+func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, nodes []*Node, coll string, queries []string, pos Position) {
+	modes := [][]string{{"bm25"}, {"dense"}, {"late"}, {"late-exact"}, {"bm25", "dense"}, {"bm25", "dense", "late"}}
+	filters := []string{"", `{"term":{"group":"red"}}`, `{"range":{"year":{"gte":1985}}}`}
+	compared := 0
+	for qi, q := range queries {
+		for _, mode := range modes {
+			methods := []string{""}
+			if len(mode) > 1 {
+				methods = nil
+				for _, m := range fusion.Methods() {
+					methods = append(methods, m.String())
+				}
+			}
+			for _, method := range methods {
+				for fi, f := range filters {
+					req := engine.Request{Text: q, Retrievers: mode, Fusion: method, K: 20, Filter: []byte(f)}
+					if method == "wrrf" {
+						req.Weight = map[string]float64{"bm25": 0.5, "dense": 2}
+					}
+					// The query is encoded once, for both.
+					req, err := single.EncodeQuery(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := single.Search(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					node := nodes[(qi+fi)%len(nodes)]
+					got, err := node.Search(ctx, coll, req, &SearchOptions{MinPosition: pos})
+					if err != nil {
+						t.Fatalf("%s: query %d %v %s filter %q: %v", node.ID(), qi, mode, method, f, err)
+					}
+					if msg := sameRanking(got.Hits, want.Hits); msg != "" {
+						t.Errorf("query %d %q, %v %s, filter %q: %s", qi, q, mode, method, f, msg)
+					}
+					if len(want.Hits) > 0 {
+						compared++
+					}
+				}
+			}
+		}
+	}
+	if compared == 0 {
+		t.Fatal("no search had hits to compare")
+	}
+	t.Logf("%d searches compared", compared)
+}
+
+// sameRanking compares two rankings: equal length, scores and each
+// retriever's raw score and contribution equal to 1e-6, and the same ids
+// in the same order except within a run of tied scores, where they must be
+// the same set (unless the run reaches the end of the list, where the cut
+// may keep different ones of the tied documents).
+func sameRanking(got, want []tandem.Hit) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d hits, want %d (got %s; want %s)", len(got), len(want), ids(got), ids(want))
+	}
+	const eps = 1e-6
+	for i := range want {
+		if math.Abs(got[i].Score-want[i].Score) > eps {
+			return fmt.Sprintf("hit %d: score %v, want %v (got %s %+v; want %s %+v)", i, got[i].Score, want[i].Score, got[i].ID, got[i].Sources, want[i].ID, want[i].Sources)
+		}
+	}
+	for i := 0; i < len(want); {
+		j := i + 1
+		for j < len(want) && math.Abs(want[j].Score-want[i].Score) <= eps {
+			j++
+		}
+		if j == len(want) && j-i > 1 {
+			break // a tie cut by K
+		}
+		set := map[string]bool{}
+		for _, h := range want[i:j] {
+			set[h.ID] = true
+		}
+		for _, h := range got[i:j] {
+			if !set[h.ID] {
+				return fmt.Sprintf("hits %d-%d: %s, want %s", i, j-1, ids(got[i:j]), ids(want[i:j]))
+			}
+		}
+		i = j
+	}
+	byID := map[string]tandem.Hit{}
+	for _, h := range got {
+		byID[h.ID] = h
+	}
+	for _, w := range want {
+		g, ok := byID[w.ID]
+		if !ok {
+			continue // a tie cut by K
+		}
+		if len(g.Sources) != len(w.Sources) {
+			return fmt.Sprintf("%s: %d sources, want %d", w.ID, len(g.Sources), len(w.Sources))
+		}
+		for k := range w.Sources {
+			gs, ws := g.Sources[k], w.Sources[k]
+			if gs.Retriever != ws.Retriever || math.Abs(gs.Score-ws.Score) > eps || math.Abs(gs.Contribution-ws.Contribution) > eps || (gs.Rank == 0) != (ws.Rank == 0) {
+				return fmt.Sprintf("%s: source %d %+v, want %+v", w.ID, k, gs, ws)
+			}
+		}
+	}
+	return ""
+}
+
+func ids(hs []tandem.Hit) string {
+	var b strings.Builder
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s:%.4f", h.ID, h.Score)
+	}
+	return b.String()
+}

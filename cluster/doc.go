@@ -1,0 +1,62 @@
+// Package cluster runs a Tandem collection over several nodes: sharded by
+// document id, each shard replicated by a Raft group (hashicorp/raft), and
+// searched from any node as if it were one engine.
+//
+// # Replication
+//
+// A node runs one Raft group per shard replica it holds, plus a metadata
+// group of every node that replicates the collections' specs and shard
+// placement (CollectionSpec). All groups share one TCP listener; each
+// connection names its group first. Raft's logs and stable state live in
+// one Badger database per node (raftStore), synced on every append.
+//
+// A shard's log entries are write batches. The node that accepts a write
+// checks the documents and computes their vectors once
+// (engine.Engine.Prepare), so every replica stores the same vectors and
+// none runs an encoder for it; the entry carries documents and blobs. A
+// write is acknowledged when Raft has committed its entry on a majority of
+// the shard's replicas and the leader has applied it.
+//
+// Invariants:
+//
+//   - A document's shard is ShardOf(id, shards), fixed at creation, so an
+//     upsert or a delete always goes where the document is.
+//   - Every replica applies its group's committed entries in log order
+//     through the engine's batch path (engine.Engine.Write), and records
+//     the entry's Raft index in the same Badger transaction (a storage
+//     mark). After a crash Raft replays its log from its last snapshot and
+//     the replica skips every entry at or below its mark: nothing is
+//     applied twice and nothing skipped. Replicas of a shard hold the same
+//     documents under the same document numbers.
+//   - An entry the engine refuses (a document the schema refuses, a batch
+//     too large) is refused alike on every replica, which records only its
+//     mark; the writer gets the error. Any other failure to apply (a full
+//     disk) takes the replica out of service instead of letting it skip
+//     the entry: its group goes on without it, and a restart applies the
+//     entry again.
+//   - Raft snapshots are backups of the shard's store read in one
+//     transaction (storage.Store.Backup); a replica too far behind for the
+//     log restores one and rebuilds its derived indexes from it.
+//   - A collection's schema is strict: a shard cannot infer a new field the
+//     way every other shard would.
+//
+// # Search
+//
+// Any node coordinates a search (Node.Search), in the phases the engine's
+// shard API describes: the query is encoded once, on the coordinator; BM25
+// scores with the whole collection's statistics, summed from every
+// shard's; late interaction chooses its candidates over every shard's
+// token collection; each retriever's per-shard lists are merged into one
+// list, cut to the retriever's depth, before fusion; the page's documents
+// are fetched from their shards. With exact indexes (flat dense and token
+// indexes, which the automatic choice makes below 10,000 vectors and
+// 100,000 tokens per shard) a sharded collection ranks exactly as one
+// engine holding the same documents; ties at equal scores are broken by
+// document id, where one engine breaks them by document number.
+// Approximate indexes (IVF, residual codes) approximate per shard.
+//
+// Each shard is read from this node's replica when it holds one, else from
+// another replica over HTTP. A search given a Position (a write's
+// WriteResult.Position) waits for the replicas it reads to have applied
+// that far: read-your-writes.
+package cluster

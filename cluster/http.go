@@ -1,0 +1,260 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/filter"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// maxInternalBody bounds a request between nodes: an entry is at most
+// maxEntryBytes plus one document.
+const maxInternalBody = 256 << 20
+
+// Handler serves the endpoints other nodes call (under /_cluster/) and
+// the cluster's status (GET /_cluster/status); every other path goes to
+// next, when it is not nil.
+func (n *Node) Handler(next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /_cluster/meta", n.handleMeta)
+	mux.HandleFunc("POST /_cluster/apply/{coll}/{shard}", n.handleApply)
+	mux.HandleFunc("POST /_cluster/leader/{coll}/{shard}", n.handleLeader)
+	mux.HandleFunc("POST /_cluster/shard/{coll}/{shard}/{phase}", n.handleShard)
+	mux.HandleFunc("GET /_cluster/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
+	if next != nil {
+		mux.Handle("/", next)
+	}
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+// statusOf maps an error to the status another node acts on: 503 to try
+// elsewhere or later, 400 for the request's own fault, 404, else 500.
+func statusOf(err error) int {
+	var be *tandem.FieldError
+	var ve *tandem.VectorError
+	var fe *filter.Error
+	var re *remoteError
+	switch {
+	case errors.As(err, &re):
+		return re.Status
+	case errors.Is(err, errOutOfService), errors.Is(err, ErrNotLeader), errors.Is(err, raft.ErrNotLeader),
+		errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrNoCollection):
+		return http.StatusNotFound
+	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrUnknownRetriever), errors.Is(err, ErrExists),
+		errors.As(err, &be), errors.As(err, &ve), errors.As(err, &fe), errors.Is(err, errBadEntry):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+func (n *Node) replicaOf(w http.ResponseWriter, r *http.Request) (*replica, bool) {
+	c, err := n.collection(r.PathValue("coll"))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err) // not yet known here
+		return nil, false
+	}
+	s, err := strconv.Atoi(r.PathValue("shard"))
+	if err != nil || s < 0 || s >= c.spec.Shards {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("cluster: bad shard %q", r.PathValue("shard")))
+		return nil, false
+	}
+	n.mu.RLock()
+	rep := c.replicas[s]
+	n.mu.RUnlock()
+	if rep == nil {
+		writeError(w, http.StatusMisdirectedRequest, fmt.Errorf("cluster: %s shard %d is not on node %s", c.spec.Name, s, n.cfg.ID))
+		return nil, false
+	}
+	return rep, true
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return nil, false
+	}
+	return b, true
+}
+
+func (n *Node) handleMeta(w http.ResponseWriter, r *http.Request) {
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	if n.meta.State() != raft.Leader {
+		writeError(w, http.StatusServiceUnavailable, ErrNotLeader)
+		return
+	}
+	f := n.meta.Apply(b, timeoutOf(r.Context()))
+	if err := f.Error(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (n *Node) handleApply(w http.ResponseWriter, r *http.Request) {
+	rep, ok := n.replicaOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	if rep.raft.State() != raft.Leader {
+		writeError(w, http.StatusServiceUnavailable, ErrNotLeader)
+		return
+	}
+	ar, err := rep.applyLocal(r.Context(), b)
+	if err != nil {
+		st := statusOf(err)
+		if st == http.StatusInternalServerError {
+			var be interface{ Unwrap() error }
+			if errors.As(err, &be) {
+				st = http.StatusBadRequest
+			}
+		}
+		writeError(w, st, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ar)
+}
+
+func (n *Node) handleLeader(w http.ResponseWriter, r *http.Request) {
+	rep, ok := n.replicaOf(w, r)
+	if !ok {
+		return
+	}
+	_, id := rep.raft.LeaderWithID()
+	writeJSON(w, http.StatusOK, map[string]string{"leader": string(id)})
+}
+
+func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
+	rep, ok := n.replicaOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var sr shardRequest
+	if err := json.Unmarshal(b, &sr); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("cluster: shard request: %w", err))
+		return
+	}
+	var out any
+	switch r.PathValue("phase") {
+	case "prepare":
+		out = &shardPrepared{}
+	case "rank":
+		out = &[]engine.Ranked{}
+	case "fetch":
+		out = &map[string]tandem.Doc{}
+	default:
+		writeError(w, http.StatusNotFound, fmt.Errorf("cluster: unknown phase %q", r.PathValue("phase")))
+		return
+	}
+	if err := rep.serve(r.Context(), r.PathValue("phase"), &sr, out); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Status describes a node's view of the cluster.
+type Status struct {
+	Node        string             `json:"node"`
+	MetaLeader  string             `json:"meta_leader"`
+	Peers       []Peer             `json:"peers"`
+	Collections []CollectionStatus `json:"collections"`
+	// Failed lists replicas of this node taken out of service.
+	Failed []string `json:"failed,omitempty"`
+}
+
+// CollectionStatus is a collection as this node sees it.
+type CollectionStatus struct {
+	Spec   CollectionSpec `json:"spec"`
+	Shards []ShardStatus  `json:"shards"`
+}
+
+// ShardStatus is one shard as this node sees it: its leader and, when
+// this node holds a replica, how far it has applied.
+type ShardStatus struct {
+	Shard   int    `json:"shard"`
+	Leader  string `json:"leader,omitempty"`
+	Local   bool   `json:"local"`
+	State   string `json:"state,omitempty"` // this node's Raft state in the shard's group
+	Applied uint64 `json:"applied,omitempty"`
+	Docs    uint64 `json:"docs,omitempty"`
+}
+
+// Status reports the node's view of the cluster.
+func (n *Node) Status() Status {
+	st := Status{Node: n.cfg.ID}
+	if n.meta != nil {
+		_, id := n.meta.LeaderWithID()
+		st.MetaLeader = string(id)
+	}
+	for _, p := range n.cfg.Peers {
+		st.Peers = append(st.Peers, p)
+	}
+	n.mu.RLock()
+	for _, err := range n.failed {
+		st.Failed = append(st.Failed, err.Error())
+	}
+	n.mu.RUnlock()
+	for _, spec := range n.Collections() {
+		c, err := n.collection(spec.Name)
+		if err != nil {
+			continue
+		}
+		cs := CollectionStatus{Spec: spec}
+		for s := range spec.Shards {
+			ss := ShardStatus{Shard: s}
+			n.mu.RLock()
+			rep := c.replicas[s]
+			n.mu.RUnlock()
+			if rep != nil {
+				ss.Local = true
+				_, id := rep.raft.LeaderWithID()
+				ss.Leader, ss.State, ss.Applied = string(id), rep.raft.State().String(), rep.applied.Load()
+				if eng, err := rep.engine(); err == nil {
+					ss.Docs = eng.Count()
+					rep.mu.RUnlock()
+				}
+			}
+			cs.Shards = append(cs.Shards, ss)
+		}
+		st.Collections = append(st.Collections, cs)
+	}
+	return st
+}

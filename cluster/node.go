@@ -1,0 +1,636 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// Peer is one node of a cluster: its id and the addresses other nodes
+// reach it at.
+type Peer struct {
+	ID string `json:"id"`
+	// Raft is the address of the node's Raft listener (every group it
+	// runs shares it); HTTP that of its HTTP API, which other nodes use to
+	// forward writes and to search its shards.
+	Raft string `json:"raft"`
+	HTTP string `json:"http"`
+}
+
+// Config configures a node.
+type Config struct {
+	// ID names this node; it must be one of Peers.
+	ID string
+	// Dir holds the node's Raft state and its shard replicas.
+	Dir string
+	// Peers lists every node of the cluster, this one included. A new
+	// cluster's nodes bootstrap its metadata group with this list, so every
+	// node must be given the same one.
+	Peers []Peer
+	// RaftListener and HTTPListener, when set, are the listeners to serve
+	// on (tests pass ones bound to port 0); otherwise the node listens on
+	// its own Peer addresses.
+	RaftListener, HTTPListener net.Listener
+	// Dial opens connections to other nodes, for Raft and HTTP; nil dials
+	// TCP directly. Fault tests route it through a proxy.
+	Dial Dialer
+	// HeartbeatTimeout and ElectionTimeout are Raft's (raft.Config); 0
+	// means 500 ms each. Lower recovers from a lost leader sooner and risks
+	// needless elections on a loaded machine.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	// Engine holds the options every shard replica opens with (model
+	// threads, NoSync...). Schema, Dense, Late and LateIndex come from the
+	// collection's spec instead.
+	Engine engine.Options
+	// Log receives Raft's log at warning level and above; nil discards it.
+	Log io.Writer
+}
+
+// CollectionSpec describes a sharded collection. It is replicated by the
+// cluster's metadata group, so every node sees the same one.
+type CollectionSpec struct {
+	Name string `json:"name"`
+	// Shards is the number of shards, fixed at creation: a document's
+	// shard is a hash of its id (ShardOf), so an upsert always lands where
+	// the document is.
+	Shards int `json:"shards"`
+	// Replicas is the number of copies of each shard, on different nodes;
+	// a write is acknowledged once a majority of them has it.
+	Replicas int `json:"replicas"`
+	// Schema is the collection's schema. It is strict in a cluster: a
+	// shard cannot infer a new field's type the way every other shard
+	// would, so documents with undeclared fields are refused.
+	Schema *tandem.Schema `json:"schema"`
+	// Dense, Late and LateIndex are as in engine.Options.
+	Dense     []string `json:"dense,omitempty"`
+	Late      []string `json:"late,omitempty"`
+	LateIndex string   `json:"late_index,omitempty"`
+	// Placement lists, per shard, the ids of the nodes holding a replica;
+	// the node creating the collection fills it in.
+	Placement [][]string `json:"placement,omitempty"`
+}
+
+// ShardOf is the shard of a document id among n shards.
+func ShardOf(id string, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return int(h.Sum64() % uint64(n))
+}
+
+// Node is one node of a cluster. It runs the metadata group, a Raft group
+// per shard replica it holds, and the HTTP endpoints other nodes call.
+type Node struct {
+	cfg    Config
+	self   Peer
+	peers  map[string]Peer
+	rs     *raftStore
+	mux    *mux
+	client *http.Client
+	http   *http.Server
+	httpLn net.Listener
+	log    hclog.Logger
+
+	meta      *raft.Raft
+	metaTrans *raft.NetworkTransport
+
+	mu     sync.RWMutex
+	colls  map[string]*collection
+	closed bool
+	failed []error // replicas that broke
+}
+
+type collection struct {
+	spec     CollectionSpec
+	replicas map[int]*replica // the shards this node holds
+}
+
+// Start starts a node: it opens its Raft store, starts serving Raft and
+// HTTP, and joins the metadata group, bootstrapping it with Peers on a
+// new cluster. Collections the node holds shards of reopen as the
+// metadata group replays.
+func Start(cfg Config) (*Node, error) {
+	n := &Node{cfg: cfg, peers: map[string]Peer{}, colls: map[string]*collection{}}
+	for _, p := range cfg.Peers {
+		if p.ID == "" || p.Raft == "" || p.HTTP == "" {
+			return nil, fmt.Errorf("cluster: peer %+v: id, raft and http addresses are required", p)
+		}
+		if _, dup := n.peers[p.ID]; dup {
+			return nil, fmt.Errorf("cluster: peer %q listed twice", p.ID)
+		}
+		n.peers[p.ID] = p
+	}
+	self, ok := n.peers[cfg.ID]
+	if !ok {
+		return nil, fmt.Errorf("cluster: node id %q is not among the peers", cfg.ID)
+	}
+	n.self = self
+	if n.cfg.HeartbeatTimeout == 0 {
+		n.cfg.HeartbeatTimeout = 500 * time.Millisecond
+	}
+	if n.cfg.ElectionTimeout == 0 {
+		n.cfg.ElectionTimeout = 500 * time.Millisecond
+	}
+	logOut := cfg.Log
+	if logOut == nil {
+		logOut = io.Discard
+	}
+	n.log = hclog.New(&hclog.LoggerOptions{Name: "tandem-" + cfg.ID, Level: hclog.Warn, Output: logOut})
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	var err error
+	if n.rs, err = openRaftStore(filepath.Join(cfg.Dir, "raft")); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Node, error) {
+		n.Close()
+		return nil, err
+	}
+	rl := cfg.RaftListener
+	if rl == nil {
+		if rl, err = net.Listen("tcp", self.Raft); err != nil {
+			return fail(fmt.Errorf("cluster: listen for raft: %w", err))
+		}
+	}
+	if n.mux, err = newMux(rl, self.Raft, cfg.Dial); err != nil {
+		rl.Close()
+		return fail(err)
+	}
+	dial := cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	n.client = &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: time.Minute}}
+	n.httpLn = cfg.HTTPListener
+	if n.httpLn == nil {
+		if n.httpLn, err = net.Listen("tcp", self.HTTP); err != nil {
+			return fail(fmt.Errorf("cluster: listen for http: %w", err))
+		}
+	}
+	n.http = &http.Server{Handler: n.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
+	go n.http.Serve(n.httpLn)
+
+	ids := make([]string, 0, len(n.peers))
+	for id := range n.peers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if n.meta, n.metaTrans, err = n.startGroup("meta", &metaFSM{n: n}, ids, filepath.Join(cfg.Dir, "meta-snapshots"), false); err != nil {
+		return fail(err)
+	}
+	return n, nil
+}
+
+// startGroup starts a Raft group with this node as one of voters; a
+// group with no state yet bootstraps with them (every voter bootstraps
+// with the same configuration, which Raft allows).
+func (n *Node) startGroup(name string, fsm raft.FSM, voters []string, snapDir string, durableFSM bool) (*raft.Raft, *raft.NetworkTransport, error) {
+	l, err := n.mux.layer(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: l, MaxPool: 3, Timeout: 10 * time.Second, Logger: n.log.Named(name)})
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(n.cfg.ID)
+	conf.HeartbeatTimeout, conf.ElectionTimeout = n.cfg.HeartbeatTimeout, n.cfg.ElectionTimeout
+	conf.LeaderLeaseTimeout = min(conf.LeaderLeaseTimeout, n.cfg.HeartbeatTimeout)
+	conf.Logger = n.log.Named(name)
+	// A replica's state is durable in its own store, which records the
+	// last entry applied: Raft replays the log after its snapshot, and the
+	// replica skips what it has.
+	conf.NoSnapshotRestoreOnStart = durableFSM
+	if err := os.MkdirAll(snapDir, 0o755); err != nil {
+		trans.Close()
+		return nil, nil, fmt.Errorf("cluster: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(snapDir, 2, n.log.Named(name))
+	if err != nil {
+		trans.Close()
+		return nil, nil, fmt.Errorf("cluster: snapshots of %s: %w", name, err)
+	}
+	store := n.rs.group(name)
+	r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		return nil, nil, fmt.Errorf("cluster: start raft group %s: %w", name, err)
+	}
+	var servers []raft.Server
+	for _, id := range voters {
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(n.peers[id].Raft)})
+	}
+	if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		r.Shutdown()
+		trans.Close()
+		return nil, nil, fmt.Errorf("cluster: bootstrap raft group %s: %w", name, err)
+	}
+	return r, trans, nil
+}
+
+// Close stops the node: its Raft groups, its replicas and its listeners.
+// Data stays on disk; Start with the same Config resumes.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	colls := n.colls
+	n.mu.Unlock()
+	var errs []error
+	if n.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n.http.Shutdown(ctx)
+		cancel()
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.Shutdown().Error())
+		n.metaTrans.Close()
+	}
+	for _, c := range colls {
+		for _, r := range c.replicas {
+			errs = append(errs, r.close())
+		}
+	}
+	if n.mux != nil {
+		n.mux.close()
+	}
+	if n.rs != nil {
+		errs = append(errs, n.rs.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// --- metadata ---
+
+type metaCommand struct {
+	Op   string          `json:"op"` // "create"
+	Spec *CollectionSpec `json:"spec,omitempty"`
+}
+
+// metaFSM holds the collections. Applying a collection's creation opens
+// the replicas this node holds, so a restarted node reopens them as the
+// group replays.
+type metaFSM struct {
+	n  *Node
+	mu sync.Mutex
+	// specs by name, as applied
+	specs map[string]CollectionSpec
+}
+
+func (f *metaFSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var c metaCommand
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return fmt.Errorf("cluster: metadata entry %d: %w", l.Index, err)
+	}
+	switch c.Op {
+	case "create":
+		f.mu.Lock()
+		if f.specs == nil {
+			f.specs = map[string]CollectionSpec{}
+		}
+		if _, ok := f.specs[c.Spec.Name]; ok {
+			f.mu.Unlock()
+			return fmt.Errorf("%w: %q", ErrExists, c.Spec.Name)
+		}
+		f.specs[c.Spec.Name] = *c.Spec
+		f.mu.Unlock()
+		return f.n.openCollection(*c.Spec)
+	}
+	return fmt.Errorf("cluster: metadata entry %d: unknown op %q", l.Index, c.Op)
+}
+
+func (f *metaFSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := json.Marshal(f.specs)
+	return metaSnapshot(b), err
+}
+
+func (f *metaFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var specs map[string]CollectionSpec
+	if err := json.NewDecoder(rc).Decode(&specs); err != nil {
+		return fmt.Errorf("cluster: restore metadata: %w", err)
+	}
+	f.mu.Lock()
+	f.specs = specs
+	f.mu.Unlock()
+	names := make([]string, 0, len(specs))
+	for name := range specs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := f.n.openCollection(specs[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type metaSnapshot []byte
+
+func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (metaSnapshot) Release() {}
+
+// Sentinel errors.
+var (
+	ErrExists        = errors.New("cluster: collection exists")
+	ErrNoCollection  = errors.New("cluster: no such collection")
+	ErrNotLeader     = errors.New("cluster: not the leader")
+	ErrNoReplica     = errors.New("cluster: no replica of the shard answered")
+	ErrBadCollection = errors.New("cluster: bad collection spec")
+)
+
+// openCollection opens the replicas of spec this node holds and starts
+// their Raft groups; replicas open already are left alone.
+func (n *Node) openCollection(spec CollectionSpec) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return errors.New("cluster: node closed")
+	}
+	c := n.colls[spec.Name]
+	if c == nil {
+		c = &collection{spec: spec, replicas: map[int]*replica{}}
+		n.colls[spec.Name] = c
+	}
+	n.mu.Unlock()
+	for s, nodes := range spec.Placement {
+		if !slices.Contains(nodes, n.cfg.ID) {
+			continue
+		}
+		n.mu.RLock()
+		open := c.replicas[s] != nil
+		n.mu.RUnlock()
+		if open {
+			continue
+		}
+		opts := n.cfg.Engine
+		opts.Schema, opts.Dense, opts.Late, opts.LateIndex = spec.Schema, spec.Dense, spec.Late, spec.LateIndex
+		dir := shardDir(n.cfg.Dir, spec.Name, s)
+		r, err := openReplica(spec.Name, s, dir, opts)
+		if err != nil {
+			return err
+		}
+		r.fail = n.replicaFailed
+		group := fmt.Sprintf("%s/%d", spec.Name, s)
+		if r.raft, r.trans, err = n.startGroup(group, r, nodes, dir+".raft-snapshots", true); err != nil {
+			r.close()
+			return err
+		}
+		n.mu.Lock()
+		c.replicas[s] = r
+		n.mu.Unlock()
+	}
+	return nil
+}
+
+// replicaFailed takes a replica that could not apply an entry out of its
+// group, so that it can neither vote nor serve; restarting the node
+// applies the entry again.
+func (n *Node) replicaFailed(r *replica, err error) {
+	n.log.Error("replica out of service", "collection", r.coll, "shard", r.shard, "error", err)
+	n.mu.Lock()
+	n.failed = append(n.failed, fmt.Errorf("%s shard %d: %w", r.coll, r.shard, err))
+	n.mu.Unlock()
+	r.raft.Shutdown()
+}
+
+// CreateCollection creates a sharded collection and returns once this
+// node's replicas of it are open and every shard has a leader.
+func (n *Node) CreateCollection(ctx context.Context, spec CollectionSpec) error {
+	if spec.Name == "" || spec.Shards < 1 || spec.Replicas < 1 || spec.Replicas > len(n.peers) {
+		return fmt.Errorf("%w: name %q, %d shards, %d replicas on %d nodes", ErrBadCollection, spec.Name, spec.Shards, spec.Replicas, len(n.peers))
+	}
+	if spec.Schema == nil {
+		spec.Schema = tandem.DefaultSchema()
+	}
+	spec.Schema = spec.Schema.Clone()
+	spec.Schema.Strict = true
+	spec.Schema.Fill()
+	if err := spec.Schema.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadCollection, err)
+	}
+	if spec.Schema.BM25 != nil && spec.Schema.BM25.Scoring == tandem.BM25Bleve {
+		return fmt.Errorf("%w: BM25 scoring %q cannot take the statistics of every shard; use textbook BM25", ErrBadCollection, tandem.BM25Bleve)
+	}
+	if spec.Placement == nil {
+		ids := make([]string, 0, len(n.peers))
+		for id := range n.peers {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for s := range spec.Shards {
+			var nodes []string
+			for i := range spec.Replicas {
+				nodes = append(nodes, ids[(s+i)%len(ids)])
+			}
+			spec.Placement = append(spec.Placement, nodes)
+		}
+	}
+	body, err := json.Marshal(metaCommand{Op: "create", Spec: &spec})
+	if err != nil {
+		return err
+	}
+	if err := n.applyMeta(ctx, body); err != nil {
+		return err
+	}
+	return n.waitCollection(ctx, spec.Name)
+}
+
+// waitCollection waits until this node has opened its replicas of a
+// collection and each shard has a leader that this node or a node holding
+// the shard knows.
+func (n *Node) waitCollection(ctx context.Context, name string) error {
+	for {
+		c, err := n.collection(name)
+		if err == nil {
+			ready := true
+			for s := range c.spec.Shards {
+				if _, err := n.leaderOf(ctx, c, s); err != nil {
+					ready = false
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: collection %q not ready: %w", name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// applyMeta commits a metadata command through the metadata group's
+// leader, forwarding it when this node does not lead.
+func (n *Node) applyMeta(ctx context.Context, cmd []byte) error {
+	for {
+		var err error
+		if n.meta.State() == raft.Leader {
+			f := n.meta.Apply(cmd, timeoutOf(ctx))
+			if err = f.Error(); err == nil {
+				if rerr, ok := f.Response().(error); ok && rerr != nil {
+					return rerr
+				}
+				return nil
+			}
+		} else if _, id := n.meta.LeaderWithID(); id != "" {
+			err = n.forward(ctx, string(id), "/_cluster/meta", cmd, nil)
+			if err == nil || !retryable(err) {
+				return err
+			}
+		} else {
+			err = ErrNotLeader
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: metadata: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func timeoutOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return 30 * time.Second
+}
+
+// collection returns a collection this node knows.
+func (n *Node) collection(name string) (*collection, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	c := n.colls[name]
+	if c == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoCollection, name)
+	}
+	return c, nil
+}
+
+// Collections lists the specs of the cluster's collections.
+func (n *Node) Collections() []CollectionSpec {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]CollectionSpec, 0, len(n.colls))
+	for _, c := range n.colls {
+		out = append(out, c.spec)
+	}
+	slices.SortFunc(out, func(a, b CollectionSpec) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// shardLeader returns the id of the node leading a shard's group, as this
+// node knows it.
+func (n *Node) shardLeader(c *collection, s int) (string, error) {
+	n.mu.RLock()
+	r := c.replicas[s]
+	n.mu.RUnlock()
+	if r == nil {
+		return "", fmt.Errorf("cluster: %s shard %d is not on this node", c.spec.Name, s)
+	}
+	_, id := r.raft.LeaderWithID()
+	if id == "" {
+		return "", fmt.Errorf("%w: %s shard %d has no leader", ErrNotLeader, c.spec.Name, s)
+	}
+	return string(id), nil
+}
+
+// --- errors over HTTP ---
+
+// remoteError is an error another node returned.
+type remoteError struct {
+	Status int
+	Msg    string
+}
+
+func (e *remoteError) Error() string { return e.Msg }
+
+func retryable(err error) bool {
+	var re *remoteError
+	if errors.As(err, &re) {
+		return re.Status == http.StatusServiceUnavailable || re.Status == http.StatusMisdirectedRequest
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// forward POSTs body to another node's path and decodes its JSON answer
+// into out (when not nil).
+func (n *Node) forward(ctx context.Context, node, path string, body []byte, out any) error {
+	p, ok := n.peers[node]
+	if !ok {
+		return fmt.Errorf("cluster: unknown node %q", node)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.HTTP+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("cluster: %s%s: %w", node, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("cluster: %s%s: %w", node, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		json.Unmarshal(data, &e)
+		return &remoteError{Status: resp.StatusCode, Msg: fmt.Sprintf("%s: %s", node, e.Error)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("cluster: %s%s: %w", node, path, err)
+		}
+	}
+	return nil
+}

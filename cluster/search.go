@@ -1,0 +1,310 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/fusion"
+	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/sparse"
+)
+
+// SearchOptions tune a cluster search.
+type SearchOptions struct {
+	// MinPosition makes every shard's part be read from a replica that
+	// has applied at least that far (a write's WriteResult.Position), so
+	// the search sees the write.
+	MinPosition Position
+}
+
+// shardRequest is what a coordinator sends a shard replica.
+type shardRequest struct {
+	Request  engine.Request       `json:"request"`
+	MinIndex uint64               `json:"min_index,omitempty"`
+	Shard    *engine.ShardOptions `json:"shard,omitempty"`
+	IDs      []string             `json:"ids,omitempty"`
+}
+
+// shardPrepared is a shard's answer to the first phase.
+type shardPrepared struct {
+	BM25 *sparse.Stats                      `json:"bm25,omitempty"`
+	Late map[string]*latecollect.Collection `json:"late,omitempty"`
+}
+
+// Search runs req over every shard of a collection and merges, so that
+// the result is what one engine holding every document would return
+// (engine's shard API describes the phases): the query is encoded once,
+// here; BM25 scores with the statistics of the whole collection; late
+// interaction chooses its candidates over every shard; each retriever's
+// lists are merged into one before fusion. Ties at equal scores are
+// broken by document id. Each shard is read from this node's replica when
+// it holds one, else from another replica.
+func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts *SearchOptions) (*engine.Result, error) {
+	start := time.Now()
+	c, err := n.collection(coll)
+	if err != nil {
+		return nil, err
+	}
+	var o SearchOptions
+	if opts != nil {
+		o = *opts
+	}
+	eng, r, err := n.anyReplica(c)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := eng.Plan(req)
+	if err == nil {
+		req, err = eng.EncodeQuery(ctx, req)
+	}
+	r.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	shards := c.spec.Shards
+	call := func(phase string, body func(s int) shardRequest, out func(s int) any) error {
+		errs := make([]error, shards)
+		var wg sync.WaitGroup
+		for s := range shards {
+			wg.Go(func() {
+				sr := body(s)
+				sr.MinIndex = o.MinPosition[s]
+				errs[s] = n.onShard(ctx, c, s, phase, &sr, out(s))
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+
+	// Phase 1: statistics and late-interaction collections.
+	var so engine.ShardOptions
+	needPrepare := false
+	for _, name := range plan.Retrievers() {
+		kind, _, _ := cutKind(name)
+		needPrepare = needPrepare || kind == "late" || (kind == "bm25" && req.Text != "")
+	}
+	perShard := make([]engine.ShardOptions, shards)
+	if needPrepare {
+		prep := make([]shardPrepared, shards)
+		if err := call("prepare", func(int) shardRequest { return shardRequest{Request: req} }, func(s int) any { return &prep[s] }); err != nil {
+			return nil, err
+		}
+		for _, p := range prep {
+			if p.BM25 != nil {
+				if so.BM25 == nil {
+					so.BM25 = &sparse.Stats{}
+				}
+				so.BM25.Add(*p.BM25)
+			}
+		}
+		for _, name := range plan.Retrievers() {
+			cols := make([]*latecollect.Collection, shards)
+			found := false
+			for s, p := range prep {
+				cols[s] = p.Late[name]
+				found = found || cols[s] != nil
+			}
+			if !found {
+				continue
+			}
+			eng, r, err := n.anyReplica(c)
+			if err != nil {
+				return nil, err
+			}
+			work, err := eng.ChooseLate(req, name, cols)
+			r.mu.RUnlock()
+			if err != nil {
+				return nil, err
+			}
+			for s := range shards {
+				if perShard[s].Late == nil {
+					perShard[s].Late = map[string]engine.LateWork{}
+				}
+				perShard[s].Late[name] = work[s]
+			}
+		}
+	}
+
+	// Phase 2: every shard ranks; each retriever's lists merge into one.
+	ranked := make([][]engine.Ranked, shards)
+	if err := call("rank", func(s int) shardRequest {
+		sh := perShard[s]
+		sh.BM25 = so.BM25
+		return shardRequest{Request: req, Shard: &sh}
+	}, func(s int) any { return &ranked[s] }); err != nil {
+		return nil, err
+	}
+	names := plan.Retrievers()
+	type hit struct {
+		shard int
+		engine.RankedHit
+	}
+	merged := make([][]hit, len(names))
+	for s := range shards {
+		if len(ranked[s]) != len(names) {
+			return nil, fmt.Errorf("cluster: shard %d ranked %d lists, want %d", s, len(ranked[s]), len(names))
+		}
+		for i, l := range ranked[s] {
+			for _, h := range l.Hits {
+				merged[i] = append(merged[i], hit{s, h})
+			}
+		}
+	}
+	// Keys for fusion: documents in id order, so fusion breaks ties by id.
+	var ids []string
+	for i := range merged {
+		slices.SortFunc(merged[i], func(a, b hit) int {
+			if c := cmp.Compare(b.Score, a.Score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		merged[i] = merged[i][:min(len(merged[i]), plan.Depth(i))]
+		for _, h := range merged[i] {
+			ids = append(ids, h.ID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	key := make(map[string]uint64, len(ids))
+	for k, id := range ids {
+		key[id] = uint64(k)
+	}
+	lists := make([][]fusion.Item, len(names))
+	for i := range merged {
+		lists[i] = make([]fusion.Item, len(merged[i]))
+		for j, h := range merged[i] {
+			lists[i][j] = fusion.Item{Doc: key[h.ID], Score: h.Score}
+		}
+	}
+	fused, err := plan.Fuse(lists)
+	if err != nil {
+		return nil, err
+	}
+
+	// Phase 3: the page's documents, from their shards.
+	res := &engine.Result{Retrievers: names, Fusion: plan.Fusion()}
+	docs := make([]map[string]tandem.Doc, shards)
+	if !req.IDsOnly {
+		want := make([][]string, shards)
+		for _, h := range fused {
+			id := ids[h.Doc]
+			s := ShardOf(id, shards)
+			want[s] = append(want[s], id)
+		}
+		if err := call("fetch", func(s int) shardRequest { return shardRequest{Request: req, IDs: want[s]} }, func(s int) any { return &docs[s] }); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range fused {
+		id := ids[h.Doc]
+		if req.IDsOnly {
+			res.Hits = append(res.Hits, plan.Hit(h, id, nil))
+			continue
+		}
+		d, ok := docs[ShardOf(id, shards)][id]
+		if !ok {
+			continue // deleted, or no longer matching the filter, since it was ranked
+		}
+		res.Hits = append(res.Hits, plan.Hit(h, id, d.Fields))
+	}
+	for i := range res.Hits {
+		res.Hits[i].DocNum = 0 // a shard's own number means nothing here
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func cutKind(name string) (kind, model string, ok bool) {
+	for i := 0; i < len(name); i++ {
+		if name[i] == ':' {
+			return name[:i], name[i+1:], true
+		}
+	}
+	return name, "", false
+}
+
+// onShard runs one phase of a search on a replica of shard s: this
+// node's when it has one in service, else the others in placement order
+// until one answers.
+func (n *Node) onShard(ctx context.Context, c *collection, s int, phase string, sr *shardRequest, out any) error {
+	n.mu.RLock()
+	r := c.replicas[s]
+	n.mu.RUnlock()
+	var errs []error
+	if r != nil {
+		err := r.serve(ctx, phase, sr, out)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errOutOfService) {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	for _, node := range c.spec.Placement[s] {
+		if node == n.cfg.ID {
+			continue
+		}
+		body, err := jsonMarshal(sr)
+		if err != nil {
+			return err
+		}
+		err = n.forward(ctx, node, fmt.Sprintf("/_cluster/shard/%s/%d/%s", c.spec.Name, s, phase), body, out)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var re *remoteError
+		if errors.As(err, &re) && re.Status == 400 {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("%w: %s shard %d: %w", ErrNoReplica, c.spec.Name, s, errors.Join(errs...))
+}
+
+// errOutOfService marks a replica that cannot serve (broken, or not yet
+// caught up within the request's time).
+var errOutOfService = errors.New("cluster: replica out of service")
+
+// serve runs one phase of a search on this replica.
+func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out any) error {
+	if sr.MinIndex > 0 {
+		if err := r.waitApplied(ctx, sr.MinIndex); err != nil {
+			return fmt.Errorf("%w: %w", errOutOfService, err)
+		}
+	}
+	eng, err := r.engine()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errOutOfService, err)
+	}
+	defer r.mu.RUnlock()
+	switch phase {
+	case "prepare":
+		p := out.(*shardPrepared)
+		if p.BM25, err = eng.BM25Stats(ctx, sr.Request); err != nil {
+			return err
+		}
+		p.Late, err = eng.CollectLate(ctx, sr.Request)
+		return err
+	case "rank":
+		l, err := eng.Rank(ctx, sr.Request, sr.Shard)
+		*out.(*[]engine.Ranked) = l
+		return err
+	case "fetch":
+		d, err := eng.Fetch(ctx, sr.Request, sr.IDs)
+		*out.(*map[string]tandem.Doc) = d
+		return err
+	}
+	return fmt.Errorf("cluster: unknown search phase %q", phase)
+}
