@@ -529,3 +529,20 @@ func (e *Engine) Store() *storage.Store { return e.st }
 
 // Count is the number of live documents.
 func (e *Engine) Count() uint64 { return e.st.Count() }
+
+// Get returns the stored document with external id id, and whether there
+// is one.
+func (e *Engine) Get(ctx context.Context, id string) (tandem.Doc, bool, error) {
+	if err := e.enter(); err != nil {
+		return tandem.Doc{}, false, err
+	}
+	defer e.mu.RUnlock()
+	if err := ctx.Err(); err != nil {
+		return tandem.Doc{}, false, err
+	}
+	num, ok, err := e.st.Lookup(id)
+	if err != nil || !ok {
+		return tandem.Doc{}, false, err
+	}
+	return e.st.Get(num)
+}

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,8 +38,8 @@ func checkName(name string) error {
 // 404.
 type collection struct {
 	name string
-	dir  string
-	e    *engine.Engine
+	dir  string // "" for a Catalog's
+	e    Collection
 
 	mu   sync.RWMutex
 	gone bool // guarded by mu
@@ -46,7 +48,9 @@ type collection struct {
 // registry holds the open collections of the data directory.
 type registry struct {
 	dir string
-	mu  struct {
+	// catalog, when set, holds the collections instead of dir.
+	catalog Catalog
+	mu      struct {
 		sync.Mutex
 		open map[string]*collection
 		// busy names a collection being created or dropped: its name is
@@ -106,6 +110,18 @@ func (r *registry) acquire(name string) (*collection, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	if r.catalog != nil {
+		e, err := r.catalog.Open(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, notFound(name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		c := &collection{name: name, e: e}
+		c.mu.RLock()
+		return c, nil
+	}
 	r.mu.Lock()
 	c := r.mu.open[name]
 	r.mu.Unlock()
@@ -129,6 +145,15 @@ func notFound(name string) error {
 // each calls fn with every open collection, by name, each held for
 // reading during its call only.
 func (r *registry) each(fn func(*collection)) {
+	if r.catalog != nil {
+		for _, name := range r.catalog.List() {
+			if c, err := r.acquire(name); err == nil {
+				fn(c)
+				c.release()
+			}
+		}
+		return
+	}
 	r.mu.Lock()
 	cs := make([]*collection, 0, len(r.mu.open))
 	for _, c := range r.mu.open {
@@ -148,9 +173,19 @@ func (r *registry) each(fn func(*collection)) {
 // create makes a new collection. Its name is reserved while the engine
 // opens (loading models may take seconds), so that a concurrent create or
 // drop of the same name answers 409.
-func (r *registry) create(name string, opts engine.Options) (*collection, error) {
+func (r *registry) create(ctx context.Context, name string, opts engine.Options) (*collection, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
+	}
+	if r.catalog != nil {
+		e, err := r.catalog.Create(ctx, name, opts)
+		if errors.Is(err, fs.ErrExist) {
+			return nil, errorf(http.StatusConflict, "collection_exists", "collection %q already exists", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &collection{name: name, e: e}, nil
 	}
 	dir := filepath.Join(r.dir, name)
 	r.mu.Lock()
@@ -188,8 +223,15 @@ func (r *registry) done(name string) {
 // drop closes the collection once no request uses it, then removes its
 // directory: first renamed, so that a crash during the removal never
 // leaves a half collection that the next start would open.
-func (r *registry) drop(name string) error {
+func (r *registry) drop(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
+		return err
+	}
+	if r.catalog != nil {
+		err := r.catalog.Drop(ctx, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return notFound(name)
+		}
 		return err
 	}
 	r.mu.Lock()

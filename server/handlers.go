@@ -156,7 +156,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := s.cfg.Engine
 	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = req.Schema, req.Dense, req.Late, req.LateIndex, false
-	c, err := s.reg.create(name, opts)
+	c, err := s.reg.create(r.Context(), name, opts)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -178,7 +178,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) dropCollection(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := s.reg.drop(name); err != nil {
+	if err := s.reg.drop(r.Context(), name); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -356,18 +356,10 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.release()
 	id := r.PathValue("id")
-	num, ok, err := c.e.Store().Lookup(id)
+	doc, ok, err := c.e.Get(r.Context(), id)
 	if err != nil {
 		s.fail(w, err)
 		return
-	}
-	var doc tandem.Doc
-	if ok {
-		doc, ok, err = c.e.Store().Get(num)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
 	}
 	if !ok {
 		s.fail(w, errorf(http.StatusNotFound, "document_not_found", "collection %q has no document %q", c.name, id))

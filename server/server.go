@@ -56,10 +56,13 @@ type Config struct {
 	// NoSync or EncoderThreads); Schema, Dense, Late, LateIndex and
 	// MustExist are set per collection.
 	Engine engine.Options
+	// Catalog, when set, holds the collections instead of DataDir: a
+	// cluster's (tandem serve --cluster). The HTTP API is the same.
+	Catalog Catalog
 }
 
 func (c *Config) fill() error {
-	if c.DataDir == "" {
+	if c.DataDir == "" && c.Catalog == nil {
 		return errors.New("server: no data directory")
 	}
 	if c.MaxBody == 0 {
@@ -129,9 +132,15 @@ func New(cfg *Config) (*Server, error) {
 	}
 	c.AdminKeys = append([]string(nil), c.AdminKeys...)
 	c.ReadKeys = append([]string(nil), c.ReadKeys...)
-	reg, err := openRegistry(c.DataDir, c.Engine)
-	if err != nil {
-		return nil, err
+	var reg *registry
+	if c.Catalog != nil {
+		reg = &registry{catalog: c.Catalog}
+		reg.mu.open, reg.mu.busy = map[string]*collection{}, map[string]bool{}
+	} else {
+		var err error
+		if reg, err = openRegistry(c.DataDir, c.Engine); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{cfg: c, reg: reg, keys: map[[32]byte]role{}}
 	for _, k := range c.ReadKeys {
