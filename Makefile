@@ -191,5 +191,13 @@ lint:
 demo: build
 	@bash scripts/demo.sh
 
+# A 3-node cluster on loopback (tandem serve --cluster, ports 7711-7713
+# and 7811-7813): a collection of 3 shards x 3 replicas, the demo corpus
+# indexed through one node and searched through another
+# (scripts/cluster-demo.sh; README "Running a cluster").
+.PHONY: cluster-demo
+cluster-demo: build
+	@bash scripts/cluster-demo.sh
+
 clean-native:
 	rm -rf $(NATIVE)

@@ -56,7 +56,12 @@
 // Approximate indexes (IVF, residual codes) approximate per shard.
 //
 // Each shard is read from this node's replica when it holds one, else from
-// another replica over HTTP. A search given a Position (a write's
-// WriteResult.Position) waits for the replicas it reads to have applied
-// that far: read-your-writes.
+// another replica over HTTP. A read waits for the replicas it reads to
+// have applied as far as each shard's leader had when the read began, so
+// it sees every write acknowledged before (unless leadership moved
+// meanwhile); given a Position (a write's WriteResult.Position) it waits
+// for that instead, and SearchOptions.Stale reads replicas as they are.
+//
+// Catalog and Collection give the HTTP server (tandem serve --cluster) a
+// cluster's collections behind the same API as one node's.
 package cluster

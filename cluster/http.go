@@ -154,7 +154,7 @@ func (n *Node) handleLeader(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, id := rep.raft.LeaderWithID()
-	writeJSON(w, http.StatusOK, map[string]string{"leader": string(id)})
+	writeJSON(w, http.StatusOK, leaderReply{Leader: string(id), Applied: rep.applied.Load()})
 }
 
 func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +179,8 @@ func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
 		out = &[]engine.Ranked{}
 	case "fetch":
 		out = &map[string]tandem.Doc{}
+	case "stats":
+		out = &engine.Stats{}
 	default:
 		writeError(w, http.StatusNotFound, fmt.Errorf("cluster: unknown phase %q", r.PathValue("phase")))
 		return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -62,6 +63,10 @@ type Config struct {
 	Engine engine.Options
 	// Log receives Raft's log at warning level and above; nil discards it.
 	Log io.Writer
+	// API serves every HTTP path outside /_cluster/ on the node's HTTP
+	// listener: tandem serve --cluster gives the server's handler, so that
+	// one address serves clients and the other nodes. Nil answers 404.
+	API http.Handler
 }
 
 // CollectionSpec describes a sharded collection. It is replicated by the
@@ -186,7 +191,7 @@ func Start(cfg Config) (*Node, error) {
 			return fail(fmt.Errorf("cluster: listen for http: %w", err))
 		}
 	}
-	n.http = &http.Server{Handler: n.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{Handler: n.Handler(cfg.API), ReadHeaderTimeout: 10 * time.Second}
 	go n.http.Serve(n.httpLn)
 
 	ids := make([]string, 0, len(n.peers))
@@ -368,11 +373,11 @@ func (metaSnapshot) Release() {}
 
 // Sentinel errors.
 var (
-	ErrExists        = errors.New("cluster: collection exists")
-	ErrNoCollection  = errors.New("cluster: no such collection")
+	ErrExists        = fmt.Errorf("cluster: collection exists (%w)", fs.ErrExist)
+	ErrNoCollection  = fmt.Errorf("cluster: no such collection (%w)", fs.ErrNotExist)
 	ErrNotLeader     = errors.New("cluster: not the leader")
 	ErrNoReplica     = errors.New("cluster: no replica of the shard answered")
-	ErrBadCollection = errors.New("cluster: bad collection spec")
+	ErrBadCollection = fmt.Errorf("cluster: bad collection spec (%w)", engine.ErrBadRequest)
 )
 
 // openCollection opens the replicas of spec this node holds and starts

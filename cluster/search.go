@@ -20,8 +20,15 @@ import (
 type SearchOptions struct {
 	// MinPosition makes every shard's part be read from a replica that
 	// has applied at least that far (a write's WriteResult.Position), so
-	// the search sees the write.
+	// the search sees the write. When it is nil and Stale is false, the
+	// search first asks every shard's leader how far it has applied, and
+	// so sees every write acknowledged before it began (unless the
+	// shard's leadership moved meanwhile; a shard with no leader is read
+	// as its replica has it).
 	MinPosition Position
+	// Stale reads each shard's replica as it is, skipping the round trip
+	// to the leaders.
+	Stale bool
 }
 
 // shardRequest is what a coordinator sends a shard replica.
@@ -55,6 +62,9 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	var o SearchOptions
 	if opts != nil {
 		o = *opts
+	}
+	if o.MinPosition == nil && !o.Stale {
+		o.MinPosition = n.leaderPosition(ctx, c)
 	}
 	eng, r, err := n.anyReplica(c)
 	if err != nil {
@@ -301,10 +311,59 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 		l, err := eng.Rank(ctx, sr.Request, sr.Shard)
 		*out.(*[]engine.Ranked) = l
 		return err
+	case "stats":
+		st, err := eng.Stats()
+		*out.(*engine.Stats) = st
+		return err
 	case "fetch":
 		d, err := eng.Fetch(ctx, sr.Request, sr.IDs)
 		*out.(*map[string]tandem.Doc) = d
 		return err
 	}
 	return fmt.Errorf("cluster: unknown search phase %q", phase)
+}
+
+// leaderPosition asks each shard's leader how far it has applied: every
+// write acknowledged so far is at or below. A shard whose leader does not
+// answer is left out.
+func (n *Node) leaderPosition(ctx context.Context, c *collection) Position {
+	pos := Position{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for s := range c.spec.Shards {
+		wg.Go(func() {
+			var i uint64
+			leader, err := n.leaderOf(ctx, c, s)
+			if err != nil {
+				return
+			}
+			if leader == n.cfg.ID {
+				n.mu.RLock()
+				r := c.replicas[s]
+				n.mu.RUnlock()
+				if r == nil {
+					return
+				}
+				i = r.applied.Load()
+			} else {
+				var st leaderReply
+				if err := n.forward(ctx, leader, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &st); err != nil || st.Leader != leader {
+					return
+				}
+				i = st.Applied
+			}
+			mu.Lock()
+			pos[s] = i
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return pos
+}
+
+// leaderReply is a node's answer about a shard: who leads it, and how far
+// the answering node's replica has applied.
+type leaderReply struct {
+	Leader  string `json:"leader"`
+	Applied uint64 `json:"applied"`
 }

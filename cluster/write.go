@@ -212,9 +212,7 @@ func (n *Node) leaderOf(ctx context.Context, c *collection, s int) (string, erro
 		if node == n.cfg.ID {
 			continue
 		}
-		var st struct {
-			Leader string `json:"leader"`
-		}
+		var st leaderReply
 		if err := n.forward(ctx, node, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &st); err == nil && st.Leader != "" {
 			return st.Leader, nil
 		}

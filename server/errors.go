@@ -61,6 +61,8 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusBadRequest, code: "bad_model", message: err.Error(), err: err}
 	case errors.Is(err, engine.ErrBadRequest):
 		return &apiError{status: http.StatusBadRequest, code: "bad_request", message: err.Error(), err: err}
+	case errors.Is(err, errors.ErrUnsupported):
+		return &apiError{status: http.StatusNotImplemented, code: "unsupported", message: err.Error(), err: err}
 	}
 	return &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error(), err: err}
 }

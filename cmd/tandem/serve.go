@@ -31,8 +31,9 @@ func (k *keyFlags) Set(s string) error {
 // serveConfig is what `tandem serve` runs: the server's configuration and
 // the address to listen on.
 type serveConfig struct {
-	addr string
-	cfg  server.Config
+	addr    string
+	cfg     server.Config
+	cluster clusterFlags
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -51,14 +52,30 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request (504 above)")
 	fs.IntVar(&sc.cfg.Engine.EncoderThreads, "encoder-threads", 0, "ONNX Runtime threads of one query's encoding (default min(cores, 4))")
 	fs.IntVar(&sc.cfg.Engine.DocumentThreads, "ingest-threads", max(1, runtime.NumCPU()/2), "one-thread runs that encode upserted documents at once, apart from the queries' threads, so that ingest never holds a search up; 0 lets documents share the queries' threads (faster ingest, slower searches meanwhile)")
+	sc.cluster.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
+	}
+	if sc.cluster.on {
+		if sc.cluster.node == "" || sc.cluster.peers == "" {
+			return nil, fmt.Errorf("--cluster needs --node and --peers")
+		}
+		peers, err := parsePeers(sc.cluster.peers)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range peers {
+			if p.ID == sc.cluster.node {
+				sc.addr = p.HTTP // the node's HTTP address serves the API
+			}
+		}
 	}
 	if sc.cfg.Engine.EncoderThreads < 0 || sc.cfg.Engine.DocumentThreads < 0 {
 		return nil, fmt.Errorf("--encoder-threads and --ingest-threads must be 0 or more")
 	}
 	if sc.cfg.DataDir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem serve --data DIR [--addr 127.0.0.1:7700] [--api-key KEY] [--read-key KEY] [limits]")
+		fmt.Fprintln(stderr, "       tandem serve --cluster --node ID --peers ID=RAFT/HTTP,... --data DIR [--shards 3] [--replicas 3]")
 		fs.PrintDefaults()
 		return nil, errUsage
 	}
@@ -131,7 +148,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serve(ctx, sc, slog.New(slog.NewJSONHandler(stderr, nil)), func(addr string) {
+	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	if sc.cluster.on {
+		return serveCluster(ctx, sc, logger, stderr, func(addr string) {
+			fmt.Fprintf(stdout, "tandem serve: node %s listening on http://%s (data %s)\n", sc.cluster.node, addr, sc.cfg.DataDir)
+		})
+	}
+	return serve(ctx, sc, logger, func(addr string) {
 		fmt.Fprintf(stdout, "tandem serve: listening on http://%s (data %s)\n", addr, sc.cfg.DataDir)
 	})
 }
