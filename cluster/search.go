@@ -325,7 +325,8 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 
 // leaderPosition asks each shard's leader how far it has applied: every
 // write acknowledged so far is at or below. A shard whose leader does not
-// answer is left out.
+// answer within a few heartbeat timeouts is left out, and read as its
+// replica has it.
 func (n *Node) leaderPosition(ctx context.Context, c *collection) Position {
 	pos := Position{}
 	var mu sync.Mutex
@@ -346,8 +347,12 @@ func (n *Node) leaderPosition(ctx context.Context, c *collection) Position {
 				}
 				i = r.applied.Load()
 			} else {
+				// A leader cut off from the others would hold the read:
+				// it gets a few heartbeats to answer.
+				lctx, cancel := context.WithTimeout(ctx, 4*n.cfg.HeartbeatTimeout)
+				defer cancel()
 				var st leaderReply
-				if err := n.forward(ctx, leader, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &st); err != nil || st.Leader != leader {
+				if err := n.forward(lctx, leader, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &st); err != nil || st.Leader != leader {
 					return
 				}
 				i = st.Applied

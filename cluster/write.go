@@ -168,7 +168,7 @@ func (n *Node) applyShard(ctx context.Context, c *collection, s int, b []byte) (
 		default:
 			var leader string
 			if leader, err = n.leaderOf(ctx, c, s); err == nil {
-				err = n.forward(ctx, leader, fmt.Sprintf("/_cluster/apply/%s/%d", c.spec.Name, s), b, &ar)
+				err = n.forwardToLeader(ctx, c, s, leader, b, &ar)
 			}
 		}
 		if err == nil || !retryable(err) {
@@ -181,6 +181,56 @@ func (n *Node) applyShard(ctx context.Context, c *collection, s int, b []byte) (
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+// forwardToLeader sends an entry to the node this node takes for the
+// shard's leader. A leader cut off from the others never answers, so the
+// attempt ends as soon as this node's replica sees another leader (or, on
+// a node without a replica of the shard, after a few election timeouts),
+// and the caller tries the new one. An attempt given up may still commit:
+// a write is applied at least once.
+func (n *Node) forwardToLeader(ctx context.Context, c *collection, s int, leader string, b []byte, ar *applyReply) error {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n.mu.RLock()
+	r := c.replicas[s]
+	n.mu.RUnlock()
+	moved := make(chan struct{})
+	go func() {
+		limit := time.After(10 * n.cfg.ElectionTimeout)
+		tick := time.NewTicker(n.cfg.HeartbeatTimeout / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-limit:
+				if r == nil {
+					close(moved)
+					cancel()
+					return
+				}
+			case <-tick.C:
+				if r == nil {
+					continue
+				}
+				if _, id := r.raft.LeaderWithID(); id != "" && string(id) != leader {
+					close(moved)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err := n.forward(actx, leader, fmt.Sprintf("/_cluster/apply/%s/%d", c.spec.Name, s), b, ar)
+	select {
+	case <-moved:
+		if ctx.Err() == nil {
+			return &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d: leadership moved from %s during the write", c.spec.Name, s, leader)}
+		}
+	default:
+	}
+	return err
 }
 
 // applyLocal commits an entry through this node's replica, which must
