@@ -81,6 +81,10 @@ func (c catalog) Create(ctx context.Context, name string, opts engine.Options) (
 }
 func (c catalog) Drop(ctx context.Context, name string) error { return c.c.Drop(ctx, name) }
 
+// clusterDial, when set, opens this node's connections to the others:
+// the failover test routes them through fault-injecting proxies.
+var clusterDial cluster.Dialer
+
 // serveCluster runs this process as a node of a cluster: the node's HTTP
 // listener serves the API to clients and /_cluster/ to the other nodes.
 func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raftLog io.Writer, listening func(addr string)) error {
@@ -99,7 +103,7 @@ func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raf
 	}
 	var api atomic.Pointer[http.Handler]
 	node, err := cluster.Start(cluster.Config{
-		ID: sc.cluster.node, Dir: sc.cfg.DataDir, Peers: peers, Engine: sc.cfg.Engine, Log: raftLog,
+		ID: sc.cluster.node, Dir: sc.cfg.DataDir, Peers: peers, Engine: sc.cfg.Engine, Log: raftLog, Dial: clusterDial,
 		HeartbeatTimeout: sc.cluster.timeout, ElectionTimeout: sc.cluster.timeout,
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h := api.Load(); h != nil {

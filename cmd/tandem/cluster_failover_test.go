@@ -1,0 +1,527 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/tandemsearch/tandem/cluster"
+)
+
+// The node processes of TestClusterFailover are this test binary, run
+// with clusterNodeEnv holding serve's arguments and clusterDialEnv the
+// map from each other node's address to the proxy this node reaches it
+// through.
+const (
+	clusterNodeEnv = "TANDEM_TEST_CLUSTER_NODE"
+	clusterDialEnv = "TANDEM_TEST_CLUSTER_DIAL"
+)
+
+func TestClusterNodeProcess(t *testing.T) {
+	args := os.Getenv(clusterNodeEnv)
+	if args == "" {
+		t.Skip("a node process of TestClusterFailover")
+	}
+	var dial map[string]string
+	if err := json.Unmarshal([]byte(os.Getenv(clusterDialEnv)), &dial); err != nil {
+		t.Fatal(err)
+	}
+	clusterDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p, ok := dial[addr]; ok {
+			addr = p
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	if err := runServe(strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		os.Exit(3)
+	}
+	os.Exit(0)
+}
+
+// failoverCluster is 3 node processes whose every link, Raft and HTTP,
+// goes through a proxy of its own (from node i to node j), so that a node
+// can be cut off from the others in both directions.
+type failoverCluster struct {
+	t      *testing.T
+	root   string
+	peers  string
+	web    []string                      // each node's HTTP address, for clients
+	proxy  map[[2]int][]*toxiproxy.Proxy // (from, to) -> raft and HTTP proxies
+	dial   []map[string]string           // per node: address -> proxy
+	procs  []*exec.Cmd
+	logs   []*bytes.Buffer
+	mu     sync.Mutex
+	client *http.Client
+}
+
+func newFailoverCluster(t *testing.T, n int) *failoverCluster {
+	c := &failoverCluster{t: t, root: t.TempDir(), proxy: map[[2]int][]*toxiproxy.Proxy{},
+		client: &http.Client{Timeout: 5 * time.Second}}
+	var raftAddrs []string
+	var peers []string
+	for i := range n {
+		r, h := freeAddr(t), freeAddr(t)
+		raftAddrs, c.web = append(raftAddrs, r), append(c.web, h)
+		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, r, h))
+	}
+	c.peers = strings.Join(peers, ",")
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	for i := range n {
+		c.dial = append(c.dial, map[string]string{})
+		for j := range n {
+			if i == j {
+				continue
+			}
+			for _, up := range []string{raftAddrs[j], c.web[j]} {
+				p := toxiproxy.NewProxy(srv, fmt.Sprintf("%d-%d-%s", i, j, up), "127.0.0.1:0", up)
+				if err := p.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(p.Stop)
+				c.proxy[[2]int{i, j}] = append(c.proxy[[2]int{i, j}], p)
+				c.dial[i][up] = p.Listen
+			}
+		}
+	}
+	c.procs, c.logs = make([]*exec.Cmd, n), make([]*bytes.Buffer, n)
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.procs {
+			c.kill(i)
+		}
+	})
+	return c
+}
+
+func (c *failoverCluster) start(i int) {
+	args := []string{"serve", "--cluster", "--node", fmt.Sprint("n", i), "--peers", c.peers,
+		"--data", filepath.Join(c.root, fmt.Sprint("n", i)), "--raft-timeout", "300ms"}
+	dial, _ := json.Marshal(c.dial[i])
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterNodeProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+strings.Join(args[1:], "\x1f"), clusterDialEnv+"="+string(dial),
+		"TANDEM_API_KEYS=", "TANDEM_READ_KEYS=")
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.procs[i], c.logs[i] = cmd, &log
+	c.mu.Unlock()
+}
+
+// kill SIGKILLs node i.
+func (c *failoverCluster) kill(i int) {
+	c.mu.Lock()
+	p := c.procs[i]
+	c.procs[i] = nil
+	c.mu.Unlock()
+	if p != nil {
+		p.Process.Signal(syscall.SIGKILL)
+		p.Wait()
+	}
+}
+
+// cut blackholes every link to and from node k (both directions, Raft and
+// HTTP); heal lets them through again.
+func (c *failoverCluster) cut(k int, on bool) {
+	for pair, ps := range c.proxy {
+		if pair[0] != k && pair[1] != k {
+			continue
+		}
+		for _, p := range ps {
+			for _, dir := range []string{"upstream", "downstream"} {
+				name := "cut-" + dir
+				if on {
+					body := fmt.Sprintf(`{"name":%q,"type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, name, dir)
+					if _, err := p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+						c.t.Fatal(err)
+					}
+				} else if err := p.Toxics.RemoveToxic(context.Background(), name); err != nil {
+					c.t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// call sends a JSON request to node i's API.
+func (c *failoverCluster) call(ctx context.Context, i int, method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.web[i]+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, fmt.Errorf("%s %s on n%d: %d %s", method, path, i, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		return resp.StatusCode, json.Unmarshal(data, out)
+	}
+	return resp.StatusCode, nil
+}
+
+// until calls f every 50 ms until it returns nil, failing after d.
+func (c *failoverCluster) until(d time.Duration, what string, f func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: not within %v: %v", what, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// op is one write of the ledger: a put of version v, or a delete (v 0).
+type op struct {
+	v     int
+	acked bool
+}
+
+// writeLedger records every write to every id in order, and whether it was
+// acknowledged.
+type writeLedger struct {
+	mu   sync.Mutex
+	ops  map[string][]op
+	acks []ack
+}
+
+// ack is an acknowledged write: when it was sent and answered, and a bit
+// per shard it wrote to.
+type ack struct {
+	start, end time.Time
+	shards     uint
+}
+
+// allowed lists the final versions an id may have (0: absent): that of
+// its last acknowledged write, or of any unacknowledged one after it.
+func (l *writeLedger) allowed(id string) []int {
+	ops := l.ops[id]
+	last := -1
+	for i, o := range ops {
+		if o.acked {
+			last = i
+		}
+	}
+	var out []int
+	if last < 0 {
+		out = append(out, 0)
+	} else {
+		out = append(out, ops[last].v)
+	}
+	for _, o := range ops[last+1:] {
+		out = append(out, o.v)
+	}
+	return out
+}
+
+// TestClusterFailover runs 3 node processes (3 shards x 3 replicas) with a
+// writer upserting and deleting through random nodes, and: SIGKILLs the
+// leader of a shard, restarts it, SIGKILLs a follower, restarts it, cuts a
+// node off from the others with the proxies, heals it. Then every replica
+// of every shard must hold the same documents, each id must be at a
+// version its acknowledged writes allow (nothing acknowledged lost), and
+// searches through every node must return exactly the live documents.
+func TestClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 3 node processes")
+	}
+	t.Setenv("TANDEM_API_KEYS", "")
+	t.Setenv("TANDEM_READ_KEYS", "")
+	c := newFailoverCluster(t, 3)
+	ctx := context.Background()
+	for i := range 3 {
+		c.until(60*time.Second, fmt.Sprintf("n%d ready", i), func() error {
+			_, err := c.call(ctx, i, "GET", "/readyz", nil, nil)
+			return err
+		})
+	}
+	c.until(30*time.Second, "create", func() error {
+		code, err := c.call(ctx, 0, "PUT", "/v1/collections/c", map[string]any{"schema": map[string]any{"strict": true,
+			"fields": []map[string]string{{"name": "text", "type": "text"}, {"name": "v", "type": "number"}}}}, nil)
+		if code == http.StatusConflict {
+			return nil
+		}
+		return err
+	})
+
+	led := &writeLedger{ops: map[string][]op{}}
+	alive := func() []int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var out []int
+		for i, p := range c.procs {
+			if p != nil {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes, failures int
+	var version atomic.Int64
+	// Three writers, each with ids of its own (so that each id's writes
+	// are ordered), and each write through a random live node within 3 s:
+	// one stuck behind a lost node leaves the others writing.
+	for w := range 3 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(1, uint64(w)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				nodes := alive()
+				node := nodes[r.IntN(len(nodes))]
+				var ids []string
+				for len(ids) < 6 {
+					id := fmt.Sprint("d", 3*r.IntN(50)+w)
+					if !slices.Contains(ids, id) {
+						ids = append(ids, id)
+					}
+				}
+				wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				start := time.Now()
+				var err error
+				var vs []int
+				if r.IntN(5) == 0 {
+					_, err = c.call(wctx, node, "POST", "/v1/collections/c/delete", map[string]any{"ids": ids[:2]}, nil)
+					ids, vs = ids[:2], []int{0, 0}
+				} else {
+					var docs []map[string]any
+					for _, id := range ids {
+						v := int(version.Add(1))
+						vs = append(vs, v)
+						docs = append(docs, map[string]any{"_id": id, "text": fmt.Sprintf("note %s version %d", id, v), "v": v})
+					}
+					var res struct{ Indexed, Failed int }
+					_, err = c.call(wctx, node, "POST", "/v1/collections/c/documents", docs, &res)
+					if err == nil && (res.Indexed != len(docs) || res.Failed != 0) {
+						err = fmt.Errorf("indexed %d of %d", res.Indexed, len(docs))
+					}
+				}
+				cancel()
+				led.mu.Lock()
+				for k, id := range ids {
+					led.ops[id] = append(led.ops[id], op{v: vs[k], acked: err == nil})
+				}
+				if err == nil {
+					a := ack{start: start, end: time.Now()}
+					for _, id := range ids {
+						a.shards |= 1 << cluster.ShardOf(id, 3)
+					}
+					led.acks = append(led.acks, a)
+					writes++
+				} else {
+					failures++
+				}
+				led.mu.Unlock()
+			}
+		})
+	}
+	// recovery is the time from t0 to the first acknowledgement of a write
+	// to shard that was sent after t0.
+	recovery := func(t0 time.Time, shard int) time.Duration {
+		var d time.Duration
+		c.until(30*time.Second, fmt.Sprintf("a write to shard %d acknowledged", shard), func() error {
+			led.mu.Lock()
+			defer led.mu.Unlock()
+			d = 0
+			for _, a := range led.acks {
+				if !a.start.Before(t0) && a.shards&(1<<shard) != 0 && (d == 0 || a.end.Sub(t0) < d) {
+					d = a.end.Sub(t0)
+				}
+			}
+			if d == 0 {
+				return fmt.Errorf("none yet")
+			}
+			return nil
+		})
+		return d
+	}
+	var status struct {
+		Collections []struct {
+			Shards []struct {
+				Shard  int    `json:"shard"`
+				Leader string `json:"leader"`
+			} `json:"shards"`
+		} `json:"collections"`
+	}
+	leaderOf := func(shard int) int {
+		var l int
+		c.until(20*time.Second, fmt.Sprintf("shard %d leader", shard), func() error {
+			if _, err := c.call(ctx, alive()[0], "GET", "/_cluster/status", nil, &status); err != nil {
+				return err
+			}
+			if len(status.Collections) == 0 || status.Collections[0].Shards[shard].Leader == "" {
+				return fmt.Errorf("no leader")
+			}
+			_, err := fmt.Sscanf(status.Collections[0].Shards[shard].Leader, "n%d", &l)
+			return err
+		})
+		return l
+	}
+	time.Sleep(2 * time.Second)
+
+	// 1. SIGKILL the leader of each shard in turn while the writers run,
+	// restarting it after a second.
+	var recoveries []time.Duration
+	for shard := range 3 {
+		leader := leaderOf(shard)
+		t0 := time.Now()
+		c.kill(leader)
+		d := recovery(t0, shard)
+		recoveries = append(recoveries, d)
+		t.Logf("killed n%d, the leader of shard %d: a write to it sent after the kill was acknowledged %v later", leader, shard, d.Round(time.Millisecond))
+		time.Sleep(time.Second)
+		c.start(leader)
+		time.Sleep(2 * time.Second)
+	}
+	slices.Sort(recoveries)
+	t.Logf("writes recovered after a leader's SIGKILL in %v (min), %v (median), %v (max)", recoveries[0].Round(time.Millisecond), recoveries[1].Round(time.Millisecond), recoveries[2].Round(time.Millisecond))
+
+	// 2. SIGKILL a follower of shard 0.
+	follower := (leaderOf(0) + 1) % 3
+	t0 := time.Now()
+	c.kill(follower)
+	t.Logf("killed n%d, a follower of shard 0: a write to it was acknowledged %v later", follower, recovery(t0, 0).Round(time.Millisecond))
+	time.Sleep(time.Second)
+	c.start(follower)
+
+	// 3. Cut a node off, then heal it.
+	time.Sleep(2 * time.Second)
+	cut := leaderOf(0)
+	c.cut(cut, true)
+	t0 = time.Now()
+	t.Logf("cut n%d (leading shard 0) off: a write to shard 0 was acknowledged %v later", cut, recovery(t0, 0).Round(time.Millisecond))
+	time.Sleep(3 * time.Second)
+	c.cut(cut, false)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("writers: %d writes acknowledged, %d failed (in doubt)", writes, failures)
+	if writes < 20 {
+		t.Fatalf("only %d writes were acknowledged", writes)
+	}
+
+	// Every replica converges on the same documents.
+	var digests [3][3]cluster.Digest
+	c.until(60*time.Second, "replicas converge", func() error {
+		for node := range 3 {
+			for s := range 3 {
+				if _, err := c.call(ctx, node, "GET", fmt.Sprintf("/_cluster/digest/c/%d", s), nil, &digests[node][s]); err != nil {
+					return err
+				}
+			}
+		}
+		for s := range 3 {
+			for node := 1; node < 3; node++ {
+				a, b := digests[0][s], digests[node][s]
+				if a.Applied != b.Applied || len(a.Docs) != len(b.Docs) {
+					return fmt.Errorf("shard %d: n0 applied %d (%d docs), n%d applied %d (%d docs)", s, a.Applied, len(a.Docs), node, b.Applied, len(b.Docs))
+				}
+				for id, h := range a.Docs {
+					if b.Docs[id] != h {
+						return fmt.Errorf("shard %d: %s differs between n0 and n%d", s, id, node)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	// Nothing acknowledged is lost: each id is at a version its writes allow.
+	final := map[string]int{}
+	var res struct {
+		Hits []struct {
+			ID     string         `json:"id"`
+			Fields map[string]any `json:"fields"`
+		} `json:"hits"`
+	}
+	for node := range 3 {
+		if _, err := c.call(ctx, node, "POST", "/v1/collections/c/search", map[string]any{"filter": map[string]any{"exists": "v"}, "k": 1000}, &res); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, h := range res.Hits {
+			got[h.ID] = int(h.Fields["v"].(float64))
+		}
+		if node == 0 {
+			final = got
+		} else if fmt.Sprint(got) != fmt.Sprint(final) {
+			t.Errorf("search through n%d returns %d documents, through n0 %d, or other versions", node, len(got), len(final))
+		}
+	}
+	total := 0
+	for s := range 3 {
+		total += len(digests[0][s].Docs)
+	}
+	if total != len(final) {
+		t.Errorf("search returns %d documents; the replicas hold %d", len(final), total)
+	}
+	lost := 0
+	for id := range led.ops {
+		if !slices.Contains(led.allowed(id), final[id]) {
+			lost++
+			t.Errorf("%s is at version %d; its writes allow %v (ops %v)", id, final[id], led.allowed(id), led.ops[id])
+		}
+	}
+	for id := range final {
+		if _, ok := led.ops[id]; !ok {
+			t.Errorf("search returns %s, which was never written", id)
+		}
+	}
+	t.Logf("%d ids written, %d live at the end, %d with a version their acknowledged writes do not allow", len(led.ops), len(final), lost)
+	if t.Failed() {
+		for i, l := range c.logs {
+			t.Logf("n%d log (tail):\n%s", i, tail(l.String(), 3000))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
