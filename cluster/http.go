@@ -271,6 +271,7 @@ func (n *Node) Status() Status {
 type Digest struct {
 	Node    string            `json:"node"`
 	Applied uint64            `json:"applied"`
+	LastSeq uint64            `json:"last_seq"` // the store's change-log position
 	Docs    map[string]string `json:"docs"`
 }
 
@@ -294,7 +295,7 @@ func (r *replica) digest(ctx context.Context) (Digest, error) {
 		return Digest{}, fmt.Errorf("%w: %w", errOutOfService, err)
 	}
 	defer r.mu.RUnlock()
-	d := Digest{Applied: r.applied.Load(), Docs: map[string]string{}}
+	d := Digest{Applied: r.applied.Load(), LastSeq: eng.Store().LastSeq(), Docs: map[string]string{}}
 	err = eng.Store().ScanDocs(ctx, func(_ uint64, doc tandem.Doc) error {
 		b, err := json.Marshal(doc.Fields) // map keys sorted: canonical
 		if err != nil {

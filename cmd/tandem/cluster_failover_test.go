@@ -76,7 +76,11 @@ type failoverCluster struct {
 }
 
 func newFailoverCluster(t *testing.T, n int) *failoverCluster {
-	c := &failoverCluster{t: t, root: t.TempDir(), proxy: map[[2]int][]*toxiproxy.Proxy{},
+	root := t.TempDir()
+	if d := os.Getenv("TANDEM_TEST_LOGDIR"); d != "" {
+		root = filepath.Join(d, "data") // kept for inspection
+	}
+	c := &failoverCluster{t: t, root: root, proxy: map[[2]int][]*toxiproxy.Proxy{},
 		client: &http.Client{Timeout: 5 * time.Second}}
 	var raftAddrs []string
 	var peers []string
@@ -118,19 +122,24 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 
 func (c *failoverCluster) start(i int) {
 	args := []string{"serve", "--cluster", "--node", fmt.Sprint("n", i), "--peers", c.peers,
-		"--data", filepath.Join(c.root, fmt.Sprint("n", i)), "--raft-timeout", "300ms"}
+		"--data", filepath.Join(c.root, fmt.Sprint("n", i))} // the default Raft timeouts
 	dial, _ := json.Marshal(c.dial[i])
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterNodeProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+strings.Join(args[1:], "\x1f"), clusterDialEnv+"="+string(dial),
 		"TANDEM_API_KEYS=", "TANDEM_READ_KEYS=")
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	log := c.logs[i] // one log per node, across restarts
+	if log == nil {
+		log = &bytes.Buffer{}
+		c.logs[i] = log
+	}
+	fmt.Fprintf(log, "--- start n%d\n", i)
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.procs[i], c.logs[i] = cmd, &log
-	c.mu.Unlock()
+	c.procs[i] = cmd
 }
 
 // kill SIGKILLs node i.
@@ -268,6 +277,18 @@ func TestClusterFailover(t *testing.T) {
 	t.Setenv("TANDEM_API_KEYS", "")
 	t.Setenv("TANDEM_READ_KEYS", "")
 	c := newFailoverCluster(t, 3)
+	t.Cleanup(func() {
+		if d := os.Getenv("TANDEM_TEST_LOGDIR"); d != "" {
+			for i, l := range c.logs {
+				os.WriteFile(filepath.Join(d, fmt.Sprintf("n%d.log", i)), l.Bytes(), 0o644)
+			}
+		}
+		if t.Failed() {
+			for i, l := range c.logs {
+				t.Logf("n%d log (tail):\n%s", i, tail(l.String(), 6000))
+			}
+		}
+	})
 	ctx := context.Background()
 	for i := range 3 {
 		c.until(60*time.Second, fmt.Sprintf("n%d ready", i), func() error {
@@ -450,6 +471,7 @@ func TestClusterFailover(t *testing.T) {
 	c.until(60*time.Second, "replicas converge", func() error {
 		for node := range 3 {
 			for s := range 3 {
+				digests[node][s] = cluster.Digest{} // Unmarshal would merge into the last poll's map
 				if _, err := c.call(ctx, node, "GET", fmt.Sprintf("/_cluster/digest/c/%d", s), nil, &digests[node][s]); err != nil {
 					return err
 				}
@@ -458,13 +480,27 @@ func TestClusterFailover(t *testing.T) {
 		for s := range 3 {
 			for node := 1; node < 3; node++ {
 				a, b := digests[0][s], digests[node][s]
-				if a.Applied != b.Applied || len(a.Docs) != len(b.Docs) {
+				if a.Applied != b.Applied {
 					return fmt.Errorf("shard %d: n0 applied %d (%d docs), n%d applied %d (%d docs)", s, a.Applied, len(a.Docs), node, b.Applied, len(b.Docs))
 				}
+			}
+			for node := 1; node < 3; node++ {
+				a, b := digests[0][s], digests[node][s]
+				var diff []string
 				for id, h := range a.Docs {
-					if b.Docs[id] != h {
-						return fmt.Errorf("shard %d: %s differs between n0 and n%d", s, id, node)
+					if bh, ok := b.Docs[id]; !ok {
+						diff = append(diff, "n0 only: "+id)
+					} else if bh != h {
+						diff = append(diff, "differs: "+id)
 					}
+				}
+				for id := range b.Docs {
+					if _, ok := a.Docs[id]; !ok {
+						diff = append(diff, fmt.Sprintf("n%d only: %s", node, id))
+					}
+				}
+				if len(diff) > 0 {
+					return fmt.Errorf("shard %d at %d (change logs at %d and %d): %v", s, a.Applied, a.LastSeq, b.LastSeq, diff)
 				}
 			}
 		}
@@ -472,13 +508,13 @@ func TestClusterFailover(t *testing.T) {
 	})
 	// Nothing acknowledged is lost: each id is at a version its writes allow.
 	final := map[string]int{}
-	var res struct {
-		Hits []struct {
-			ID     string         `json:"id"`
-			Fields map[string]any `json:"fields"`
-		} `json:"hits"`
-	}
 	for node := range 3 {
+		var res struct {
+			Hits []struct {
+				ID     string         `json:"id"`
+				Fields map[string]any `json:"fields"`
+			} `json:"hits"`
+		}
 		if _, err := c.call(ctx, node, "POST", "/v1/collections/c/search", map[string]any{"filter": map[string]any{"exists": "v"}, "k": 1000}, &res); err != nil {
 			t.Fatal(err)
 		}
@@ -512,11 +548,6 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d ids written, %d live at the end, %d with a version their acknowledged writes do not allow", len(led.ops), len(final), lost)
-	if t.Failed() {
-		for i, l := range c.logs {
-			t.Logf("n%d log (tail):\n%s", i, tail(l.String(), 3000))
-		}
-	}
 }
 
 func tail(s string, n int) string {
