@@ -14,11 +14,9 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem"
-	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/fusion"
-	"github.com/tandemsearch/tandem/latecollect"
 )
 
 // testCluster starts n nodes in this process, each with its own Raft and
@@ -135,20 +133,9 @@ func withVectors(t *testing.T, e *engine.Engine, docs []tandem.Doc) []tandem.Doc
 		for _, pd := range p {
 			d := pd.Doc
 			m := encoder.DefaultModel
-			var v tandem.Vectors
-			if b := pd.Blobs[dense.BlobName(m)]; b != nil {
-				if v.Dense, err = dense.DecodeVector(b, len(b)/4); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if b := pd.Blobs[latecollect.BlobName(m)]; b != nil {
-				flat, dim, err := latecollect.DecodeTokens(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for r := 0; r < len(flat); r += dim {
-					v.Tokens = append(v.Tokens, flat[r:r+dim])
-				}
+			v, err := engine.BlobVectors(pd.Blobs, m)
+			if err != nil {
+				t.Fatal(err)
 			}
 			d.Vectors = map[string]tandem.Vectors{m: v}
 			out = append(out, d)

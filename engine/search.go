@@ -195,11 +195,26 @@ type Plan struct {
 
 // Plan checks req against the collection and resolves it.
 func (e *Engine) Plan(req Request) (*Plan, error) {
+	p, err := e.enterPlan(req)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.RUnlock()
+	return p, nil
+}
+
+// enterPlan enters the engine (the caller calls e.mu.RUnlock when err is
+// nil) and plans req.
+func (e *Engine) enterPlan(req Request) (*Plan, error) {
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
-	defer e.mu.RUnlock()
-	return e.plan(req)
+	p, err := e.plan(req)
+	if err != nil {
+		e.mu.RUnlock()
+		return nil, err
+	}
+	return p, nil
 }
 
 func (e *Engine) plan(req Request) (*Plan, error) {
@@ -396,14 +411,11 @@ func (p *Plan) Hit(h fusion.Hit, id string, fields map[string]any) tandem.Hit {
 // against the filter again.
 func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	p, err := e.plan(req)
+	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
 	}
+	defer e.mu.RUnlock()
 	// Hits given by id alone are checked against the filter again, on
 	// their stored documents, only if an index lagged the change log when
 	// the search began; else each retriever's snapshot had each document

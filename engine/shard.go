@@ -8,6 +8,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/latecollect"
@@ -70,14 +71,11 @@ func (so *ShardOptions) late(name string) (LateWork, bool) {
 // and late-interaction retriever that would otherwise encode the text, so
 // that shards given it encode nothing. Each model encodes once.
 func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) {
-	if err := e.enter(); err != nil {
-		return req, err
-	}
-	defer e.mu.RUnlock()
-	p, err := e.plan(req)
+	p, err := e.enterPlan(req)
 	if err != nil {
 		return req, err
 	}
+	defer e.mu.RUnlock()
 	need := map[*model]bool{} // model -> tokens wanted
 	for _, r := range p.rets {
 		if r.model != nil && r.query == nil {
@@ -116,14 +114,11 @@ func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) 
 // BM25Stats returns this engine's BM25 statistics for req's query terms,
 // nil when req runs no BM25 retriever or has no text.
 func (e *Engine) BM25Stats(ctx context.Context, req Request) (*sparse.Stats, error) {
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	p, err := e.plan(req)
+	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
 	}
+	defer e.mu.RUnlock()
 	for _, r := range p.rets {
 		if r.kind == "bm25" && req.Text != "" {
 			st, err := e.sparse.QueryStats(ctx, p.schema, sparse.Query{Text: req.Text, Fields: req.Fields})
@@ -142,14 +137,11 @@ func (e *Engine) BM25Stats(ctx context.Context, req Request) (*sparse.Stats, err
 // collect (residual codes) has no entry. Query vectors come from
 // req.Vectors, else the text is encoded.
 func (e *Engine) CollectLate(ctx context.Context, req Request) (map[string]*latecollect.Collection, error) {
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	p, err := e.plan(req)
+	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
 	}
+	defer e.mu.RUnlock()
 	out := map[string]*latecollect.Collection{}
 	var allow *roaring64.Bitmap
 	for _, r := range p.rets {
@@ -200,14 +192,11 @@ type RankedHit struct {
 // Plan.Retrievers. A document deleted since an index last caught up is
 // left out.
 func (e *Engine) Rank(ctx context.Context, req Request, so *ShardOptions) ([]Ranked, error) {
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	p, err := e.plan(req)
+	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
 	}
+	defer e.mu.RUnlock()
 	rets, err := e.run(ctx, p, so)
 	if err != nil {
 		return nil, err
@@ -339,14 +328,11 @@ func (e *Engine) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, er
 // scores, as this engine's own search would choose over the union of the
 // shards (latecollect.Index.Choose).
 func (e *Engine) ChooseLate(req Request, name string, cols []*latecollect.Collection) ([]LateWork, error) {
-	if err := e.enter(); err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	p, err := e.plan(req)
+	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
 	}
+	defer e.mu.RUnlock()
 	for _, r := range p.rets {
 		if r.name != name || r.kind != "late" {
 			continue
@@ -372,4 +358,26 @@ func (e *Engine) ChooseLate(req Request, name string, cols []*latecollect.Collec
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: %q is not a late-interaction retriever of the request", ErrBadRequest, name)
+}
+
+// BlobVectors decodes model's vectors from a prepared document's blobs:
+// a document given them as Doc.Vectors is stored with the same blobs.
+func BlobVectors(blobs map[string][]byte, model string) (tandem.Vectors, error) {
+	var v tandem.Vectors
+	if b := blobs[dense.BlobName(model)]; b != nil {
+		var err error
+		if v.Dense, err = dense.DecodeVector(b, len(b)/4); err != nil {
+			return v, fmt.Errorf("engine: %s vector: %w", model, err)
+		}
+	}
+	if b := blobs[latecollect.BlobName(model)]; b != nil {
+		flat, dim, err := latecollect.DecodeTokens(b)
+		if err != nil {
+			return v, fmt.Errorf("engine: %s tokens: %w", model, err)
+		}
+		for r := 0; r+dim <= len(flat); r += dim {
+			v.Tokens = append(v.Tokens, flat[r:r+dim:r+dim])
+		}
+	}
+	return v, nil
 }
