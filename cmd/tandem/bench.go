@@ -24,7 +24,7 @@ import (
 
 func benchCommands() map[string]command {
 	return map[string]command{
-		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), document encoding (encode), or a running server under load (serve)", runBench},
+		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), document encoding (encode), a running server under load (serve), or a 3-node cluster against one engine (cluster)", runBench},
 	}
 }
 
@@ -39,12 +39,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return runBenchLate(args[1:], stdout, stderr)
 		case "serve":
 			return runBenchServe(args[1:], stdout, stderr)
+		case "cluster":
+			return runBenchCluster(args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench late --dir DIR [--docs N] [--tokens N] [--dim N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench serve --collection NAME --queries queries.jsonl [--corpus corpus.jsonl] [--url URL] [flags]")
+	fmt.Fprintln(stderr, "       tandem bench cluster --data BEIR_DIR [--docs N] [--batch 64] [--queries 300] [--late]")
 	return errUsage
 }
 
