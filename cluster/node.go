@@ -63,6 +63,12 @@ type Config struct {
 	Engine engine.Options
 	// Log receives Raft's log at warning level and above; nil discards it.
 	Log io.Writer
+	// SnapshotThreshold and TrailingLogs are Raft's (raft.Config): a group
+	// snapshots its FSM (for a shard, a backup of its store) once that many
+	// entries follow the last snapshot, and keeps that many entries behind
+	// it for lagging replicas; a replica further behind restores a
+	// snapshot. 0 means Raft's defaults (8,192 and 10,240).
+	SnapshotThreshold, TrailingLogs uint64
 	// API serves every HTTP path outside /_cluster/ on the node's HTTP
 	// listener: tandem serve --cluster gives the server's handler, so that
 	// one address serves clients and the other nodes. Nil answers 404.
@@ -223,6 +229,12 @@ func (n *Node) startGroup(name string, fsm raft.FSM, voters []string, snapDir st
 	// last entry applied: Raft replays the log after its snapshot, and the
 	// replica skips what it has.
 	conf.NoSnapshotRestoreOnStart = durableFSM
+	if n.cfg.SnapshotThreshold > 0 {
+		conf.SnapshotThreshold = n.cfg.SnapshotThreshold
+	}
+	if n.cfg.TrailingLogs > 0 {
+		conf.TrailingLogs = n.cfg.TrailingLogs
+	}
 	if err := os.MkdirAll(snapDir, 0o755); err != nil {
 		trans.Close()
 		return nil, nil, fmt.Errorf("cluster: %w", err)

@@ -35,9 +35,10 @@ type replica struct {
 	eng    *engine.Engine
 	broken atomic.Pointer[error] // set when an entry could not be applied
 
-	applied atomic.Uint64
-	waitMu  sync.Mutex
-	waitCh  chan struct{} // closed and replaced whenever applied grows
+	applied  atomic.Uint64
+	restores atomic.Int64 // snapshots restored since the replica opened
+	waitMu   sync.Mutex
+	waitCh   chan struct{} // closed and replaced whenever applied grows
 
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
@@ -236,6 +237,7 @@ func (r *replica) Restore(rc io.ReadCloser) error {
 	}
 	os.RemoveAll(old)
 	r.applied.Store(0)
+	r.restores.Add(1)
 	return r.loadApplied()
 }
 

@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// TestCatchUpFromSnapshot stops a node, writes on while the others
+// snapshot and truncate their logs past what it has, and restarts it: its
+// replicas must restore a snapshot (a backup of another replica's store),
+// then follow the log, and end with the others' documents.
+func TestCatchUpFromSnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var peers []Peer
+	for i := range 3 {
+		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(t), HTTP: freeLoopback(t)})
+	}
+	root := t.TempDir()
+	start := func(i int) *Node {
+		t.Helper()
+		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+			SnapshotThreshold: 8, TrailingLogs: 4, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nd
+	}
+	nodes := []*Node{start(0), start(1), start(2)}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	spec := CollectionSpec{Name: "c", Shards: 2, Replicas: 3, Schema: &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}}}}
+	if err := nodes[0].CreateCollection(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n *Node, from, to int) {
+		t.Helper()
+		for i := from; i < to; i += 5 {
+			var docs []tandem.Doc
+			for j := i; j < i+5; j++ {
+				docs = append(docs, tandem.Doc{ID: fmt.Sprint("d", j%60), Fields: map[string]any{"text": fmt.Sprintf("version %d of note %d", j, j%60)}})
+			}
+			if _, err := n.Index(ctx, "c", docs); err != nil {
+				t.Fatal(err)
+			}
+			if i%15 == 0 {
+				if _, err := n.Delete(ctx, "c", []string{fmt.Sprint("d", (i+7)%60)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	write(nodes[0], 0, 100)
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	write(nodes[1], 100, 400)
+	// Snapshot and truncate every shard's log on the nodes still up.
+	for _, n := range nodes[:2] {
+		c, _ := n.collection("c")
+		for _, r := range c.replicas {
+			if err := r.raft.Snapshot().Error(); err != nil && err != raft.ErrNothingNewToSnapshot {
+				t.Fatal(err)
+			}
+		}
+	}
+	nodes[2] = start(2)
+	c2 := waitCollection(t, nodes[2], "c")
+	var want [2]Digest
+	for s := range 2 {
+		c0, _ := nodes[0].collection("c")
+		r0 := c0.replicas[s]
+		deadline := time.Now().Add(time.Minute)
+		for {
+			d0, err0 := r0.digest(ctx)
+			r2 := c2.replicas[s]
+			d2, err2 := r2.digest(ctx)
+			if err0 == nil && err2 == nil && d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
+				want[s] = d2
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("shard %d: restarted replica at %d (%d docs, %v), the others at %d (%d docs, %v)", s, d2.Applied, len(d2.Docs), err2, d0.Applied, len(d0.Docs), err0)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	restored := 0
+	for s := range 2 {
+		// A restored replica's change log starts over from the snapshot's
+		// store, which holds the whole log: it is as long as the others'.
+		if want[s].LastSeq == 0 || len(want[s].Docs) == 0 {
+			t.Errorf("shard %d: empty after catching up", s)
+		}
+		restored += int(c2.replicas[s].restores.Load())
+	}
+	if restored == 0 {
+		t.Error("no replica of the restarted node restored a snapshot: the test did not exercise catch-up from one")
+	}
+	// And it follows the log from there.
+	write(nodes[2], 400, 430)
+	for s := range 2 {
+		c0, _ := nodes[0].collection("c")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			d0, _ := c0.replicas[s].digest(ctx)
+			d2, _ := c2.replicas[s].digest(ctx)
+			if d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("shard %d: after more writes the restarted replica is at %d, the others at %d", s, d2.Applied, d0.Applied)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func equalDocs(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func waitCollection(t *testing.T, n *Node, name string) *collection {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if c, err := n.collection(name); err == nil {
+			n.mu.RLock()
+			ok := len(c.replicas) == c.spec.Shards
+			n.mu.RUnlock()
+			if ok {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not reopen %s", n.ID(), name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
