@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,7 +98,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	var so engine.ShardOptions
 	needPrepare := false
 	for _, name := range plan.Retrievers() {
-		kind, _, _ := cutKind(name)
+		kind, _, _ := strings.Cut(name, ":")
 		needPrepare = needPrepare || kind == "late" || (kind == "bm25" && req.Text != "")
 	}
 	perShard := make([]engine.ShardOptions, shards)
@@ -230,15 +231,6 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	}
 	res.Took = time.Since(start)
 	return res, nil
-}
-
-func cutKind(name string) (kind, model string, ok bool) {
-	for i := 0; i < len(name); i++ {
-		if name[i] == ':' {
-			return name[:i], name[i+1:], true
-		}
-	}
-	return name, "", false
 }
 
 // onShard runs one phase of a search on a replica of shard s: this
