@@ -180,18 +180,9 @@ func newProcCluster(layer, dir string, timeout time.Duration) (*procCluster, err
 			c.close()
 			return nil, err
 		}
-		for {
-			tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err = c.js.AddStream(&nats.StreamConfig{Name: "S", Subjects: []string{"s"}, Replicas: 3, Storage: nats.FileStorage}, nats.Context(tctx))
-			tcancel()
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				c.close()
-				return nil, fmt.Errorf("jetstream: add stream: %w", err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := addStream(ctx, c.js); err != nil {
+			c.close()
+			return nil, err
 		}
 		return c, nil
 	}

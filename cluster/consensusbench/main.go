@@ -364,24 +364,31 @@ func newJetStream(dir string) (*jsCluster, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if err := addStream(ctx, c.js); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// addStream creates the benchmark's stream of 3 replicas, retrying until
+// ctx ends: each try has a short deadline of its own, because a request
+// sent before the metadata leader is elected gets no answer.
+func addStream(ctx context.Context, js nats.JetStreamContext) error {
 	for {
-		// Each try on its own short deadline: a request sent before the
-		// meta leader is elected gets no answer.
 		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = c.js.AddStream(&nats.StreamConfig{Name: "S", Subjects: []string{"s"}, Replicas: 3, Storage: nats.FileStorage}, nats.Context(tctx))
+		_, err := js.AddStream(&nats.StreamConfig{Name: "S", Subjects: []string{"s"}, Replicas: 3, Storage: nats.FileStorage}, nats.Context(tctx))
 		tcancel()
 		if err == nil {
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("jetstream: add stream: %w", err)
+			return fmt.Errorf("jetstream: add stream: %w", err)
 		}
 		if os.Getenv("DEBUG") != "" {
 			fmt.Fprintln(os.Stderr, "add stream:", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return c, nil
 }
 
 func (c *jsCluster) write(ctx context.Context, b []byte) error {
