@@ -244,7 +244,7 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 						req.Weight = map[string]float64{"bm25": 0.5, "dense": 2}
 					}
 					// The query is encoded once, for both.
-					req, err := single.EncodeQuery(ctx, req)
+					req, _, err := single.EncodeQuery(ctx, req)
 					if err != nil {
 						t.Fatal(err)
 					}

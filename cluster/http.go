@@ -178,7 +178,7 @@ func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
 	var out any
 	switch r.PathValue("phase") {
 	case "prepare":
-		out = &shardPrepared{}
+		out = &engine.Collected{}
 	case "rank":
 		out = &[]engine.Ranked{}
 	case "fetch":

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -569,18 +570,8 @@ func (n *Node) Collections() []CollectionSpec {
 	for _, c := range n.colls {
 		out = append(out, c.spec)
 	}
-	slices.SortFunc(out, func(a, b CollectionSpec) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b CollectionSpec) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // shardLeader returns the id of the node leading a shard's group, as this

@@ -40,12 +40,6 @@ type shardRequest struct {
 	IDs      []string             `json:"ids,omitempty"`
 }
 
-// shardPrepared is a shard's answer to the first phase.
-type shardPrepared struct {
-	BM25 *sparse.Stats                      `json:"bm25,omitempty"`
-	Late map[string]*latecollect.Collection `json:"late,omitempty"`
-}
-
 // Search runs req over every shard of a collection and merges, so that
 // the result is what one engine holding every document would return
 // (engine's shard API describes the phases): the query is encoded once,
@@ -71,10 +65,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	if err != nil {
 		return nil, err
 	}
-	plan, err := eng.Plan(req)
-	if err == nil {
-		req, err = eng.EncodeQuery(ctx, req)
-	}
+	req, plan, err := eng.EncodeQuery(ctx, req)
 	r.mu.RUnlock()
 	if err != nil {
 		return nil, err
@@ -103,7 +94,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	}
 	perShard := make([]engine.ShardOptions, shards)
 	if needPrepare {
-		prep := make([]shardPrepared, shards)
+		prep := make([]engine.Collected, shards)
 		if err := call("prepare", func(int) shardRequest { return shardRequest{Request: req} }, func(s int) any { return &prep[s] }); err != nil {
 			return nil, err
 		}
@@ -293,11 +284,10 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 	defer r.mu.RUnlock()
 	switch phase {
 	case "prepare":
-		p := out.(*shardPrepared)
-		if p.BM25, err = eng.BM25Stats(ctx, sr.Request); err != nil {
-			return err
+		c, err := eng.Collect(ctx, sr.Request)
+		if err == nil {
+			*out.(*engine.Collected) = *c
 		}
-		p.Late, err = eng.CollectLate(ctx, sr.Request)
 		return err
 	case "rank":
 		l, err := eng.Rank(ctx, sr.Request, sr.Shard)

@@ -22,9 +22,9 @@ import (
 //
 //  1. the coordinating engine checks the request (Plan) and encodes the
 //     query once (EncodeQuery), so that no shard encodes it again;
-//  2. every shard reports the BM25 statistics of the query's terms
-//     (BM25Stats) and what its late-interaction token search collected
-//     (CollectLate); the coordinator sums the statistics and chooses the
+//  2. every shard reports the BM25 statistics of the query's terms and
+//     what its late-interaction token search collected (Collect); the
+//     coordinator sums the statistics and chooses the
 //     late-interaction candidates over every shard
 //     (latecollect.MergeCandidates);
 //  3. every shard ranks with the sums and its own candidates (Rank); the
@@ -41,7 +41,7 @@ import (
 // several engines.
 type ShardOptions struct {
 	// BM25 holds the collection's statistics for the query, the sum of
-	// every shard's BM25Stats; nil scores with this engine's own.
+	// every shard's Collected.BM25; nil scores with this engine's own.
 	BM25 *sparse.Stats `json:"bm25,omitempty"`
 	// Late holds, per late-interaction retriever (canonical name,
 	// "late:<model>"), what this shard scores exactly. A retriever with no
@@ -69,11 +69,12 @@ func (so *ShardOptions) late(name string) (LateWork, bool) {
 
 // EncodeQuery returns req with a query vector in Vectors for every dense
 // and late-interaction retriever that would otherwise encode the text, so
-// that shards given it encode nothing. Each model encodes once.
-func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) {
+// that shards given it encode nothing, and req's plan. Each model encodes
+// once.
+func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, *Plan, error) {
 	p, err := e.enterPlan(req)
 	if err != nil {
-		return req, err
+		return req, nil, err
 	}
 	defer e.mu.RUnlock()
 	need := map[*model]bool{} // model -> tokens wanted
@@ -83,7 +84,7 @@ func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) 
 		}
 	}
 	if len(need) == 0 {
-		return req, nil
+		return req, p, nil
 	}
 	vs := make(map[string]tandem.Vectors, len(req.Vectors)+len(need))
 	for k, v := range req.Vectors {
@@ -92,7 +93,7 @@ func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) 
 	for m, tokens := range need {
 		b, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: tokens})
 		if err != nil {
-			return req, fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, err)
+			return req, nil, fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, err)
 		}
 		v := vs[m.spec.Name]
 		if m.spec.Dense && v.Dense == nil {
@@ -108,67 +109,62 @@ func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, error) 
 		vs[m.spec.Name] = v
 	}
 	req.Vectors = vs
-	return req, nil
+	return req, p, nil
 }
 
-// BM25Stats returns this engine's BM25 statistics for req's query terms,
-// nil when req runs no BM25 retriever or has no text.
-func (e *Engine) BM25Stats(ctx context.Context, req Request) (*sparse.Stats, error) {
+// Collected is a shard's part of a search's first phase: the BM25
+// statistics of the query's terms (nil when no BM25 retriever runs or
+// there is no text) and, by canonical retriever name, what each
+// late-interaction retriever's token search collected (no entry for the
+// exhaustive ones, nor for residual-code indexes, which collect nothing
+// shard-independent).
+type Collected struct {
+	BM25 *sparse.Stats                      `json:"bm25,omitempty"`
+	Late map[string]*latecollect.Collection `json:"late,omitempty"`
+}
+
+// Collect runs the first phase of a sharded search on this engine, with
+// one plan and one filter bitmap for every retriever. Query vectors come
+// from req.Vectors, else the text is encoded.
+func (e *Engine) Collect(ctx context.Context, req Request) (*Collected, error) {
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
 	}
 	defer e.mu.RUnlock()
+	out := &Collected{Late: map[string]*latecollect.Collection{}}
+	var allow *roaring64.Bitmap
 	for _, r := range p.rets {
-		if r.kind == "bm25" && req.Text != "" {
+		switch {
+		case r.kind == "bm25" && req.Text != "" && out.BM25 == nil:
 			st, err := e.sparse.QueryStats(ctx, p.schema, sparse.Query{Text: req.Text, Fields: req.Fields})
 			if err != nil {
 				return nil, fmt.Errorf("engine: bm25 statistics: %w", err)
 			}
-			return &st, nil
-		}
-	}
-	return nil, nil
-}
-
-// CollectLate runs the token search of each late-interaction retriever of
-// req (not the exhaustive ones) at its depth and returns what it
-// collected, by canonical retriever name. A retriever whose index cannot
-// collect (residual codes) has no entry. Query vectors come from
-// req.Vectors, else the text is encoded.
-func (e *Engine) CollectLate(ctx context.Context, req Request) (map[string]*latecollect.Collection, error) {
-	p, err := e.enterPlan(req)
-	if err != nil {
-		return nil, err
-	}
-	defer e.mu.RUnlock()
-	out := map[string]*latecollect.Collection{}
-	var allow *roaring64.Bitmap
-	for _, r := range p.rets {
-		if r.kind != "late" || r.exact {
-			continue
-		}
-		if p.filter != nil && allow == nil {
-			if allow, err = e.sparse.FilterBitmap(ctx, p.schema, p.filter); err != nil {
-				return nil, fmt.Errorf("engine: filter: %w", err)
+			out.BM25 = &st
+		case r.kind == "late" && !r.exact:
+			if p.filter != nil && allow == nil {
+				if allow, err = e.sparse.FilterBitmap(ctx, p.schema, p.filter); err != nil {
+					return nil, fmt.Errorf("engine: filter: %w", err)
+				}
 			}
-		}
-		qt := r.query
-		if qt == nil {
-			b, err := r.model.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: true})
+			qt := r.query
+			if qt == nil {
+				b, err := r.model.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: true})
+				if err != nil {
+					return nil, fmt.Errorf("engine: encode query with %s: %w", r.model.spec.Name, err)
+				}
+				qt = b.Tokens[0].Vectors
+			}
+			c, err := r.model.late.Collect(ctx, qt, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: p.scoring})
+			if errors.Is(err, latecollect.ErrNoCollect) {
+				continue
+			}
 			if err != nil {
-				return nil, fmt.Errorf("engine: encode query with %s: %w", r.model.spec.Name, err)
+				return nil, fmt.Errorf("engine: %s: %w", r.name, err)
 			}
-			qt = b.Tokens[0].Vectors
+			out.Late[r.name] = c
 		}
-		c, err := r.model.late.Collect(ctx, qt, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: p.scoring})
-		if errors.Is(err, latecollect.ErrNoCollect) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("engine: %s: %w", r.name, err)
-		}
-		out[r.name] = c
 	}
 	return out, nil
 }
@@ -323,7 +319,7 @@ func (e *Engine) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, er
 	return out, nil
 }
 
-// ChooseLate decides, from every shard's CollectLate result for the
+// ChooseLate decides, from every shard's Collected.Late entry for the
 // late-interaction retriever name (cols[i] is shard i's), what each shard
 // scores, as this engine's own search would choose over the union of the
 // shards (latecollect.Index.Choose).
