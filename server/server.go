@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/netaddr"
 )
 
 // Defaults of the Config limits, which are also the defaults of
@@ -411,17 +412,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // IsLoopback reports whether addr (host:port) binds only loopback
 // interfaces; "localhost" counts, an empty host (every interface) does not.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func IsLoopback(addr string) bool { return netaddr.IsLoopback(addr) }
 
 // CheckExposure refuses a non-loopback address when no API key is
 // configured: an open server must not be reachable from other machines.
