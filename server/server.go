@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tandemsearch/tandem/engine"
@@ -60,6 +61,20 @@ type Config struct {
 	// Catalog, when set, holds the collections instead of DataDir: a
 	// cluster's (tandem serve --cluster). The HTTP API is the same.
 	Catalog Catalog
+	// Routes are served beside the API, behind the same keys, log and
+	// metrics: tandem serve --cluster adds the cluster's status for an
+	// operator with the admin key.
+	Routes []Route
+	// Collectors are registered on /metrics beside the server's own (a
+	// cluster node's).
+	Collectors []prometheus.Collector
+}
+
+// Route is an extra route of Config.Routes.
+type Route struct {
+	Pattern string // as http.ServeMux takes it, e.g. "GET /_cluster/status"
+	Admin   bool   // needs the admin key; else a read key is enough
+	Handler http.HandlerFunc
 }
 
 func (c *Config) fill() error {
@@ -151,6 +166,11 @@ func New(cfg *Config) (*Server, error) {
 		s.keys[sha256.Sum256([]byte(k))] = roleAdmin
 	}
 	s.metrics = newMetrics(reg)
+	for _, col := range c.Collectors {
+		if err := s.metrics.reg.Register(col); err != nil {
+			return nil, errors.Join(fmt.Errorf("server: metrics: %w", err), reg.closeAll())
+		}
+	}
 	s.routes()
 	s.ready.Store(true)
 	return s, nil
@@ -178,6 +198,13 @@ func (s *Server) routes() {
 	s.handle("POST /v1/collections/{name}/delete", roleAdmin, s.deleteDocuments)
 	s.handle("POST /v1/collections/{name}/search", roleRead, s.searchPost)
 	s.handle("GET /v1/collections/{name}/search", roleRead, s.searchGet)
+	for _, r := range s.cfg.Routes {
+		need := roleRead
+		if r.Admin {
+			need = roleAdmin
+		}
+		s.handle(r.Pattern, need, r.Handler)
+	}
 }
 
 // handle registers h for pattern behind authentication for role and the

@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func ids(hits []hitJSON) []string {
@@ -690,4 +695,50 @@ func TestExternalLateInteraction(t *testing.T) {
 		map[string]any{"retrievers": []string{"late"}, "vectors": map[string]any{"tok": map[string]any{"tokens": [][]float32{{1, 0, 0}}}}}, "tok.tokens[0]", "dimension 3, want 4")
 	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/late/search",
 		map[string]any{"retrievers": []string{"late"}, "vectors": q, "depth": map[string]int{"dense": 5}}, `"dense"`)
+}
+
+// TestExtraRoutes: Config.Routes are served behind the same keys as the
+// API, and Config.Collectors appear on /metrics (tandem serve --cluster
+// adds the cluster's status and refusal counts this way).
+func TestExtraRoutes(t *testing.T) {
+	extra := prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_test_extra_total", Help: "A collector given in Config."})
+	extra.Add(3)
+	s, err := New(&Config{DataDir: t.TempDir(), AdminKeys: []string{"admin-secret"}, ReadKeys: []string{"read-secret"},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Collectors: []prometheus.Collector{extra},
+		Routes: []Route{{Pattern: "GET /_extra/status", Admin: true, Handler: func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "extra ok")
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer func() {
+		ts.Close()
+		s.Close()
+	}()
+	get := func(path, key string) (int, string) {
+		req, _ := http.NewRequest("GET", ts.URL+path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for key, want := range map[string]int{"": 401, "wrong": 401, "read-secret": 403, "admin-secret": 200} {
+		if code, body := get("/_extra/status", key); code != want || (want == 200 && body != "extra ok") {
+			t.Errorf("extra route with key %q: %d %q, want %d", key, code, body, want)
+		}
+	}
+	if code, body := get("/metrics", "read-secret"); code != 200 || !strings.Contains(body, "tandem_test_extra_total 3") {
+		t.Errorf("/metrics: %d, without the extra collector", code)
+	}
+	if _, err := New(&Config{DataDir: t.TempDir(), Collectors: []prometheus.Collector{extra, extra}}); err == nil {
+		t.Error("a collector given twice was registered")
+	}
 }
