@@ -23,6 +23,14 @@ import (
 // HTTP listeners on loopback.
 func testCluster(t *testing.T, n int, eopts engine.Options) []*Node {
 	t.Helper()
+	return testClusterWith(t, make([]Credentials, n), eopts)
+}
+
+// testClusterWith starts a node per credentials in this process, node i
+// holding creds[i].
+func testClusterWith(t *testing.T, creds []Credentials, eopts engine.Options) []*Node {
+	t.Helper()
+	n := len(creds)
 	var peers []Peer
 	var rls, hls []net.Listener
 	for i := range n {
@@ -41,7 +49,7 @@ func testCluster(t *testing.T, n int, eopts engine.Options) []*Node {
 	var nodes []*Node
 	for i := range n {
 		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
-			RaftListener: rls[i], HTTPListener: hls[i], Engine: eopts, Log: testLog{t}})
+			RaftListener: rls[i], HTTPListener: hls[i], Engine: eopts, Log: testLog{t}, Credentials: creds[i]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,6 +62,29 @@
 // meanwhile); given a Position (a write's WriteResult.Position) it waits
 // for that instead, and SearchOptions.Stale reads replicas as they are.
 //
+// # Security
+//
+// Nodes trust each other: a /_cluster/ route applies log entries,
+// creates collections and reads any shard, and a Raft connection takes
+// entries. So a cluster with Credentials (a cluster key, or certificates
+// of the operator's CA) speaks TLS 1.3 with a certificate on both sides
+// for all traffic between nodes:
+//
+//   - the Raft listener completes a TLS handshake that authenticates the
+//     peer before it reads the connection's group;
+//   - the HTTP listener serves clients in plain HTTP and nodes in TLS,
+//     told apart by a connection's first byte; the /_cluster/ routes
+//     answer only a request that came over TLS from an authenticated peer,
+//     and 401 to any other;
+//   - every refusal is logged and counted (Node.Collectors:
+//     tandem_cluster_refused_total).
+//
+// An unprotected node refuses to start unless its Raft and HTTP addresses
+// are loopback (CheckExposure). Clients' API keys are the server's
+// business (package server) and open no /_cluster/ route; the cluster's
+// status is served to an operator through the server, behind its admin
+// key.
+//
 // Catalog and Collection give the HTTP server (tandem serve --cluster) a
 // cluster's collections behind the same API as one node's.
 package cluster

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 
@@ -27,18 +28,59 @@ const maxInternalBody = 256 << 20
 // Handler serves the endpoints other nodes call (under /_cluster/) and
 // the cluster's status (GET /_cluster/status); every other path goes to
 // next, when it is not nil.
+//
+// On a protected cluster the /_cluster/ routes answer only requests that
+// came over TLS from a peer holding the cluster's credential (the
+// listener authenticated it in the handshake); any other request is
+// answered 401, logged and counted. GET /_cluster/status without the
+// credential goes to next instead, which may answer an operator.
 func (n *Node) Handler(next http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /_cluster/meta", n.handleMeta)
-	mux.HandleFunc("POST /_cluster/apply/{coll}/{shard}", n.handleApply)
-	mux.HandleFunc("POST /_cluster/leader/{coll}/{shard}", n.handleLeader)
-	mux.HandleFunc("POST /_cluster/shard/{coll}/{shard}/{phase}", n.handleShard)
-	mux.HandleFunc("GET /_cluster/digest/{coll}/{shard}", n.handleDigest)
-	mux.HandleFunc("GET /_cluster/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
+	mux.HandleFunc("POST /_cluster/meta", n.peersOnly(n.handleMeta))
+	mux.HandleFunc("POST /_cluster/apply/{coll}/{shard}", n.peersOnly(n.handleApply))
+	mux.HandleFunc("POST /_cluster/leader/{coll}/{shard}", n.peersOnly(n.handleLeader))
+	mux.HandleFunc("POST /_cluster/shard/{coll}/{shard}/{phase}", n.peersOnly(n.handleShard))
+	mux.HandleFunc("GET /_cluster/digest/{coll}/{shard}", n.peersOnly(n.handleDigest))
+	status := n.peersOnly(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
+	mux.HandleFunc("GET /_cluster/status", func(w http.ResponseWriter, r *http.Request) {
+		if next != nil && !n.fromPeer(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		status(w, r)
+	})
 	if next != nil {
 		mux.Handle("/", next)
 	}
 	return mux
+}
+
+// fromPeer reports whether r came from a node holding the cluster's
+// credential: over TLS, whose handshake on this listener accepted only
+// such a peer's certificate.
+func (n *Node) fromPeer(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && n.cfg.Credentials.Protected()
+}
+
+// peersOnly lets through to h the requests of the cluster's nodes, and
+// every request on an unprotected cluster.
+func (n *Node) peersOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.Credentials.Protected() && !n.fromPeer(r) {
+			n.refuse("http", "credential", remoteAddr(r), fmt.Errorf("%s %s without the cluster's credential", r.Method, r.URL.Path))
+			writeError(w, http.StatusUnauthorized, errors.New("cluster: the /_cluster/ routes are for the cluster's nodes: a request needs the cluster's credential (TLS with the cluster key or a certificate of the cluster's CA)"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func remoteAddr(r *http.Request) net.Addr {
+	a, err := net.ResolveTCPAddr("tcp", r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return a
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

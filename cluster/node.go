@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +22,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/netaddr"
 )
 
 // Peer is one node of a cluster: its id and the addresses other nodes
@@ -72,8 +75,35 @@ type Config struct {
 	SnapshotThreshold, TrailingLogs uint64
 	// API serves every HTTP path outside /_cluster/ on the node's HTTP
 	// listener: tandem serve --cluster gives the server's handler, so that
-	// one address serves clients and the other nodes. Nil answers 404.
+	// one address serves clients and the other nodes. Nil answers 404. A
+	// request for /_cluster/status without the cluster's credential goes
+	// to API too, which may answer it for an operator (tandem serve does,
+	// behind its admin key).
 	API http.Handler
+	// Credentials protect the traffic between nodes; every node of the
+	// cluster must hold the same. Without them every address of the node
+	// must be loopback (CheckExposure).
+	Credentials Credentials
+	// RequestTimeout, when set, bounds reading a request on the HTTP
+	// listener (and writing its answer, 5 s more), as the server's
+	// --timeout does; 0 leaves only the header's 10 s bound.
+	RequestTimeout time.Duration
+}
+
+// CheckExposure refuses a node whose Raft or HTTP address is not loopback
+// when the cluster is unprotected: its /_cluster/ routes write to shards
+// and its Raft listener takes log entries, so without credentials they
+// must not be reachable from other machines.
+func CheckExposure(self Peer, c Credentials) error {
+	if c.Protected() {
+		return nil
+	}
+	for _, a := range []struct{ what, addr string }{{"Raft", self.Raft}, {"HTTP", self.HTTP}} {
+		if !netaddr.IsLoopback(a.addr) {
+			return fmt.Errorf("cluster: refusing to listen on %s (node %s's %s address) without cluster credentials: it is not a loopback address; give every node the same cluster key (--cluster-key-file, or TANDEM_CLUSTER_KEY) or certificates of the cluster's CA (--cluster-ca, --cluster-cert, --cluster-cert-key), or bind 127.0.0.1", a.addr, self.ID, a.what)
+		}
+	}
+	return nil
 }
 
 // CollectionSpec describes a sharded collection. It is replicated by the
@@ -116,9 +146,14 @@ type Node struct {
 	rs     *raftStore
 	mux    *mux
 	client *http.Client
+	scheme string // of the URLs of other nodes' HTTP listeners
 	http   *http.Server
 	httpLn net.Listener
+	split  *splitter // nil on an unprotected cluster
 	log    hclog.Logger
+	// refusals counts connections and requests refused for their
+	// credentials, by listener and reason.
+	refusals *prometheus.CounterVec
 
 	meta      *raft.Raft
 	metaTrans *raft.NetworkTransport
@@ -154,6 +189,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: node id %q is not among the peers", cfg.ID)
 	}
 	n.self = self
+	if err := CheckExposure(self, cfg.Credentials); err != nil {
+		return nil, err
+	}
+	n.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tandem_cluster_refused_total",
+		Help: "Connections and requests refused by this node for want of the cluster's credential, by listener (raft, http) and reason (tls: a failed TLS handshake, such as a wrong or missing key; credential: a /_cluster/ request without it; header: a Raft connection that did not name its group; busy: too many connections opening at once).",
+	}, []string{"listener", "reason"})
 	if n.cfg.HeartbeatTimeout == 0 {
 		n.cfg.HeartbeatTimeout = 500 * time.Millisecond
 	}
@@ -182,7 +224,9 @@ func Start(cfg Config) (*Node, error) {
 			return fail(fmt.Errorf("cluster: listen for raft: %w", err))
 		}
 	}
-	if n.mux, err = newMux(rl, self.Raft, cfg.Dial); err != nil {
+	if n.mux, err = newMux(rl, self.Raft, cfg.Dial, cfg.Credentials, func(reason string, remote net.Addr, err error) {
+		n.refuse("raft", reason, remote, err)
+	}); err != nil {
 		rl.Close()
 		return fail(err)
 	}
@@ -191,15 +235,45 @@ func Start(cfg Config) (*Node, error) {
 		var d net.Dialer
 		dial = d.DialContext
 	}
-	n.client = &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: time.Minute}}
+	tr := &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: time.Minute}
+	n.scheme = "http"
+	if cfg.Credentials.Protected() {
+		// Host names in URLs are the peers' HTTP addresses, which a CA's
+		// certificates name; ClientTLS sets ServerName from them.
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, cfg.Credentials.ClientTLS(addr))
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("cluster: TLS to %s: %w", addr, err)
+			}
+			return tc, nil
+		}
+		n.scheme = "https"
+	}
+	n.client = &http.Client{Transport: tr}
 	n.httpLn = cfg.HTTPListener
 	if n.httpLn == nil {
 		if n.httpLn, err = net.Listen("tcp", self.HTTP); err != nil {
 			return fail(fmt.Errorf("cluster: listen for http: %w", err))
 		}
 	}
-	n.http = &http.Server{Handler: n.Handler(cfg.API), ReadHeaderTimeout: 10 * time.Second}
-	go n.http.Serve(n.httpLn)
+	n.http = &http.Server{Handler: n.Handler(cfg.API), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if cfg.RequestTimeout > 0 {
+		n.http.ReadTimeout, n.http.WriteTimeout = cfg.RequestTimeout, cfg.RequestTimeout+5*time.Second
+	}
+	if cfg.Credentials.Protected() {
+		n.split = newSplitter(n.httpLn, cfg.Credentials.serverTLS(), func(reason string, remote net.Addr, err error) {
+			n.refuse("http", reason, remote, err)
+		})
+		go n.http.Serve(n.split.plain)
+		go n.http.Serve(n.split.secure)
+	} else {
+		go n.http.Serve(n.httpLn)
+	}
 
 	ids := make([]string, 0, len(n.peers))
 	for id := range n.peers {
@@ -280,6 +354,9 @@ func (n *Node) Close() error {
 		n.http.Shutdown(ctx)
 		cancel()
 	}
+	if n.split != nil {
+		n.split.close()
+	}
 	if n.meta != nil {
 		errs = append(errs, n.meta.Shutdown().Error())
 		n.metaTrans.Close()
@@ -300,6 +377,22 @@ func (n *Node) Close() error {
 
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
+
+// Collectors are the node's Prometheus metrics, for the program serving
+// them to register (tandem serve --cluster adds them to /metrics).
+func (n *Node) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{n.refusals}
+}
+
+// refuse logs and counts a connection or request refused on a listener.
+func (n *Node) refuse(listener, reason string, remote net.Addr, err error) {
+	n.refusals.WithLabelValues(listener, reason).Inc()
+	from := ""
+	if remote != nil {
+		from = remote.String()
+	}
+	n.log.Warn("refused", "listener", listener, "reason", reason, "remote", from, "error", err)
+}
 
 // --- metadata ---
 
@@ -615,7 +708,7 @@ func (n *Node) forward(ctx context.Context, node, path string, body []byte, out 
 	if !ok {
 		return fmt.Errorf("cluster: unknown node %q", node)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.HTTP+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.scheme+"://"+p.HTTP+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +16,19 @@ import (
 // A node runs one Raft group per shard replica it holds, plus the
 // metadata group, and all of them share one TCP listener: each connection
 // opens with a header naming its group (connMagic, a length byte, the
-// name), and the mux hands it to that group's transport.
+// name), and the mux hands it to that group's transport. On a protected
+// cluster every connection is TLS first (Credentials), and the header
+// travels inside it.
 const connMagic = "TDM1"
+
+// handshakeTimeout bounds a connection's TLS handshake and header, so a
+// peer that connects and says nothing holds nothing for long.
+const handshakeTimeout = 10 * time.Second
+
+// maxPending bounds the connections in their handshake or header at once;
+// more are closed at once, so that silent connections cannot exhaust a
+// node's descriptors. Raft opens a few per group and peer.
+const maxPending = 256
 
 // errMuxClosed is returned by a closed group's Accept.
 var errMuxClosed = errors.New("cluster: transport closed")
@@ -29,6 +41,11 @@ type mux struct {
 	ln        net.Listener
 	advertise net.Addr
 	dial      Dialer
+	creds     Credentials
+	server    *tls.Config // nil on an unprotected cluster
+	// refused reports a connection refused for its credentials or its
+	// header.
+	refused func(reason string, remote net.Addr, err error)
 
 	mu     sync.Mutex
 	layers map[string]*layer
@@ -37,7 +54,7 @@ type mux struct {
 	wg     sync.WaitGroup
 }
 
-func newMux(ln net.Listener, advertise string, dial Dialer) (*mux, error) {
+func newMux(ln net.Listener, advertise string, dial Dialer, creds Credentials, refused func(reason string, remote net.Addr, err error)) (*mux, error) {
 	adv, err := net.ResolveTCPAddr("tcp", advertise)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft address %q: %w", advertise, err)
@@ -46,7 +63,10 @@ func newMux(ln net.Listener, advertise string, dial Dialer) (*mux, error) {
 		var d net.Dialer
 		dial = d.DialContext
 	}
-	m := &mux{ln: ln, advertise: adv, dial: dial, layers: map[string]*layer{}, conns: map[net.Conn]struct{}{}}
+	m := &mux{ln: ln, advertise: adv, dial: dial, creds: creds, refused: refused, layers: map[string]*layer{}, conns: map[net.Conn]struct{}{}}
+	if creds.Protected() {
+		m.server = creds.serverTLS()
+	}
 	m.wg.Add(1)
 	go m.serve()
 	return m, nil
@@ -65,6 +85,12 @@ func (m *mux) serve() {
 			c.Close()
 			return
 		}
+		if len(m.conns) >= maxPending {
+			m.mu.Unlock()
+			m.refused("busy", c.RemoteAddr(), fmt.Errorf("%d connections are already being opened", maxPending))
+			c.Close()
+			continue
+		}
 		m.conns[c] = struct{}{}
 		m.mu.Unlock()
 		m.wg.Add(1)
@@ -75,26 +101,42 @@ func (m *mux) serve() {
 	}
 }
 
-// handOver reads c's header and gives c to its group; c is closed when
-// the header is bad or the group is not running here.
-func (m *mux) handOver(c net.Conn) {
+// handOver authenticates c on a protected cluster, reads its header and
+// gives it to its group; c is closed when the peer is refused, the header
+// is bad or the group is not running here.
+func (m *mux) handOver(raw net.Conn) {
 	defer func() {
 		m.mu.Lock()
-		delete(m.conns, c)
+		delete(m.conns, raw)
 		m.mu.Unlock()
 	}()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c := raw
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if m.server != nil {
+		tc := tls.Server(raw, m.server)
+		if err := tc.Handshake(); err != nil {
+			m.refused("tls", raw.RemoteAddr(), err)
+			raw.Close()
+			return
+		}
+		c = tc
+	}
 	hdr := make([]byte, len(connMagic)+1)
 	if _, err := io.ReadFull(c, hdr); err != nil || string(hdr[:len(connMagic)]) != connMagic {
+		if err == nil {
+			err = fmt.Errorf("bad header %q", hdr)
+		}
+		m.refused("header", raw.RemoteAddr(), err)
 		c.Close()
 		return
 	}
 	name := make([]byte, hdr[len(connMagic)])
 	if _, err := io.ReadFull(c, name); err != nil {
+		m.refused("header", raw.RemoteAddr(), err)
 		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	c.SetDeadline(time.Time{})
 	m.mu.Lock()
 	l := m.layers[string(name)]
 	m.mu.Unlock()
@@ -180,6 +222,14 @@ func (l *layer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, 
 	c, err := l.m.dial(ctx, "tcp", string(addr))
 	if err != nil {
 		return nil, err
+	}
+	if l.m.server != nil {
+		tc := tls.Client(c, l.m.creds.ClientTLS(string(addr)))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("cluster: TLS to %s: %w", addr, err)
+		}
+		c = tc
 	}
 	hdr := append([]byte(connMagic), byte(len(l.group)))
 	hdr = append(hdr, l.group...)

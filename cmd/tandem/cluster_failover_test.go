@@ -73,6 +73,10 @@ type failoverCluster struct {
 	logs   []*bytes.Buffer
 	mu     sync.Mutex
 	client *http.Client
+	// peer calls the routes between nodes with the cluster key, which the
+	// nodes hold.
+	peer *http.Client
+	key  string
 }
 
 func newFailoverCluster(t *testing.T, n int) *failoverCluster {
@@ -80,8 +84,14 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 	if d := os.Getenv("TANDEM_TEST_LOGDIR"); d != "" {
 		root = filepath.Join(d, "data") // kept for inspection
 	}
-	c := &failoverCluster{t: t, root: root, proxy: map[[2]int][]*toxiproxy.Proxy{},
-		client: &http.Client{Timeout: 5 * time.Second}}
+	const key = "5e0d1c2b3a49586776859a4b3c2d1e0f"
+	creds, err := cluster.KeyCredentials([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &failoverCluster{t: t, root: root, proxy: map[[2]int][]*toxiproxy.Proxy{}, key: key,
+		client: &http.Client{Timeout: 5 * time.Second},
+		peer:   &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
 	var raftAddrs []string
 	var peers []string
 	for i := range n {
@@ -126,7 +136,7 @@ func (c *failoverCluster) start(i int) {
 	dial, _ := json.Marshal(c.dial[i])
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterNodeProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+strings.Join(args[1:], "\x1f"), clusterDialEnv+"="+string(dial),
-		"TANDEM_API_KEYS=", "TANDEM_READ_KEYS=")
+		"TANDEM_API_KEYS=", "TANDEM_READ_KEYS=", "TANDEM_CLUSTER_KEY="+c.key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	log := c.logs[i] // one log per node, across restarts
@@ -184,12 +194,16 @@ func (c *failoverCluster) call(ctx context.Context, i int, method, path string, 
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.web[i]+path, rd)
+	url, client := "http://"+c.web[i]+path, c.client
+	if strings.HasPrefix(path, "/_cluster/digest/") {
+		url, client = "https://"+c.web[i]+path, c.peer
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
 	}

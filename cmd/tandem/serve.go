@@ -57,18 +57,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		return nil, err
 	}
 	if sc.cluster.on {
-		if sc.cluster.node == "" || sc.cluster.peers == "" {
-			return nil, fmt.Errorf("--cluster needs --node and --peers")
-		}
-		peers, err := parsePeers(sc.cluster.peers)
-		if err != nil {
+		if err := sc.cluster.parse(); err != nil {
 			return nil, err
 		}
-		for _, p := range peers {
-			if p.ID == sc.cluster.node {
-				sc.addr = p.HTTP // the node's HTTP address serves the API
-			}
-		}
+		sc.addr = sc.cluster.self.HTTP // the node's HTTP address serves the API
 	}
 	if sc.cfg.Engine.EncoderThreads < 0 || sc.cfg.Engine.DocumentThreads < 0 {
 		return nil, fmt.Errorf("--encoder-threads and --ingest-threads must be 0 or more")

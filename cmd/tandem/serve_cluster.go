@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,13 @@ type clusterFlags struct {
 	node, peers      string
 	shards, replicas int
 	timeout          time.Duration
+	// The cluster's credentials: a key file, or the CA and this node's
+	// certificate and key (PEM files).
+	keyFile           string
+	ca, cert, certKey string
+	creds             cluster.Credentials
+	self              cluster.Peer
+	peerList          []cluster.Peer
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
@@ -33,6 +42,79 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.shards, "shards", 3, "--cluster: shards of a collection created here")
 	fs.IntVar(&c.replicas, "replicas", 0, "--cluster: replicas of each shard of a collection created here (default min(3, nodes))")
 	fs.DurationVar(&c.timeout, "raft-timeout", 500*time.Millisecond, "--cluster: Raft's heartbeat and election timeout: lower recovers from a lost leader sooner")
+	fs.StringVar(&c.keyFile, "cluster-key-file", "", "--cluster: file holding the cluster key, the same on every node (at least 32 bytes, e.g. `openssl rand -hex 32`; also TANDEM_CLUSTER_KEY): nodes speak TLS to each other and refuse a peer without it. A node with a non-loopback address needs a key or --cluster-ca")
+	fs.StringVar(&c.ca, "cluster-ca", "", "--cluster: PEM file of the cluster's CA, for mutual TLS between nodes instead of a key (with --cluster-cert and --cluster-cert-key)")
+	fs.StringVar(&c.cert, "cluster-cert", "", "--cluster: PEM file of this node's certificate, signed by --cluster-ca, for server and client authentication, naming the node's addresses")
+	fs.StringVar(&c.certKey, "cluster-cert-key", "", "--cluster: PEM file of the private key of --cluster-cert")
+}
+
+// parse checks the cluster flags: the peers, this node among them, the
+// credentials, and that an unprotected node listens on loopback only.
+func (c *clusterFlags) parse() error {
+	if c.node == "" || c.peers == "" {
+		return fmt.Errorf("--cluster needs --node and --peers")
+	}
+	var err error
+	if c.peerList, err = parsePeers(c.peers); err != nil {
+		return err
+	}
+	found := false
+	for _, p := range c.peerList {
+		if p.ID == c.node {
+			c.self, found = p, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("--node %q is not among --peers", c.node)
+	}
+	if c.creds, err = c.credentials(); err != nil {
+		return err
+	}
+	return cluster.CheckExposure(c.self, c.creds)
+}
+
+// credentials reads the cluster's credentials from the flags and
+// TANDEM_CLUSTER_KEY: a key, or a CA with this node's certificate, or
+// none.
+func (c *clusterFlags) credentials() (cluster.Credentials, error) {
+	envKey := os.Getenv("TANDEM_CLUSTER_KEY")
+	tlsFiles := c.ca != "" || c.cert != "" || c.certKey != ""
+	switch {
+	case tlsFiles && (c.keyFile != "" || envKey != ""):
+		return cluster.Credentials{}, errors.New("give a cluster key (--cluster-key-file or TANDEM_CLUSTER_KEY) or certificates (--cluster-ca, --cluster-cert, --cluster-cert-key), not both")
+	case c.keyFile != "" && envKey != "":
+		return cluster.Credentials{}, errors.New("give the cluster key once: --cluster-key-file or TANDEM_CLUSTER_KEY")
+	case c.keyFile != "":
+		key, err := os.ReadFile(c.keyFile)
+		if err != nil {
+			return cluster.Credentials{}, fmt.Errorf("--cluster-key-file: %w", err)
+		}
+		creds, err := cluster.KeyCredentials(key)
+		if err != nil {
+			return cluster.Credentials{}, fmt.Errorf("--cluster-key-file %s: %w", c.keyFile, err)
+		}
+		return creds, nil
+	case envKey != "":
+		creds, err := cluster.KeyCredentials([]byte(envKey))
+		if err != nil {
+			return cluster.Credentials{}, fmt.Errorf("TANDEM_CLUSTER_KEY: %w", err)
+		}
+		return creds, nil
+	case tlsFiles:
+		var pem [3][]byte
+		for i, f := range []struct{ flag, path string }{{"--cluster-ca", c.ca}, {"--cluster-cert", c.cert}, {"--cluster-cert-key", c.certKey}} {
+			if f.path == "" {
+				return cluster.Credentials{}, fmt.Errorf("mutual TLS needs --cluster-ca, --cluster-cert and --cluster-cert-key: %s is missing", f.flag)
+			}
+			b, err := os.ReadFile(f.path)
+			if err != nil {
+				return cluster.Credentials{}, fmt.Errorf("%s: %w", f.flag, err)
+			}
+			pem[i] = b
+		}
+		return cluster.TLSCredentials(pem[0], pem[1], pem[2])
+	}
+	return cluster.Credentials{}, nil
 }
 
 // parsePeers parses --peers.
@@ -88,23 +170,12 @@ var clusterDial cluster.Dialer
 // serveCluster runs this process as a node of a cluster: the node's HTTP
 // listener serves the API to clients and /_cluster/ to the other nodes.
 func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raftLog io.Writer, listening func(addr string)) error {
-	peers, err := parsePeers(sc.cluster.peers)
-	if err != nil {
-		return err
-	}
-	var self *cluster.Peer
-	for i := range peers {
-		if peers[i].ID == sc.cluster.node {
-			self = &peers[i]
-		}
-	}
-	if self == nil {
-		return fmt.Errorf("--node %q is not among --peers", sc.cluster.node)
-	}
+	cf := &sc.cluster
 	var api atomic.Pointer[http.Handler]
 	node, err := cluster.Start(cluster.Config{
-		ID: sc.cluster.node, Dir: sc.cfg.DataDir, Peers: peers, Engine: sc.cfg.Engine, Log: raftLog, Dial: clusterDial,
-		HeartbeatTimeout: sc.cluster.timeout, ElectionTimeout: sc.cluster.timeout,
+		ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Engine: sc.cfg.Engine, Log: raftLog, Dial: clusterDial,
+		HeartbeatTimeout: cf.timeout, ElectionTimeout: cf.timeout,
+		Credentials: cf.creds, RequestTimeout: sc.cfg.Timeout,
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h := api.Load(); h != nil {
 				(*h).ServeHTTP(w, r)
@@ -119,7 +190,14 @@ func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raf
 	cfg := sc.cfg
 	cfg.Logger = logger
 	cfg.DataDir = ""
-	cfg.Catalog = catalog{cluster.Catalog{Node: node, Shards: sc.cluster.shards, Replicas: sc.cluster.replicas}}
+	cfg.Catalog = catalog{cluster.Catalog{Node: node, Shards: cf.shards, Replicas: cf.replicas}}
+	// The cluster's status, for an operator with the admin key (the other
+	// nodes read it with the cluster's credential).
+	cfg.Routes = []server.Route{{Pattern: "GET /_cluster/status", Admin: true, Handler: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(node.Status())
+	}}}
+	cfg.Collectors = node.Collectors()
 	srv, err := server.New(&cfg)
 	if err != nil {
 		node.Close()
@@ -127,8 +205,9 @@ func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raf
 	}
 	h := srv.Handler()
 	api.Store(&h)
+	logger.Info("cluster node", "node", cf.node, "raft", cf.self.Raft, "http", cf.self.HTTP, "credentials", cf.creds.String())
 	if listening != nil {
-		listening(self.HTTP)
+		listening(cf.self.HTTP)
 	}
 	<-ctx.Done()
 	return errors.Join(node.Close(), srv.Close())

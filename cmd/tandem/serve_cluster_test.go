@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,9 +29,18 @@ func freeAddr(t *testing.T) string {
 // uses the server's HTTP API on them: a collection created through one
 // node is written through another and read through the third, as a
 // client would use one server.
+//
+// The nodes are protected as a deployment would be: a cluster key between
+// nodes and API keys for clients, the same on every node.
 func TestServeCluster(t *testing.T) {
-	t.Setenv("TANDEM_API_KEYS", "")
-	t.Setenv("TANDEM_READ_KEYS", "")
+	const admin, read = "admin-key-for-the-test", "read-key-for-the-test"
+	t.Setenv("TANDEM_API_KEYS", admin)
+	t.Setenv("TANDEM_READ_KEYS", read)
+	t.Setenv("TANDEM_CLUSTER_KEY", "")
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("c2a1e0f4b3d69788a1b2c3d4e5f60718\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var peers []string
 	var web []string
 	for i := range 3 {
@@ -43,7 +53,7 @@ func TestServeCluster(t *testing.T) {
 	done := make(chan error, 3)
 	for i := range 3 {
 		sc, err := parseServe([]string{"--cluster", "--node", fmt.Sprint("n", i), "--peers", strings.Join(peers, ","),
-			"--data", filepath.Join(root, fmt.Sprint("n", i)), "--shards", "3", "--replicas", "3"}, io.Discard)
+			"--data", filepath.Join(root, fmt.Sprint("n", i)), "--shards", "3", "--replicas", "3", "--cluster-key-file", keyFile}, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,10 +70,13 @@ func TestServeCluster(t *testing.T) {
 			}
 		}
 	}()
-	call := func(node int, method, path, body string, want int) map[string]any {
+	callAs := func(key string, node int, method, path, body string, want int) map[string]any {
 		t.Helper()
 		for try := 0; ; try++ {
 			req, _ := http.NewRequest(method, "http://"+web[node]+path, strings.NewReader(body))
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
 			req.Header.Set("Content-Type", "application/json")
 			if strings.HasSuffix(path, "/documents") {
 				req.Header.Set("Content-Type", "application/x-ndjson")
@@ -85,6 +98,10 @@ func TestServeCluster(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	call := func(node int, method, path, body string, want int) map[string]any {
+		t.Helper()
+		return callAs(admin, node, method, path, body, want)
 	}
 	call(0, "GET", "/readyz", "", 200)
 	call(0, "PUT", "/v1/collections/c", `{"schema":{"strict":true,"fields":[{"name":"title","type":"text"},{"name":"text","type":"text"},{"name":"kind","type":"keyword"}]}}`, 201)
@@ -131,6 +148,46 @@ func TestServeCluster(t *testing.T) {
 	if cs := st["collections"].([]any); len(cs) != 1 || len(cs[0].(map[string]any)["shards"].([]any)) != 3 {
 		t.Errorf("status: %v", st)
 	}
+
+	// Client keys work the same on every node, and no API key opens the
+	// routes between nodes: those need the cluster key.
+	for node := range 3 {
+		callAs("", node, "POST", "/v1/collections/c/search", `{"text":"honey"}`, 401)
+		callAs("wrong", node, "POST", "/v1/collections/c/search", `{"text":"honey"}`, 401)
+		if res := callAs(read, node, "POST", "/v1/collections/c/search", `{"text":"honey","k":50}`, 200); len(res["hits"].([]any)) != 18 {
+			t.Errorf("search with the read key through node %d: %d hits, want the 18 honey notes left", node, len(res["hits"].([]any)))
+		}
+		callAs(read, node, "POST", "/v1/collections/c/delete", `{"ids":["d4"]}`, 403)
+		callAs("", node, "GET", "/_cluster/status", "", 401)
+		callAs(read, node, "GET", "/_cluster/status", "", 403)
+		callAs(admin, node, "POST", "/_cluster/apply/c/0", "\x01", 401)
+		callAs(admin, node, "GET", "/_cluster/digest/c/0", "", 401)
+	}
+	if doc := callAs(read, 1, "GET", "/v1/collections/c/documents/d4", "", 200); doc["id"] != "d4" {
+		t.Errorf("d4 after a refused delete: %v", doc)
+	}
+	req, _ := http.NewRequest("GET", "http://"+web[0]+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+read)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `tandem_cluster_refused_total{listener="http",reason="credential"} 2`) {
+		t.Errorf("node 0's metrics do not count the 2 refused requests to /_cluster/:\n%s", grepLines(string(metrics), "tandem_cluster"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func TestServeClusterFlags(t *testing.T) {
@@ -146,11 +203,52 @@ func TestServeClusterFlags(t *testing.T) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	sc, err := parseServe([]string{"--cluster", "--data", "d", "--node", "n9", "--peers", "n0=127.0.0.1:1/127.0.0.1:2"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestServeClusterCredentials: a node with a non-loopback address is
+// refused unless the cluster is protected, and the credentials' flags are
+// checked before anything starts.
+func TestServeClusterCredentials(t *testing.T) {
+	t.Setenv("TANDEM_API_KEYS", "an-admin-key")
+	t.Setenv("TANDEM_READ_KEYS", "")
+	t.Setenv("TANDEM_CLUSTER_KEY", "")
+	dir := t.TempDir()
+	key, short := filepath.Join(dir, "cluster.key"), filepath.Join(dir, "short.key")
+	os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600)
+	os.WriteFile(short, []byte("hunter2\n"), 0o600)
+	open := []string{"--cluster", "--data", "d", "--node", "n0", "--peers", "n0=0.0.0.0:7811/10.1.2.3:7711,n1=10.1.2.4:7811/10.1.2.4:7711"}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{open, "", "refusing to listen on 0.0.0.0:7811 (node n0's Raft address) without cluster credentials"},
+		{[]string{"--cluster", "--data", "d", "--node", "n0", "--peers", "n0=127.0.0.1:7811/10.1.2.3:7711"}, "", "refusing to listen on 10.1.2.3:7711 (node n0's HTTP address) without cluster credentials"},
+		{append(open, "--cluster-key-file", short), "", "--cluster-key-file " + short + ": cluster: the cluster key has 7 bytes; it needs at least 32"},
+		{open, "hunter2", "TANDEM_CLUSTER_KEY: cluster: the cluster key has 7 bytes"},
+		{append(open, "--cluster-key-file", filepath.Join(dir, "absent")), "", "--cluster-key-file: open"},
+		{append(open, "--cluster-key-file", key, "--cluster-ca", key), "", "not both"},
+		{append(open, "--cluster-ca", key), "", "--cluster-cert is missing"},
+		{append(open, "--cluster-key-file", key), "0123456789abcdef0123456789abcdef", "give the cluster key once"},
+		{[]string{"--cluster", "--data", "d", "--node", "n9", "--peers", "n0=127.0.0.1:1/127.0.0.1:2"}, "", `--node "n9" is not among --peers`},
+	} {
+		t.Setenv("TANDEM_CLUSTER_KEY", tc.env)
+		if _, err := parseServe(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v (TANDEM_CLUSTER_KEY %q): %v, want %q", tc.args, tc.env, err, tc.want)
+		}
 	}
-	if err := serveCluster(context.Background(), sc, slog.Default(), io.Discard, nil); err == nil || !strings.Contains(err.Error(), `--node "n9" is not among --peers`) {
-		t.Errorf("a node not among the peers: %v", err)
+	for _, env := range []string{"", "0123456789abcdef0123456789abcdef"} {
+		t.Setenv("TANDEM_CLUSTER_KEY", env)
+		args := open
+		if env == "" {
+			args = append(open, "--cluster-key-file", key)
+		}
+		sc, err := parseServe(args, io.Discard)
+		if err != nil {
+			t.Fatalf("a protected node on every interface: %v", err)
+		}
+		if !sc.cluster.creds.Protected() || sc.addr != "10.1.2.3:7711" {
+			t.Errorf("protected %v, address %s", sc.cluster.creds.Protected(), sc.addr)
+		}
 	}
 }
