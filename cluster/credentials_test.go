@@ -15,10 +15,13 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -321,4 +324,149 @@ func refused(t *testing.T, n *Node) float64 {
 		sum += pb.GetCounter().GetValue()
 	}
 	return sum
+}
+
+// BenchmarkCredentials measures what protection costs: two 3-node
+// clusters on loopback, one with a cluster key and one without, each with
+// a BM25 collection of 3 shards x 3 replicas, all led by node 1, taking
+// the same writes and searches through node 0, alternating op by op. A
+// write of 16 documents is forwarded to node 1 over HTTP and replicated
+// by Raft; a search asks node 1 over HTTP how far each shard has applied.
+// Writes run first, then searches, after one search on each side that
+// waits for the last writes to be applied. It reports each side's median
+// time per op and the ratio of the medians:
+//
+//	go test -run '^$' -bench Credentials -benchtime 400x ./cluster
+func BenchmarkCredentials(b *testing.B) {
+	key, err := KeyCredentials([]byte(testKey))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sides := []struct {
+		name  string
+		nodes []*Node
+		took  [2][]time.Duration // write, search
+	}{{name: "none"}, {name: "key"}}
+	for i := range sides {
+		creds := make([]Credentials, 3)
+		if sides[i].name == "key" {
+			creds = []Credentials{key, key, key}
+		}
+		sides[i].nodes = benchCluster(b, creds)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := sides[i].nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 3, Replicas: 3, Schema: testSchema()}); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		leadFrom(b, sides[i].nodes, "c", 1)
+	}
+	ctx := context.Background()
+	docs := credDocs(16)
+	op := func(i, what int, f func(*Node) error) {
+		for k := range sides {
+			s := &sides[(i+k)%2] // alternate which side goes first
+			start := time.Now()
+			if err := f(s.nodes[0]); err != nil {
+				b.Fatal(err)
+			}
+			s.took[what] = append(s.took[what], time.Since(start))
+		}
+	}
+	search := func(n *Node) error {
+		_, err := n.Search(ctx, "c", engine.Request{Text: "honey valleys", K: 10}, nil)
+		return err
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range docs {
+			docs[j].ID = fmt.Sprintf("d%d-%d", i, j)
+		}
+		op(i, 0, func(n *Node) error {
+			_, err := n.Index(ctx, "c", docs)
+			return err
+		})
+	}
+	for _, s := range sides {
+		if err := search(s.nodes[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		op(i, 1, search)
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) time.Duration {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	for what, name := range []string{"write", "search"} {
+		none, keyed := median(sides[0].took[what]), median(sides[1].took[what])
+		b.ReportMetric(float64(none.Microseconds()), name+"-none-p50-µs")
+		b.ReportMetric(float64(keyed.Microseconds()), name+"-key-p50-µs")
+		b.ReportMetric(float64(keyed)/float64(none), name+"-key/none")
+	}
+}
+
+// leadFrom moves the leadership of every shard of coll to nodes[l], so
+// that two clusters compared have the same leaders.
+func leadFrom(b *testing.B, nodes []*Node, coll string, l int) {
+	want := raft.ServerID(nodes[l].ID())
+	for _, n := range nodes {
+		c, err := n.collection(coll)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == nodes[l] {
+			continue
+		}
+		for s, r := range c.replicas {
+			for r.raft.State() == raft.Leader {
+				if err := r.raft.LeadershipTransferToServer(want, raft.ServerAddress(nodes[l].self.Raft)).Error(); err != nil {
+					b.Logf("shard %d: leadership transfer: %v", s, err)
+				}
+			}
+		}
+	}
+	for _, n := range nodes {
+		c, _ := n.collection(coll)
+		for _, r := range c.replicas {
+			for {
+				if _, id := r.raft.LeaderWithID(); id == want {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// benchCluster starts 3 nodes for a benchmark, closed at its end.
+func benchCluster(b *testing.B, creds []Credentials) []*Node {
+	var peers []Peer
+	var rls, hls []net.Listener
+	for i := range creds {
+		rl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		hl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		rls, hls = append(rls, rl), append(hls, hl)
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i), Raft: rl.Addr().String(), HTTP: hl.Addr().String()})
+	}
+	root := b.TempDir()
+	var nodes []*Node
+	for i := range creds {
+		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+			RaftListener: rls[i], HTTPListener: hls[i], Credentials: creds[i], Engine: engine.Options{NoSync: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+		b.Cleanup(func() { nd.Close() })
+	}
+	return nodes
 }
