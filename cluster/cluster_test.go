@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net"
 	"os"
@@ -346,4 +348,30 @@ func ids(hs []tandem.Hit) string {
 		fmt.Fprintf(&b, "%s:%.4f", h.ID, h.Score)
 	}
 	return b.String()
+}
+
+// TestCreateExisting: creating a collection that exists fails with
+// ErrExists through every node, the metadata leader or a node that
+// forwards to it (a forwarded refusal used to come back as a bare 400).
+func TestCreateExisting(t *testing.T) {
+	nodes := testCluster(t, 3, engine.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 1, Replicas: 3, Schema: testSchema()}); err != nil {
+		t.Fatal(err)
+	}
+	forwarded := 0
+	for _, n := range nodes {
+		err := n.CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 1, Replicas: 3, Schema: testSchema()})
+		if !errors.Is(err, ErrExists) || !errors.Is(err, fs.ErrExist) {
+			t.Errorf("create an existing collection through %s: %v, want ErrExists", n.ID(), err)
+		}
+		var re *remoteError
+		if errors.As(err, &re) {
+			forwarded++
+		}
+	}
+	if forwarded != 2 {
+		t.Errorf("%d of the refusals came from another node, want 2 (every node but the metadata leader)", forwarded)
+	}
 }

@@ -94,7 +94,9 @@ func writeError(w http.ResponseWriter, status int, err error) {
 }
 
 // statusOf maps an error to the status another node acts on: 503 to try
-// elsewhere or later, 400 for the request's own fault, 404, else 500.
+// elsewhere or later, 400 for the request's own fault, 404, 409 for a
+// collection that exists (remoteError unwraps it to ErrExists again),
+// else 500.
 func statusOf(err error) int {
 	var be *tandem.FieldError
 	var ve *tandem.VectorError
@@ -108,7 +110,9 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrNoCollection):
 		return http.StatusNotFound
-	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrUnknownRetriever), errors.Is(err, ErrExists),
+	case errors.Is(err, ErrExists):
+		return http.StatusConflict
+	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrUnknownRetriever),
 		errors.As(err, &be), errors.As(err, &ve), errors.As(err, &fe), errors.Is(err, errBadEntry):
 		return http.StatusBadRequest
 	}

@@ -693,6 +693,15 @@ type remoteError struct {
 
 func (e *remoteError) Error() string { return e.Msg }
 
+// Unwrap gives back the sentinel error a status stands for, so that a
+// caller tells a forwarded ErrExists from the local one.
+func (e *remoteError) Unwrap() error {
+	if e.Status == http.StatusConflict {
+		return ErrExists
+	}
+	return nil
+}
+
 func retryable(err error) bool {
 	var re *remoteError
 	if errors.As(err, &re) {
