@@ -112,8 +112,28 @@ func (s Side) String() string {
 
 // Encoder turns texts into vectors with one ONNX model (or two, for
 // asymmetric encoders). It is safe for concurrent use; Close waits for
-// calls in flight.
+// its calls in flight.
+//
+// The Encoders a Cache returns for one model directory and Options share
+// one loaded model: its ONNX Runtime sessions, its tokenizer and its
+// thread budgets. Each has its own Close, and the sessions are released
+// when the last one closes.
 type Encoder struct {
+	*loaded
+
+	mu struct {
+		sync.RWMutex
+		closed bool
+	}
+	// release drops this Encoder's hold on loaded; Close calls it once.
+	release func() error
+}
+
+// loaded is a model loaded once: configuration, tokenizer, ONNX sessions
+// and thread budgets, shared by the Encoders of a Cache entry. Nothing in
+// it changes after load but the bulk sessions, opened at first use under
+// their own lock, and the pooled scratch buffers.
+type loaded struct {
 	dir      string
 	cfg      Config
 	opts     Options
@@ -131,12 +151,8 @@ type Encoder struct {
 	bulkRuns   int       // concurrent bulk runs; < 2 means no bulk session
 	scratch    sync.Pool // *buffers
 
-	mu struct {
-		sync.RWMutex
-		closed bool
-	}
-	sessions []*ort.Session // distinct sessions, closed by Close
-	models   []*model       // their models, whose bulk sessions Close closes
+	sessions []*ort.Session // distinct sessions, closed by close
+	models   []*model       // their models, whose bulk sessions close closes
 }
 
 // model is one ONNX session and how to feed it.
@@ -174,12 +190,28 @@ func (m *model) bulkSession() (*ort.Session, error) {
 
 // Load opens the model in dir: tandem.json, the tokenizer and the ONNX
 // file(s). It checks the configuration against the model's inputs and
-// outputs and the tokenizer's vocabulary.
+// outputs and the tokenizer's vocabulary. The Encoder owns its sessions;
+// Cache.Load shares them instead.
 func Load(dir string, opts *Options) (*Encoder, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	l, err := loadModel(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	return l.handle(l.close), nil
+}
+
+// handle returns a new Encoder on l; its Close calls release.
+func (l *loaded) handle(release func() error) *Encoder {
+	return &Encoder{loaded: l, release: release}
+}
+
+// loadModel loads the model in dir with options o, defaults filled.
+func loadModel(dir string, o Options) (*loaded, error) {
+	var err error
 	var cfg *Config
 	if o.Config != nil {
 		c := *o.Config
@@ -207,20 +239,21 @@ func Load(dir string, opts *Options) (*Encoder, error) {
 	if threads == 0 {
 		threads = runtime.NumCPU()
 	}
-	e := &Encoder{dir: dir, cfg: *cfg, opts: o, runThreads: int64(threads),
+	l := &loaded{dir: dir, cfg: *cfg, opts: o, runThreads: int64(threads),
 		threads: semaphore.NewWeighted(int64(threads * o.MaxConcurrentRuns)), bulkRuns: threads * o.MaxConcurrentRuns}
 	if threads == 1 {
-		e.bulkRuns = 0 // the main session is already one thread per run
+		l.bulkRuns = 0 // the main session is already one thread per run
 	}
 	if o.DocumentThreads > 0 {
-		e.docThreads = semaphore.NewWeighted(int64(o.DocumentThreads))
+		l.docThreads = semaphore.NewWeighted(int64(o.DocumentThreads))
 	}
-	e.scratch.New = func() any { return new(buffers) }
-	if err := e.load(); err != nil {
-		e.closeSessions()
+	l.scratch.New = func() any { return new(buffers) }
+	// The loading Encoder probes the model (setDims) and is then dropped.
+	if err := l.handle(nil).load(); err != nil {
+		l.close()
 		return nil, fmt.Errorf("encoder: load %s: %w", dir, err)
 	}
-	return e, nil
+	return l, nil
 }
 
 func (e *Encoder) load() error {
@@ -477,8 +510,9 @@ func (e *Encoder) CheckTokenDim(indexDim int) error {
 	return nil
 }
 
-// Close releases the ONNX sessions. It waits for calls in flight and is
-// idempotent.
+// Close releases the ONNX sessions, or, for an Encoder of a Cache, its
+// hold on them: the last Encoder of a model to close releases them. It
+// waits for this Encoder's calls in flight and is idempotent.
 func (e *Encoder) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -486,15 +520,16 @@ func (e *Encoder) Close() error {
 		return nil
 	}
 	e.mu.closed = true
-	return e.closeSessions()
+	return e.release()
 }
 
-func (e *Encoder) closeSessions() error {
+// close releases the sessions; no Encoder may use l afterwards.
+func (l *loaded) close() error {
 	var errs []error
-	for _, s := range e.sessions {
+	for _, s := range l.sessions {
 		errs = append(errs, s.Close())
 	}
-	for _, m := range e.models {
+	for _, m := range l.models {
 		m.bulk.Lock()
 		if m.bulk.s != nil {
 			errs = append(errs, m.bulk.s.Close())
@@ -502,7 +537,7 @@ func (e *Encoder) closeSessions() error {
 		}
 		m.bulk.Unlock()
 	}
-	e.sessions, e.models = nil, nil
+	l.sessions, l.models = nil, nil
 	return errors.Join(errs...)
 }
 
