@@ -34,6 +34,12 @@
 // Options.IntraOpThreads cores; cancelling the context stops the run in
 // progress inside ONNX Runtime.
 //
+// A Cache shares one load of a model among the Encoders of one model
+// directory and Options: its sessions, tokenizer and thread budgets. Each
+// Encoder keeps its own Close, and the last one to close releases the
+// sessions. Package engine keeps one Cache per process, so that the
+// collections of a server load a model once.
+//
 // # Usage
 //
 //	e, err := encoder.Load(filepath.Join(native.ModelsDir(), "bge-small-en-v1.5"), nil)

@@ -48,9 +48,16 @@
 // their dimensions. Options.Dense and Options.Late choose them for a new
 // collection; Open loads the stored ones for an existing collection, fails
 // with ErrModel when one is not installed, and refuses (encoder.ErrDimMismatch)
-// a model whose vectors no longer have the stored dimension. The engine owns
-// the encoders: loaded by Open, capped at Options.EncoderThreads threads per
-// run, closed by Close.
+// a model whose vectors no longer have the stored dimension. Open takes
+// each encoder from the process's cache (encoder.Cache), closed by Close:
+// the engines of a process that use one model with the same thread options
+// (EncoderThreads, DocumentThreads) share one load of it, one set of ONNX
+// Runtime sessions, whether they are the collections of one server or the
+// shard replicas of a cluster node; the last engine to close releases it.
+// They share its thread budgets too: their query runs together take at most
+// EncoderThreads threads per run and the encoder's concurrent runs, and
+// their document runs at most DocumentThreads, so concurrent ingest into
+// several collections queues where it would have oversubscribed the cores.
 //
 // # Retrievers and fusion
 //

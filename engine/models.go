@@ -38,14 +38,25 @@ type model struct {
 // its host, and beyond 4 threads a small BERT gains little per run.
 func defaultEncoderThreads() int { return max(1, min(runtime.NumCPU(), 4)) }
 
+// encoders is the process's cache of loaded models (see the package doc,
+// Models): a model takes about 210 MB (bge-small-en-v1.5, float32), once
+// per process rather than once per collection or shard replica.
+var encoders encoder.Cache
+
+// LoadedModels reports the process's loaded models: loads since start,
+// models loaded now and the encoders (one per model of each open engine)
+// sharing them.
+func LoadedModels() encoder.CacheStats { return encoders.Stats() }
+
 // loadEncoder loads an installed model by name, with the thread budgets of
-// o (EncoderThreads, DocumentThreads).
+// o (EncoderThreads, DocumentThreads), or takes it from the process's
+// cache when an open engine loaded it with the same budgets already.
 func loadEncoder(name string, o *Options) (*encoder.Encoder, error) {
 	dir, err := encoder.Find(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
 	}
-	enc, err := encoder.Load(dir, &encoder.Options{IntraOpThreads: o.EncoderThreads, DocumentThreads: o.DocumentThreads})
+	enc, err := encoders.Load(dir, &encoder.Options{IntraOpThreads: o.EncoderThreads, DocumentThreads: o.DocumentThreads})
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
 	}

@@ -358,3 +358,77 @@ func TestResidualLateIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestEnginesShareModel checks that the engines of a process share one
+// load of a model (the process's encoder.Cache counts loads): closing one
+// leaves the other encoding and searching, and closing the last releases
+// the model. Other thread options load it apart.
+func TestEnginesShareModel(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	base := LoadedModels()
+	want := func(loads int64, models, encs int) {
+		t.Helper()
+		got := LoadedModels()
+		w := encoder.CacheStats{Loads: base.Loads + loads, Models: base.Models + models, Encoders: base.Encoders + encs}
+		if got != w {
+			t.Fatalf("loaded models %+v, want %+v", got, w)
+		}
+	}
+	root := t.TempDir()
+	// Dense and late from one model: one load for the collection.
+	a, err := Open(filepath.Join(root, "a"), modelOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(1, 1, 1)
+	b, err := Open(filepath.Join(root, "b"), &Options{Dense: []string{encoder.DefaultModel}})
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	want(1, 1, 2)
+	for _, e := range []*Engine{a, b} {
+		if _, err := e.Index(ctx, animals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A collection reopened from its stored schema takes the same load.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want(1, 1, 1)
+	if a, err = Open(filepath.Join(root, "a"), &Options{MustExist: true}); err != nil {
+		t.Fatal(err)
+	}
+	want(1, 1, 2)
+	// Closing one leaves the other working.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want(1, 1, 1)
+	if _, err := b.Index(ctx, []tandem.Doc{{ID: "kitten", Fields: map[string]any{"title": "Kittens", "text": "A kitten is a young cat."}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Search(ctx, Request{Text: "puppy", Retrievers: []string{"dense"}, K: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) == 0 || res.Hits[0].ID != "dog" {
+		t.Fatalf("dense search after the other engine closed: hits %v, want dog first", ids(res.Hits))
+	}
+	// Other thread options shape other sessions: a load of their own.
+	c, err := Open(filepath.Join(root, "c"), &Options{Dense: []string{encoder.DefaultModel}, EncoderThreads: 1, DocumentThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(2, 2, 2)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The last engine's Close releases the model.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want(2, 0, 0)
+}
