@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,7 +51,12 @@ type registry struct {
 	dir string
 	// catalog, when set, holds the collections instead of dir.
 	catalog Catalog
-	mu      struct {
+	// max bounds the collections create makes (Config.MaxCollections).
+	max int
+	// createMu serialises a catalog's creates, so that two creates
+	// through this server cannot both pass the bound.
+	createMu sync.Mutex
+	mu       struct {
 		sync.Mutex
 		open map[string]*collection
 		// busy names a collection being created or dropped: its name is
@@ -63,7 +69,7 @@ type registry struct {
 // and removes what earlier drops left half removed. A collection that
 // fails to open is an error naming it: a server does not start with part
 // of its data silently missing.
-func openRegistry(dir string, opts engine.Options) (*registry, error) {
+func openRegistry(dir string, max int, opts engine.Options) (*registry, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
@@ -71,7 +77,7 @@ func openRegistry(dir string, opts engine.Options) (*registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
-	reg := &registry{dir: dir}
+	reg := &registry{dir: dir, max: max}
 	reg.mu.open = map[string]*collection{}
 	reg.mu.busy = map[string]bool{}
 	for _, de := range entries {
@@ -170,14 +176,31 @@ func (r *registry) each(fn func(*collection)) {
 	}
 }
 
+// tooMany is the answer to a create beyond the bound on collections.
+func (r *registry) tooMany(name string, have int) error {
+	return errorf(http.StatusConflict, "too_many_collections",
+		"collection %q: the server holds %d collections, and its limit is %d (--max-collections); drop one, or restart the server with a higher --max-collections",
+		name, have, r.max)
+}
+
 // create makes a new collection. Its name is reserved while the engine
 // opens (loading models may take seconds), so that a concurrent create or
-// drop of the same name answers 409.
+// drop of the same name answers 409. Beyond the bound on collections
+// (r.max), counting those being created or dropped, it answers 409 and
+// creates nothing.
 func (r *registry) create(ctx context.Context, name string, opts engine.Options) (*collection, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	if r.catalog != nil {
+		// The cluster's list counts collections any node made; a create
+		// through another node at the same moment may pass the bound by
+		// one.
+		r.createMu.Lock()
+		defer r.createMu.Unlock()
+		if names := r.catalog.List(); len(names) >= r.max && !slices.Contains(names, name) {
+			return nil, r.tooMany(name, len(names))
+		}
 		e, err := r.catalog.Create(ctx, name, opts)
 		if errors.Is(err, fs.ErrExist) {
 			return nil, errorf(http.StatusConflict, "collection_exists", "collection %q already exists", name)
@@ -196,6 +219,10 @@ func (r *registry) create(ctx context.Context, name string, opts engine.Options)
 	if _, err := os.Lstat(dir); err == nil {
 		r.mu.Unlock()
 		return nil, errorf(http.StatusConflict, "collection_exists", "collection %q: the data directory already holds %s, which is not an open collection", name, name)
+	}
+	if have := len(r.mu.open) + len(r.mu.busy); have >= r.max {
+		r.mu.Unlock()
+		return nil, r.tooMany(name, have)
 	}
 	r.mu.busy[name] = true
 	r.mu.Unlock()

@@ -29,6 +29,13 @@
 // the removal leaves nothing that the next start would open). A request
 // that comes after the drop answers 404.
 //
+// A server holds at most Config.MaxCollections collections (--max-collections,
+// default DefaultMaxCollections), those found at start included: a create
+// beyond it answers 409 too_many_collections, naming the limit and the
+// flag, before anything is made. Collections that use one model share its
+// load (package engine), so a collection costs its own indexes, not a copy
+// of the model (docs/server.md, Memory).
+//
 // # Authentication
 //
 // Keys come as "Authorization: Bearer KEY" or "X-API-Key: KEY". Admin keys

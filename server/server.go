@@ -32,6 +32,12 @@ const (
 	DefaultMaxK     = 1000
 	DefaultMaxQuery = 4096
 	DefaultTimeout  = 30 * time.Second
+	// DefaultMaxCollections bounds the collections of a server: room for
+	// a collection per corpus or per tenant, while a client that creates
+	// collections in a loop takes about 1 GB and 800 open files at most
+	// (100 small collections of the default dense model, its one load
+	// aside; docs/server.md, Memory), not the host.
+	DefaultMaxCollections = 100
 )
 
 // Config configures a Server. Zero fields mean defaults.
@@ -52,6 +58,16 @@ type Config struct {
 	MaxK     int
 	MaxQuery int
 	Timeout  time.Duration
+	// MaxCollections bounds the collections the server holds (flag
+	// --max-collections; default DefaultMaxCollections): a create beyond
+	// it answers 409 too_many_collections and creates nothing. A
+	// collection costs memory and open files however little it holds,
+	// even with its model shared (Badger's memtables and block cache,
+	// Bleve, FAISS). Collections found in DataDir at start count; the
+	// server still opens them all when they are more. In a cluster
+	// (Catalog) it counts the cluster's collections, checked by the node
+	// the create goes through.
+	MaxCollections int
 	// Logger receives one line per request; nil means slog.Default().
 	Logger *slog.Logger
 	// Engine is the options every collection is opened with (for example
@@ -96,10 +112,13 @@ func (c *Config) fill() error {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	if c.MaxCollections == 0 {
+		c.MaxCollections = DefaultMaxCollections
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 {
+	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 || c.MaxCollections < 0 {
 		return errors.New("server: negative limit")
 	}
 	for _, k := range append(append([]string(nil), c.AdminKeys...), c.ReadKeys...) {
@@ -150,12 +169,16 @@ func New(cfg *Config) (*Server, error) {
 	c.ReadKeys = append([]string(nil), c.ReadKeys...)
 	var reg *registry
 	if c.Catalog != nil {
-		reg = &registry{catalog: c.Catalog}
+		reg = &registry{catalog: c.Catalog, max: c.MaxCollections}
 		reg.mu.open, reg.mu.busy = map[string]*collection{}, map[string]bool{}
 	} else {
 		var err error
-		if reg, err = openRegistry(c.DataDir, c.Engine); err != nil {
+		if reg, err = openRegistry(c.DataDir, c.MaxCollections, c.Engine); err != nil {
 			return nil, err
+		}
+		if n := len(reg.mu.open); n > c.MaxCollections {
+			c.Logger.Warn("the data directory holds more collections than the limit: every one is served, and creating one answers 409 until enough are dropped",
+				"collections", n, "max_collections", c.MaxCollections, "flag", "--max-collections")
 		}
 	}
 	s := &Server{cfg: c, reg: reg, keys: map[[32]byte]role{}}

@@ -50,6 +50,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&sc.cfg.MaxK, "max-k", server.DefaultMaxK, "largest k+offset of a search (400 above)")
 	fs.IntVar(&sc.cfg.MaxQuery, "max-query", server.DefaultMaxQuery, "longest query text in bytes (400 above)")
 	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request (504 above)")
+	fs.IntVar(&sc.cfg.MaxCollections, "max-collections", server.DefaultMaxCollections, "most collections the server holds, those already in --data (or in the cluster) included; creating one more answers 409 too_many_collections")
 	fs.IntVar(&sc.cfg.Engine.EncoderThreads, "encoder-threads", 0, "ONNX Runtime threads of one query's encoding (default min(cores, 4))")
 	fs.IntVar(&sc.cfg.Engine.DocumentThreads, "ingest-threads", max(1, runtime.NumCPU()/2), "one-thread runs that encode upserted documents at once, apart from the queries' threads, so that ingest never holds a search up; 0 lets documents share the queries' threads (faster ingest, slower searches meanwhile)")
 	sc.cluster.register(fs)
@@ -74,7 +75,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	for _, v := range []struct {
 		name  string
 		value int64
-	}{{"--max-body", sc.cfg.MaxBody}, {"--max-line", int64(sc.cfg.MaxLine)}, {"--max-k", int64(sc.cfg.MaxK)}, {"--max-query", int64(sc.cfg.MaxQuery)}, {"--timeout", int64(sc.cfg.Timeout)}} {
+	}{{"--max-body", sc.cfg.MaxBody}, {"--max-line", int64(sc.cfg.MaxLine)}, {"--max-k", int64(sc.cfg.MaxK)}, {"--max-query", int64(sc.cfg.MaxQuery)}, {"--timeout", int64(sc.cfg.Timeout)}, {"--max-collections", int64(sc.cfg.MaxCollections)}} {
 		if v.value <= 0 {
 			return nil, fmt.Errorf("%s must be positive", v.name)
 		}
