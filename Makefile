@@ -137,6 +137,17 @@ bench-peers: build
 bench-serve: build
 	bash scripts/bench/serve.sh
 
+# What collections cost `tandem serve` in memory (scripts/bench/collections.sh;
+# docs/server.md, Memory): COLLECTIONS (default 20) collections of the
+# default dense model with a few documents each, VmRSS before, after the
+# first and after all, open files and threads. BENCH_COMPARE=PATH/tandem
+# runs another binary too, alternating, ROUNDS rounds; MODEL= makes
+# BM25-only collections.
+.PHONY: bench-collections
+BENCH_COMPARE ?=
+bench-collections: build
+	bash scripts/bench/collections.sh $(BENCH_COMPARE) bin/tandem
+
 # The crash torture harness (tandem torture): KILLS SIGKILLs of a writer
 # that upserts and deletes documents bringing dense and token vectors
 # (residual late index), each followed by a reopen checked against the
