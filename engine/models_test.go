@@ -432,3 +432,70 @@ func TestEnginesShareModel(t *testing.T) {
 	}
 	want(2, 0, 0)
 }
+
+// TestSharedModelConcurrent indexes into and searches two engines that
+// share a model at once, then closes one while the other searches: every
+// call succeeds and finds what it should. Run it with -race.
+func TestSharedModelConcurrent(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	opts := &Options{Dense: []string{encoder.DefaultModel}, DocumentThreads: 1}
+	a := openT(t, filepath.Join(root, "a"), opts)
+	b := openT(t, filepath.Join(root, "b"), opts)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for _, e := range []*Engine{a, b} {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range 3 {
+				docs := make([]tandem.Doc, len(animals))
+				for j, d := range animals {
+					docs[j] = tandem.Doc{ID: fmt.Sprintf("%s-%d", d.ID, i), Fields: d.Fields}
+				}
+				if _, err := e.Index(ctx, docs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if _, err := e.Search(ctx, Request{Text: "puppy", Retrievers: []string{"dense"}, K: 3}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// b searches while a closes.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 10 {
+			res, err := b.Search(ctx, Request{Text: "puppy", Retrievers: []string{"dense"}, K: 3})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if len(res.Hits) == 0 || !strings.HasPrefix(res.Hits[0].ID, "dog-") {
+				errs <- fmt.Errorf("hits %v, want a dog first", ids(res.Hits))
+				return
+			}
+		}
+	}()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if b.Count() != uint64(3*len(animals)) {
+		t.Fatalf("b holds %d documents, want %d", b.Count(), 3*len(animals))
+	}
+}
