@@ -77,6 +77,13 @@ func TestServeClusterMaxCollections(t *testing.T) {
 		}
 	}
 	call(1, "GET", "/v1/collections/b", http.StatusNotFound)
+	// An existing name is refused as such through either node, the
+	// metadata leader or the one forwarding to it.
+	for node := range 2 {
+		if body := call(node, "PUT", "/v1/collections/a", http.StatusConflict); !strings.Contains(body, `"collection_exists"`) {
+			t.Errorf("create of an existing collection through node %d: %s, want collection_exists", node, body)
+		}
+	}
 	for i := range 2 {
 		if _, err := os.Stat(filepath.Join(root, fmt.Sprint("n", i), "collections", "b")); !os.IsNotExist(err) {
 			t.Errorf("node %d holds a directory of the refused collection (stat: %v)", i, err)
