@@ -16,11 +16,24 @@
 //
 // A keywords field matches term, terms and prefix when any element does.
 //
+// # Limits
+//
+// A filter has at most Limits.MaxClauses clauses (default 1024) and nests
+// at most Limits.MaxDepth levels (default 32). Every leaf is a clause:
+// each term, range, prefix and exists, each value of a terms list, and
+// each empty and or or. A single clause is 1 level deep, and each and, or
+// and not adds one. Parse reads the JSON as a stream of tokens and stops
+// at the first clause or level over a limit, so a filter of any size is
+// refused at the cost of the part read, before a tree of it exists.
+// `tandem serve` sets the limits with --max-filter-clauses and
+// --max-filter-depth, and the engine with engine.Options.FilterLimits.
+//
 // # Errors
 //
 // Errors are *Error values whose Path names the offending node the way a
 // JSON path would, for example "and[1].range.year". Parse reports syntax
-// errors; Check reports unknown fields and values of the wrong type.
+// errors, and a limit exceeded with Error.Limit naming it; Check reports
+// unknown fields and values of the wrong type.
 //
 // # Invariants
 //

@@ -20,6 +20,9 @@ var ErrInvalid = errors.New("filter: invalid filter")
 type Error struct {
 	Path string // e.g. "and[1].range.year"; "" is the root
 	Msg  string
+	// Limit names the limit of Limits the filter exceeds (LimitClauses,
+	// LimitDepth); "" when the error is not a limit's.
+	Limit string
 }
 
 func (e *Error) Error() string {
@@ -112,25 +115,68 @@ func join(op string, es []Expr) string {
 	return "(" + strings.Join(parts, " "+op+" ") + ")"
 }
 
-// maxDepth bounds nesting so that a hostile filter cannot exhaust the stack.
-const maxDepth = 64
+// Limits bound the size of a filter, so that a hostile one is refused
+// while it is parsed, before any tree is built or any work is done. Zero
+// fields mean the defaults (DefaultLimits).
+type Limits struct {
+	// MaxClauses bounds the clauses of a filter. Every leaf counts one:
+	// each term, range, prefix and exists, each value of a terms list,
+	// and each empty and or or (which matches everything or nothing).
+	MaxClauses int
+	// MaxDepth bounds nesting: a filter of one clause is 1 level deep,
+	// {"not": clause} 2, and each and, or and not adds a level.
+	MaxDepth int
+}
 
-// Parse parses a JSON filter. It checks syntax only; Check validates field
-// names and types against a schema.
-func Parse(data []byte) (Expr, error) {
+// The default Limits: ample for a hand-written or generated filter, far
+// below what a filter costs to refuse.
+const (
+	DefaultMaxClauses = 1024
+	DefaultMaxDepth   = 32
+)
+
+// DefaultLimits are the limits Parse applies.
+var DefaultLimits = Limits{MaxClauses: DefaultMaxClauses, MaxDepth: DefaultMaxDepth}
+
+// Names of the limits, in Error.Limit.
+const (
+	LimitClauses = "clauses"
+	LimitDepth   = "depth"
+)
+
+func (l Limits) fill() Limits {
+	if l.MaxClauses <= 0 {
+		l.MaxClauses = DefaultMaxClauses
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	return l
+}
+
+// Parse parses a JSON filter within DefaultLimits. It checks syntax only;
+// Check validates field names and types against a schema.
+func Parse(data []byte) (Expr, error) { return DefaultLimits.Parse(data) }
+
+// Parse parses a JSON filter, refusing one over l with an *Error whose
+// Limit names the limit. It reads data as a stream of JSON tokens and
+// stops at the first error, a limit included, so that refusing a filter
+// costs in proportion to the part read, at most the limits' worth of
+// clauses, however long data is.
+func (l Limits) Parse(data []byte) (Expr, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errf("", "empty filter")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, errf("", "malformed JSON: %v", err)
+	p := &parser{dec: json.NewDecoder(bytes.NewReader(data)), lim: l.fill()}
+	p.dec.UseNumber()
+	e, err := p.node("", 1)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := p.dec.Token(); err != io.EOF {
 		return nil, errf("", "trailing data after the filter")
 	}
-	return parseNode(v, "", 0)
+	return e, nil
 }
 
 func sub(path, key string) string {
@@ -140,154 +186,299 @@ func sub(path, key string) string {
 	return path + "." + key
 }
 
-func parseNode(v any, path string, depth int) (Expr, error) {
-	if depth > maxDepth {
-		return nil, errf(path, "nested deeper than %d", maxDepth)
+// parser reads a filter token by token.
+type parser struct {
+	dec     *json.Decoder
+	lim     Limits
+	clauses int
+}
+
+// token reads the next token; a JSON syntax error is reported at path.
+func (p *parser) token(path string) (json.Token, error) {
+	t, err := p.dec.Token()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
 	}
-	obj, ok := v.(map[string]any)
+	if err != nil {
+		return nil, errf(path, "malformed JSON: %v", err)
+	}
+	return t, nil
+}
+
+// clause counts one clause, at path.
+func (p *parser) clause(path string) error {
+	p.clauses++
+	if p.clauses > p.lim.MaxClauses {
+		return &Error{Path: path, Msg: fmt.Sprintf("over the limit of %d clauses", p.lim.MaxClauses), Limit: LimitClauses}
+	}
+	return nil
+}
+
+// open reads the token that opens an object or a list (delim), or says
+// what came instead.
+func (p *parser) open(path string, delim json.Delim, want string) error {
+	t, err := p.token(path)
+	if err != nil {
+		return err
+	}
+	if t != delim {
+		return errf(path, "want %s, got %s", want, kind(t))
+	}
+	return nil
+}
+
+// key reads the next key of an object, "" with ok false at its end.
+func (p *parser) key(path string) (string, bool, error) {
+	t, err := p.token(path)
+	if err != nil {
+		return "", false, err
+	}
+	if t == json.Delim('}') {
+		return "", false, nil
+	}
+	return t.(string), true, nil // the decoder gives only keys here
+}
+
+// node parses the filter node at path, depth levels deep.
+func (p *parser) node(path string, depth int) (Expr, error) {
+	if depth > p.lim.MaxDepth {
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("nested deeper than the limit of %d levels", p.lim.MaxDepth), Limit: LimitDepth}
+	}
+	if err := p.open(path, '{', "an object"); err != nil {
+		return nil, err
+	}
+	op, ok, err := p.key(path)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
-		return nil, errf(path, "want an object, got %s", kind(v))
+		return nil, errf(path, "want exactly one operator, got none")
 	}
-	if len(obj) != 1 {
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
+	e, err := p.operator(op, path, depth)
+	if err != nil {
+		return nil, err
+	}
+	if next, ok, err := p.key(path); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, errf(path, "want exactly one operator, got %q and %q", op, next)
+	}
+	return e, nil
+}
+
+// operator parses the argument of operator op of the node at path.
+func (p *parser) operator(op, path string, depth int) (Expr, error) {
+	ps := sub(path, op)
+	switch op {
+	case "and", "or":
+		t, err := p.token(ps)
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(keys)
-		return nil, errf(path, "want exactly one operator, got %d %v", len(obj), keys)
-	}
-	for op, arg := range obj {
-		p := sub(path, op)
-		switch op {
-		case "and", "or":
-			list, ok := arg.([]any)
-			if !ok {
-				return nil, errf(p, "want a list of filters, got %s", kind(arg))
-			}
-			children := make([]Expr, len(list))
-			for i, c := range list {
-				e, err := parseNode(c, fmt.Sprintf("%s[%d]", p, i), depth+1)
-				if err != nil {
-					return nil, err
-				}
-				children[i] = e
-			}
-			if op == "and" {
-				return &And{Exprs: children}, nil
-			}
-			return &Or{Exprs: children}, nil
-		case "not":
-			e, err := parseNode(arg, p, depth+1)
+		if t != json.Delim('[') {
+			return nil, errf(ps, "want a list of filters, got %s", kind(t))
+		}
+		var children []Expr
+		for p.dec.More() {
+			c, err := p.node(fmt.Sprintf("%s[%d]", ps, len(children)), depth+1)
 			if err != nil {
 				return nil, err
 			}
-			return &Not{Expr: e}, nil
-		case "exists":
-			switch a := arg.(type) {
-			case string:
-				if a == "" {
-					return nil, errf(p, "empty field name")
+			children = append(children, c)
+		}
+		if _, err := p.token(ps); err != nil { // ']'
+			return nil, err
+		}
+		if len(children) == 0 {
+			if err := p.clause(ps); err != nil {
+				return nil, err
+			}
+		}
+		if op == "and" {
+			return &And{Exprs: children}, nil
+		}
+		return &Or{Exprs: children}, nil
+	case "not":
+		e, err := p.node(ps, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return &Not{Expr: e}, nil
+	case "exists":
+		if err := p.clause(ps); err != nil {
+			return nil, err
+		}
+		t, err := p.token(ps)
+		if err != nil {
+			return nil, err
+		}
+		if f, ok := t.(string); ok {
+			if f == "" {
+				return nil, errf(ps, "empty field name")
+			}
+			return &Exists{Field: f}, nil
+		}
+		if t == json.Delim('{') { // {"exists": {"field": "name"}}
+			k, ok, err := p.key(ps)
+			if err != nil {
+				return nil, err
+			}
+			if ok && k == "field" {
+				t, err := p.token(ps)
+				if err != nil {
+					return nil, err
 				}
-				return &Exists{Field: a}, nil
-			case map[string]any: // {"exists": {"field": "name"}}
-				if f, ok := a["field"].(string); ok && len(a) == 1 && f != "" {
+				_, more, err := p.key(ps)
+				if err != nil {
+					return nil, err
+				}
+				if f, ok := t.(string); ok && f != "" && !more {
 					return &Exists{Field: f}, nil
 				}
 			}
-			return nil, errf(p, `want a field name or {"field": name}`)
-		case "term", "terms", "range", "prefix":
-			field, val, err := single(arg, p)
+		}
+		return nil, errf(ps, `want a field name or {"field": name}`)
+	case "term", "terms", "range", "prefix":
+		if op != "terms" {
+			if err := p.clause(ps); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.open(ps, '{', `{"field": value} with one field`); err != nil {
+			return nil, err
+		}
+		field, ok, err := p.key(ps)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errf(ps, `want {"field": value} with one field, got an empty object`)
+		}
+		if field == "" {
+			return nil, errf(ps, "empty field name")
+		}
+		fp := sub(ps, field)
+		e, err := p.leaf(op, field, fp)
+		if err != nil {
+			return nil, err
+		}
+		if next, ok, err := p.key(ps); err != nil {
+			return nil, err
+		} else if ok {
+			return nil, errf(ps, `want {"field": value} with one field, got %q and %q`, field, next)
+		}
+		return e, nil
+	}
+	return nil, errf(ps, "unknown operator (want term, terms, range, prefix, exists, and, or, not)")
+}
+
+// leaf parses the value of a term, terms, range or prefix on field.
+func (p *parser) leaf(op, field, fp string) (Expr, error) {
+	switch op {
+	case "term":
+		v, err := p.scalar(fp)
+		if err != nil {
+			return nil, err
+		}
+		return &Term{Field: field, Value: v}, nil
+	case "terms":
+		t, err := p.token(fp)
+		if err != nil {
+			return nil, err
+		}
+		if t != json.Delim('[') {
+			return nil, errf(fp, "want a list of values, got %s", kind(t))
+		}
+		var vals []Value
+		for p.dec.More() {
+			vp := fmt.Sprintf("%s[%d]", fp, len(vals))
+			if err := p.clause(vp); err != nil {
+				return nil, err
+			}
+			v, err := p.scalar(vp)
 			if err != nil {
 				return nil, err
 			}
-			fp := sub(p, field)
-			switch op {
-			case "term":
-				sv, err := scalar(val, fp)
-				if err != nil {
-					return nil, err
-				}
-				return &Term{Field: field, Value: sv}, nil
-			case "terms":
-				list, ok := val.([]any)
-				if !ok {
-					return nil, errf(fp, "want a list of values, got %s", kind(val))
-				}
-				if len(list) == 0 {
-					return nil, errf(fp, "empty list of values")
-				}
-				vals := make([]Value, len(list))
-				for i, x := range list {
-					if vals[i], err = scalar(x, fmt.Sprintf("%s[%d]", fp, i)); err != nil {
-						return nil, err
-					}
-				}
-				return &Terms{Field: field, Values: vals}, nil
-			case "prefix":
-				s, ok := val.(string)
-				if !ok {
-					return nil, errf(fp, "want a string prefix, got %s", kind(val))
-				}
-				return &Prefix{Field: field, Prefix: s}, nil
-			case "range":
-				bounds, ok := val.(map[string]any)
-				if !ok || len(bounds) == 0 {
-					return nil, errf(fp, `want bounds such as {"gte": 1, "lt": 5}, got %s`, kind(val))
-				}
-				r := &Range{Field: field}
-				for k, b := range bounds {
-					bv, err := scalar(b, sub(fp, k))
-					if err != nil {
-						return nil, err
-					}
-					if _, isBool := bv.(bool); isBool {
-						return nil, errf(sub(fp, k), "a range bound must be a number or a date")
-					}
-					switch k {
-					case "gt":
-						r.GT = bv
-					case "gte":
-						r.GTE = bv
-					case "lt":
-						r.LT = bv
-					case "lte":
-						r.LTE = bv
-					default:
-						return nil, errf(sub(fp, k), "unknown bound (want gt, gte, lt or lte)")
-					}
-				}
-				if r.GT != nil && r.GTE != nil {
-					return nil, errf(fp, "both gt and gte")
-				}
-				if r.LT != nil && r.LTE != nil {
-					return nil, errf(fp, "both lt and lte")
-				}
-				return r, nil
-			}
+			vals = append(vals, v)
+		}
+		if _, err := p.token(fp); err != nil { // ']'
+			return nil, err
+		}
+		if len(vals) == 0 {
+			return nil, errf(fp, "empty list of values")
+		}
+		return &Terms{Field: field, Values: vals}, nil
+	case "prefix":
+		t, err := p.token(fp)
+		if err != nil {
+			return nil, err
+		}
+		s, ok := t.(string)
+		if !ok {
+			return nil, errf(fp, "want a string prefix, got %s", kind(t))
+		}
+		return &Prefix{Field: field, Prefix: s}, nil
+	}
+	// range
+	if err := p.open(fp, '{', `bounds such as {"gte": 1, "lt": 5}`); err != nil {
+		return nil, err
+	}
+	r := &Range{Field: field}
+	n := 0
+	for {
+		k, ok, err := p.key(fp)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		n++
+		bp := sub(fp, k)
+		var dst *Value
+		switch k {
+		case "gt":
+			dst = &r.GT
+		case "gte":
+			dst = &r.GTE
+		case "lt":
+			dst = &r.LT
+		case "lte":
+			dst = &r.LTE
 		default:
-			return nil, errf(p, "unknown operator (want term, terms, range, prefix, exists, and, or, not)")
+			return nil, errf(bp, "unknown bound (want gt, gte, lt or lte)")
 		}
+		if *dst != nil {
+			return nil, errf(bp, "bound given twice")
+		}
+		v, err := p.scalar(bp)
+		if err != nil {
+			return nil, err
+		}
+		if _, isBool := v.(bool); isBool {
+			return nil, errf(bp, "a range bound must be a number or a date")
+		}
+		*dst = v
 	}
-	panic("unreachable")
+	if n == 0 {
+		return nil, errf(fp, `want bounds such as {"gte": 1, "lt": 5}, got an empty object`)
+	}
+	if r.GT != nil && r.GTE != nil {
+		return nil, errf(fp, "both gt and gte")
+	}
+	if r.LT != nil && r.LTE != nil {
+		return nil, errf(fp, "both lt and lte")
+	}
+	return r, nil
 }
 
-// single unpacks {"field": value}.
-func single(arg any, path string) (string, any, error) {
-	obj, ok := arg.(map[string]any)
-	if !ok || len(obj) != 1 {
-		return "", nil, errf(path, `want {"field": value} with one field, got %s`, kind(arg))
+// scalar reads a string, number or bool.
+func (p *parser) scalar(path string) (Value, error) {
+	t, err := p.token(path)
+	if err != nil {
+		return nil, err
 	}
-	for k, v := range obj {
-		if k == "" {
-			return "", nil, errf(path, "empty field name")
-		}
-		return k, v, nil
-	}
-	panic("unreachable")
-}
-
-func scalar(v any, path string) (Value, error) {
-	switch x := v.(type) {
+	switch x := t.(type) {
 	case string, bool:
 		return x, nil
 	case json.Number:
@@ -297,10 +488,17 @@ func scalar(v any, path string) (Value, error) {
 		}
 		return f, nil
 	}
-	return nil, errf(path, "want a string, number or bool, got %s", kind(v))
+	return nil, errf(path, "want a string, number or bool, got %s", kind(t))
 }
 
+// kind names a JSON token's kind for errors.
 func kind(v any) string {
+	switch v {
+	case json.Delim('{'):
+		return "an object"
+	case json.Delim('['):
+		return "a list"
+	}
 	switch v.(type) {
 	case nil:
 		return "null"

@@ -1,7 +1,9 @@
 package filter
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -26,7 +28,8 @@ func TestParseErrorsNamePath(t *testing.T) {
 		in, path, msg string
 	}{
 		{``, "", "empty filter"},
-		{`{"term":`, "", "malformed JSON"},
+		{`{"term":`, "term", "malformed JSON"},
+		{`{"and":[{"exists":"a"},]}`, "and[1]", "malformed JSON"},
 		{`[]`, "", "want an object"},
 		{`{}`, "", "exactly one operator"},
 		{`{"term":{"a":1},"or":[]}`, "", "exactly one operator"},
@@ -37,13 +40,16 @@ func TestParseErrorsNamePath(t *testing.T) {
 		{`{"terms":{"tags":["a",{"b":1}]}}`, "terms.tags[1]", "want a string, number or bool"},
 		{`{"term":{"a":null}}`, "term.a", "want a string, number or bool"},
 		{`{"term":{"a":1,"b":2}}`, "term", "one field"},
+		{`{"term":{"a":1},"term":{"a":2}}`, "", `got "term" and "term"`},
+		{`{"range":{"year":{"gte":1,"gte":2}}}`, "range.year.gte", "given twice"},
+		{`{"exists":{"field":"a","b":1}}`, "exists", "field name"},
 		{`{"range":{"year":{}}}`, "range.year", "want bounds"},
 		{`{"range":{"year":{"gt":1,"gte":2}}}`, "range.year", "both gt and gte"},
 		{`{"range":{"year":{"lt":true}}}`, "range.year.lt", "number or a date"},
 		{`{"prefix":{"lang":3}}`, "prefix.lang", "want a string prefix"},
 		{`{"exists":3}`, "exists", "field name"},
 		{`{"term":{"a":1}} {}`, "", "trailing data"},
-		{strings.Repeat(`{"not":`, 100) + `{"exists":"a"}` + strings.Repeat(`}`, 100), strings.TrimSuffix(strings.Repeat("not.", 65), "."), "nested deeper"},
+		{strings.Repeat(`{"not":`, 100) + `{"exists":"a"}` + strings.Repeat(`}`, 100), strings.TrimSuffix(strings.Repeat("not.", DefaultMaxDepth), "."), "nested deeper than the limit of 32 levels"},
 	}
 	for _, tc := range tests {
 		_, err := Parse([]byte(tc.in))
@@ -58,6 +64,67 @@ func TestParseErrorsNamePath(t *testing.T) {
 		if fe.Path != tc.path || !strings.Contains(fe.Msg, tc.msg) {
 			t.Errorf("Parse(%.40s) = path %q msg %q; want path %q msg containing %q", tc.in, fe.Path, fe.Msg, tc.path, tc.msg)
 		}
+	}
+}
+
+// Every leaf counts one clause, each value of a terms list too, and an
+// empty and or or; a filter over Limits is refused naming the limit and
+// the clause or node where it was passed.
+func TestLimits(t *testing.T) {
+	five := `{"and":[{"terms":{"tags":["a","b"]}},{"or":[]},{"not":{"range":{"year":{"gte":1}}}},{"exists":"lang"}]}`
+	for _, tc := range []struct {
+		in         string
+		lim        Limits
+		path, kind string
+	}{
+		{five, Limits{MaxClauses: 5}, "", ""},
+		{five, Limits{MaxClauses: 4}, "and[3].exists", LimitClauses},
+		{five, Limits{MaxClauses: 2}, "and[1].or", LimitClauses},
+		{five, Limits{MaxClauses: 1}, "and[0].terms.tags[1]", LimitClauses},
+		{five, Limits{MaxDepth: 3}, "", ""},
+		{five, Limits{MaxDepth: 2}, "and[2].not", LimitDepth},
+		{`{"and":[]}`, Limits{MaxClauses: 1, MaxDepth: 1}, "", ""},
+		{`{"prefix":{"lang":"a"}}`, Limits{MaxDepth: 1}, "", ""},
+		{`{"not":{"prefix":{"lang":"a"}}}`, Limits{MaxDepth: 1}, "not", LimitDepth},
+		{`{"or":[{"term":{"a":1}},{"term":{"a":2}}]}`, Limits{MaxClauses: 1}, "or[1].term", LimitClauses},
+	} {
+		_, err := tc.lim.Parse([]byte(tc.in))
+		if tc.kind == "" {
+			if err != nil {
+				t.Errorf("%+v.Parse(%s): %v", tc.lim, tc.in, err)
+			}
+			continue
+		}
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) || fe.Limit != tc.kind || fe.Path != tc.path {
+			t.Errorf("%+v.Parse(%s) = %#v; want the %s limit at %q", tc.lim, tc.in, err, tc.kind, tc.path)
+		}
+	}
+	if DefaultLimits != (Limits{MaxClauses: 1024, MaxDepth: 32}) || DefaultLimits.fill() != (Limits{}).fill() {
+		t.Errorf("DefaultLimits = %+v, and zero Limits mean %+v", DefaultLimits, Limits{}.fill())
+	}
+}
+
+// A filter far over the limit is refused from what is read before the
+// limit: the rest is never parsed, so a syntax error at its end goes
+// unseen, and no tree of it is built.
+func TestLimitStopsReading(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"or":[`)
+	for i := range 800_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"range":{"year":{"gte":%d}}}`, i)
+	}
+	b.WriteString(`,{"range":`) // cut short: malformed from here on
+	_, err := Parse([]byte(b.String()))
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Limit != LimitClauses || fe.Path != "or[1024].range" {
+		t.Fatalf("800,000 clauses: %v; want the clause limit at or[1024].range", err)
+	}
+	if !strings.Contains(err.Error(), "over the limit of 1024 clauses") {
+		t.Errorf("error %q does not name the limit", err)
 	}
 }
 
@@ -179,4 +246,26 @@ func BenchmarkParseCheck(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "filters/s")
+}
+
+// BenchmarkRefuseOverLimit measures refusing the 800,000-clause filter
+// (28.8 MB) of issue 27, which Parse once built whole.
+func BenchmarkRefuseOverLimit(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"or":[`)
+	for i := range 800_000 {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `{"range":{"year":{"gte":%d}}}`, i%100_000)
+	}
+	buf.WriteString(`]}`)
+	data := buf.Bytes()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse(data); err == nil {
+			b.Fatal("refused nothing")
+		}
+	}
 }
