@@ -249,26 +249,38 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 	return s, nil
 }
 
+// scoreCheckEvery is how many postings score reads between two looks at
+// the context, besides one before each term's postings in each segment.
+const scoreCheckEvery = 1 << 16
+
 // score reads the terms' postings segment by segment and appends every
 // matching document, with its score, to s.docs and s.scores in document
-// order. c0 is k1·(1−b).
+// order. c0 is k1·(1−b). It stops with the context's error when ctx is
+// done.
 func (s *bm25Searcher) score(ctx context.Context, segs []*scorch.SegmentSnapshot, terms []bm25Term, c0 float64) error {
 	acc := accumulators.Get().(*accumulator)
 	defer accumulators.Put(acc)
 	var it segment.PostingsIterator
 	base := uint64(0)
 	for i, ss := range segs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		size := ss.Segment().Count()
 		acc.reset(size)
 		for _, t := range terms {
 			if t.lists[i] == nil {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				acc.clear()
+				return err
+			}
 			it = t.lists[i].Iterator(true, true, false, it)
-			for {
+			for n := 1; ; n++ {
+				if n%scoreCheckEvery == 0 {
+					if err := ctx.Err(); err != nil {
+						acc.clear()
+						return err
+					}
+				}
 				p, err := it.Next()
 				if err != nil {
 					acc.clear()
@@ -378,6 +390,11 @@ func (s *bm25Searcher) keep(ctx context.Context, r index.IndexReader, m mapping.
 	at := uint64(0)               // its document
 	n := 0
 	for i, d := range s.docs {
+		if i%guardEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		if cur == nil || at < d {
 			if cur != nil {
 				sctx.DocumentMatchPool.Put(cur)

@@ -1,13 +1,17 @@
 package sparse
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/numeric"
+	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/filter"
@@ -17,7 +21,28 @@ import (
 // the documents filter.Match accepts. Numbers and dates become inclusive or
 // exclusive numeric ranges, keywords become term and prefix queries, and
 // exists uses the internal field listing each document's fields.
-func Compile(e filter.Expr, schema *tandem.Schema) (query.Query, error) {
+//
+// Compile checks ctx at every node, and each clause of the query checks
+// the search's context as Bleve builds its searcher and as the searcher
+// advances (guarded), so that a filter's work stops when its search's
+// context is done: Bleve's own searchers never look at it, and its
+// collector only between matches.
+func Compile(ctx context.Context, e filter.Expr, schema *tandem.Schema) (query.Query, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, err := compile(ctx, e, schema)
+	if err != nil {
+		return nil, err
+	}
+	switch e.(type) {
+	case *filter.And, *filter.Or, *filter.Not:
+		return q, nil // their clauses are guarded
+	}
+	return guarded{q}, nil
+}
+
+func compile(ctx context.Context, e filter.Expr, schema *tandem.Schema) (query.Query, error) {
 	switch x := e.(type) {
 	case *filter.Term:
 		f, err := fieldOf(schema, x.Field)
@@ -65,7 +90,7 @@ func Compile(e filter.Expr, schema *tandem.Schema) (query.Query, error) {
 		if len(x.Exprs) == 0 {
 			return query.NewMatchAllQuery(), nil
 		}
-		qs, err := compileAll(x.Exprs, schema)
+		qs, err := compileAll(ctx, x.Exprs, schema)
 		if err != nil {
 			return nil, err
 		}
@@ -74,25 +99,25 @@ func Compile(e filter.Expr, schema *tandem.Schema) (query.Query, error) {
 		if len(x.Exprs) == 0 {
 			return query.NewMatchNoneQuery(), nil
 		}
-		qs, err := compileAll(x.Exprs, schema)
+		qs, err := compileAll(ctx, x.Exprs, schema)
 		if err != nil {
 			return nil, err
 		}
 		return query.NewDisjunctionQuery(qs), nil
 	case *filter.Not:
-		q, err := Compile(x.Expr, schema)
+		q, err := Compile(ctx, x.Expr, schema)
 		if err != nil {
 			return nil, err
 		}
-		return query.NewBooleanQuery([]query.Query{query.NewMatchAllQuery()}, nil, []query.Query{q}), nil
+		return query.NewBooleanQuery([]query.Query{guarded{query.NewMatchAllQuery()}}, nil, []query.Query{q}), nil
 	}
 	return nil, fmt.Errorf("sparse: unknown filter expression %T", e)
 }
 
-func compileAll(es []filter.Expr, schema *tandem.Schema) ([]query.Query, error) {
+func compileAll(ctx context.Context, es []filter.Expr, schema *tandem.Schema) ([]query.Query, error) {
 	qs := make([]query.Query, len(es))
 	for i, e := range es {
-		q, err := Compile(e, schema)
+		q, err := Compile(ctx, e, schema)
 		if err != nil {
 			return nil, err
 		}
@@ -264,4 +289,70 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 		return numericRange(f.Name, &min, &max, loIncl, hiIncl), nil
 	}
 	return nil, &filter.Error{Path: f.Name, Msg: fmt.Sprintf("range needs a number or date field, not %s", f.Type)}
+}
+
+// guardEvery is how many moves of a clause's searcher pass between two
+// looks at the context: one look costs about what a move does, so the
+// check adds a thousandth, and a search stops within a few thousand
+// postings of its deadline.
+const guardEvery = 1024
+
+// guarded is a filter clause's query, whose searcher honours the search's
+// context: Bleve builds no searcher for it once the context is done, and
+// the searcher fails with the context's error when, on one of its moves
+// (every guardEvery), the context is done. The filter's searcher moves
+// its clauses' searchers on every move of its own, so a long walk of
+// postings that match nothing stops too.
+type guarded struct{ query.Query }
+
+func (g guarded) Searcher(ctx context.Context, r index.IndexReader, m mapping.IndexMapping, o search.SearcherOptions) (search.Searcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := g.Query.Searcher(ctx, r, m, o)
+	if err != nil {
+		return nil, err
+	}
+	return &guardedSearcher{Searcher: s, ctx: ctx}, nil
+}
+
+type guardedSearcher struct {
+	search.Searcher
+	ctx   context.Context
+	moves uint
+}
+
+func (s *guardedSearcher) check() error {
+	s.moves++
+	if s.moves%guardEvery == 0 {
+		return s.ctx.Err()
+	}
+	return nil
+}
+
+func (s *guardedSearcher) Next(sc *search.SearchContext) (*search.DocumentMatch, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.Searcher.Next(sc)
+}
+
+func (s *guardedSearcher) Advance(sc *search.SearchContext, id index.IndexInternalID) (*search.DocumentMatch, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.Searcher.Advance(sc, id)
+}
+
+// Optimize passes Bleve's optimisation of a disjunction or conjunction of
+// term searchers (one union or intersection of their postings) through
+// to the clause's searcher, as if it were not wrapped: nil when it cannot
+// take part. The optimised searcher replaces the clauses' and is not
+// guarded; it reads each posting once, where the collector checks.
+func (s *guardedSearcher) Optimize(kind string, octx index.OptimizableContext) (index.OptimizableContext, error) {
+	o, ok := s.Searcher.(index.Optimizable)
+	if !ok {
+		return nil, nil
+	}
+	return o.Optimize(kind, octx)
 }

@@ -86,4 +86,14 @@
 // the dense and late-interaction retrievers: document numbers are uint64
 // and never reused, so a 32-bit bitmap would cap a collection's lifetime at
 // 2^32 insertions.
+//
+// # Cancellation
+//
+// Search and FilterBitmap stop with the context's error once it is done,
+// at every stage of their work: Compile looks at each node, each clause
+// of a compiled filter as Bleve builds its searcher and every 1024 moves
+// of it (Bleve's searchers never look, and its collector only between
+// matches, so a filter walking postings that match nothing would not
+// stop), and the BM25 scorer before each term's postings and every 65,536
+// postings (TestFilterHonoursContext).
 package sparse

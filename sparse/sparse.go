@@ -542,7 +542,7 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 	var fq query.Query
 	if q.Filter != nil {
 		var err error
-		if fq, err = Compile(q.Filter, schema); err != nil {
+		if fq, err = Compile(ctx, q.Filter, schema); err != nil {
 			return nil, err
 		}
 	}
@@ -724,7 +724,7 @@ func (x *Index) bm25Clauses(sf []searchField, text string) ([]bm25Clause, error)
 // roaring64 bitmap; a 32-bit roaring bitmap would cap a collection's
 // lifetime at 2^32 insertions.
 func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filter.Expr) (*roaring64.Bitmap, error) {
-	fq, err := Compile(e, schema)
+	fq, err := Compile(ctx, e, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -740,7 +740,12 @@ func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filte
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range hits {
+	for i, h := range hits {
+		if i%guardEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		bm.Add(h.DocNum)
 	}
 	return bm, nil

@@ -2,9 +2,11 @@ package sparse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tandemsearch/tandem"
@@ -175,5 +177,75 @@ func TestApplySkipsOldAndPersistsSeq(t *testing.T) {
 	defer x.Close()
 	if n, _ := x.DocCount(); x.AppliedSeq() != 65 || n != 61 {
 		t.Errorf("after 60 more batches and reopen: applied %d, %d documents; want 65, 61", x.AppliedSeq(), n)
+	}
+}
+
+// countdown is a context whose Err reports Canceled from its n-th call on
+// (never when n is 0) and counts the calls. Done never closes, so only
+// the checks that call Err (Compile's, the guarded clauses', the BM25
+// scorer's) see it; Bleve's collector, which selects on Done, does not.
+type countdown struct {
+	context.Context
+	n     int64
+	calls atomic.Int64
+}
+
+func (c *countdown) Err() error {
+	if k := c.calls.Add(1); c.n > 0 && k >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// A filter's work stops when its context is done, at any of its checks:
+// while the filter compiles, while Bleve builds its clauses' searchers,
+// and while those searchers move through postings that match nothing,
+// where Bleve's collector never looks.
+func TestFilterHonoursContext(t *testing.T) {
+	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "kw", Type: tandem.Keyword}}}
+	schema.Fill()
+	const n = 10_000
+	docs := make([]tandem.Doc, n)
+	for i := range docs {
+		docs[i] = tandem.Doc{ID: fmt.Sprint("d", i), Fields: map[string]any{"text": "common word", "kw": fmt.Sprintf("k%05d", i)}}
+	}
+	x := testIndex(t, schema, docs...)
+	// Matches nothing, after walking every document's postings.
+	e, err := filter.Parse([]byte(`{"and":[{"prefix":{"kw":"k"}},{"not":{"prefix":{"kw":"k"}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := filter.Check(e, schema); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]func(ctx context.Context) error{
+		"bitmap": func(ctx context.Context) error {
+			bm, err := x.FilterBitmap(ctx, schema, e)
+			if err == nil && !bm.IsEmpty() {
+				t.Fatalf("bitmap %v, want empty", bm)
+			}
+			return err
+		},
+		"bm25": func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: e, K: 10})
+			return err
+		},
+	}
+	for name, run := range runs {
+		count := &countdown{Context: context.Background()}
+		if err := run(count); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// Compile looks once per node (4) and each clause once as its
+		// searcher is built (3); the rest are looks while moving.
+		calls := count.calls.Load()
+		if moving := calls - 7; moving < n/guardEvery {
+			t.Errorf("%s: %d looks at the context, %d of them while moving over %d documents; want at least %d", name, calls, moving, n, n/guardEvery)
+		}
+		for _, at := range []int64{1, 5, 8, calls / 2, calls} {
+			if err := run(&countdown{Context: context.Background(), n: at}); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s, context done at its look %d of %d: %v, want context.Canceled", name, at, calls, err)
+			}
+		}
 	}
 }
