@@ -88,12 +88,12 @@ func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions
 	}
 	var cands []uint64
 	if so.Mode == Exhaustive || (so.Allow != nil && x.allowedAtMostLocked(so.Allow, so.CandidateCap)) {
-		cands = x.allowedDocsLocked(so.Allow)
+		cands, err = x.allowedDocsLocked(ctx, so.Allow)
 	} else {
-		var err error
-		if cands, err = x.collectLocked(ctx, query, so); err != nil {
-			return nil, err
-		}
+		cands, err = x.collectLocked(ctx, query, so)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return x.rescoreLocked(ctx, query, cands, so)
 }
@@ -175,18 +175,24 @@ func (x *Index) countAllowedLocked(allow *roaring64.Bitmap, n int) int {
 }
 
 // allowedDocsLocked lists the documents of the index in allow (all of them
-// when allow is nil), in docnum order.
-func (x *Index) allowedDocsLocked(allow *roaring64.Bitmap) []uint64 {
+// when allow is nil), in docnum order. It looks at ctx every 4096 allowed
+// documents.
+func (x *Index) allowedDocsLocked(ctx context.Context, allow *roaring64.Bitmap) ([]uint64, error) {
 	if allow == nil {
-		return sortedDocs(x.mu.docs)
+		return sortedDocs(x.mu.docs), ctx.Err()
 	}
 	var out []uint64
-	for it := allow.Iterator(); it.HasNext(); {
+	for i, it := 0, allow.Iterator(); it.HasNext(); i++ {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		if num := it.Next(); x.hasDocLocked(num) {
 			out = append(out, num)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (x *Index) hasDocLocked(num uint64) bool {
