@@ -71,6 +71,11 @@ type Options struct {
 	// MustExist makes Open fail with ErrNoCollection, creating nothing,
 	// when dir holds no collection: for commands that only read one.
 	MustExist bool
+	// FilterLimits bound the filters of searches (Request.Filter): one
+	// over them is refused with a *filter.Error naming the limit before
+	// any work. Zero fields mean filter.DefaultLimits' (1024 clauses,
+	// depth 32). Not stored with the collection.
+	FilterLimits filter.Limits
 
 	// fs is the file system of the files Tandem writes itself (snapshots,
 	// token files); nil is the OS's. Tests inject faults through it.
@@ -86,6 +91,9 @@ func (o *Options) fill() error {
 	}
 	if o.DocumentThreads < 0 {
 		return fmt.Errorf("%w: negative DocumentThreads", ErrBadRequest)
+	}
+	if o.FilterLimits.MaxClauses < 0 || o.FilterLimits.MaxDepth < 0 {
+		return fmt.Errorf("%w: negative FilterLimits", ErrBadRequest)
 	}
 	if o.Schema != nil {
 		s := o.Schema.Clone()
@@ -377,10 +385,13 @@ func (e *Engine) Index(ctx context.Context, docs []tandem.Doc) (IndexResult, err
 }
 
 // Delete removes documents by external id in one atomic batch; unknown ids
-// are ignored.
+// are ignored, and an empty one is an ErrBadRequest.
 func (e *Engine) Delete(ctx context.Context, ids []string) (IndexResult, error) {
 	var b storage.Batch
-	for _, id := range ids {
+	for i, id := range ids {
+		if id == "" {
+			return IndexResult{}, fmt.Errorf("%w: id %d of the %d to delete is empty", ErrBadRequest, i+1, len(ids))
+		}
 		b.Delete(id)
 	}
 	r, err := e.Write(ctx, &b)
@@ -422,7 +433,7 @@ func (e *Engine) FilterBitmap(ctx context.Context, filterJSON []byte) (*roaring6
 	}
 	defer e.mu.RUnlock()
 	schema := e.st.Schema()
-	fe, err := filter.Parse(filterJSON)
+	fe, err := e.opts.FilterLimits.Parse(filterJSON)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -316,11 +317,29 @@ func TestBadFilterAndRequest(t *testing.T) {
 			t.Errorf("filter %s: err = %v, want %q", tc.filter, err, tc.want)
 		}
 	}
-	for _, req := range []Request{{}, {Text: "x", K: -1}, {Text: "x", Offset: -2}, {Text: "x", K: maxK + 1},
+	for _, req := range []Request{{Text: "x", K: -1}, {Text: "x", Offset: -2}, {Text: "x", K: maxK + 1},
 		{Text: "caf\xe9"}, {Text: strings.Repeat("word ", MaxQueryBytes)}} {
 		if _, err := e.Search(ctx, req); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("Search(%+v): err = %v, want ErrBadRequest", req, err)
 		}
+	}
+	// k + offset is checked without adding: no overflow passes.
+	for _, req := range []Request{{K: math.MaxInt, Offset: 1}, {K: 1, Offset: math.MaxInt}, {K: math.MaxInt, Offset: math.MaxInt}, {K: math.MaxInt}} {
+		_, err := e.Search(ctx, req)
+		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("k=%d offset=%d", req.K, req.Offset)) || !strings.Contains(err.Error(), "k+offset") {
+			t.Errorf("Search(k=%d, offset=%d): err = %v, want ErrBadRequest naming k and offset", req.K, req.Offset, err)
+		}
+	}
+	// No text and no filter: bm25 ranks every document, as the match-all
+	// filter does.
+	if res, err := e.Search(ctx, Request{}); err != nil || len(res.Hits) != 1 {
+		t.Errorf("Search with no text and no filter: %+v, %v; want the one document", res, err)
+	}
+	if _, err := e.Delete(ctx, []string{"1", ""}); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "id 2 of the 2") {
+		t.Errorf("Delete of an empty id: %v, want ErrBadRequest naming it", err)
+	}
+	if e.Count() != 1 {
+		t.Errorf("a refused delete deleted: %d documents left", e.Count())
 	}
 	if _, err := e.Search(ctx, Request{Text: "x", Retrievers: []string{"dense:minilm"}}); !errors.Is(err, ErrUnknownRetriever) {
 		t.Errorf("unknown retriever: %v", err)
@@ -332,6 +351,75 @@ func TestBadFilterAndRequest(t *testing.T) {
 	}
 	if _, err := e.Index(cctx, []tandem.Doc{{ID: "2", Fields: map[string]any{"text": "x"}}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Index: %v", err)
+	}
+}
+
+// A filter over the engine's FilterLimits (filter.DefaultLimits unless
+// Options say) is refused naming the limit, in Search, FilterBitmap and a
+// shard's Fetch alike.
+func TestFilterLimits(t *testing.T) {
+	ctx := context.Background()
+	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "kw", Type: tandem.Keyword}, {Name: "n", Type: tandem.Number}}}
+	or := func(n int) []byte {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(`{"range":{"n":{"gte":%d}}}`, i)
+		}
+		return []byte(`{"or":[` + strings.Join(parts, ",") + `]}`)
+	}
+	deep := func(n int) []byte {
+		return []byte(strings.Repeat(`{"not":`, n-1) + `{"exists":"kw"}` + strings.Repeat("}", n-1))
+	}
+	for _, tc := range []struct {
+		opts         filter.Limits
+		ok, over     []byte
+		limit, where string
+	}{
+		{filter.Limits{}, or(1024), or(1025), filter.LimitClauses, "or[1024].range"},
+		{filter.Limits{}, deep(32), deep(33), filter.LimitDepth, strings.TrimSuffix(strings.Repeat("not.", 32), ".")},
+		{filter.Limits{MaxClauses: 3}, or(3), or(4), filter.LimitClauses, "or[3].range"},
+		{filter.Limits{MaxDepth: 2}, deep(2), deep(3), filter.LimitDepth, "not.not"},
+	} {
+		e := openT(t, t.TempDir(), &Options{Schema: schema, NoSync: true, FilterLimits: tc.opts})
+		if _, err := e.Index(ctx, []tandem.Doc{{ID: "1", Fields: map[string]any{"kw": "a", "n": 5.0}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Search(ctx, Request{Filter: tc.ok}); err != nil {
+			t.Errorf("%+v: a filter at the limit: %v", tc.opts, err)
+		}
+		for name, run := range map[string]func() error{
+			"Search":       func() error { _, err := e.Search(ctx, Request{Filter: tc.over}); return err },
+			"FilterBitmap": func() error { _, err := e.FilterBitmap(ctx, tc.over); return err },
+			"Fetch":        func() error { _, err := e.Fetch(ctx, Request{Filter: tc.over}, []string{"1"}); return err },
+		} {
+			err := run()
+			var fe *filter.Error
+			if !errors.As(err, &fe) || fe.Limit != tc.limit || fe.Path != tc.where {
+				t.Errorf("%+v: %s over the %s limit: %v; want a *filter.Error at %s", tc.opts, name, tc.limit, err, tc.where)
+			}
+		}
+	}
+	if _, err := Open(t.TempDir(), &Options{FilterLimits: filter.Limits{MaxClauses: -1}}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("negative FilterLimits: %v", err)
+	}
+}
+
+// Text to search in a collection without a text field is a bad request
+// naming the text; a filter alone, or nothing, still ranks its documents.
+func TestNoTextField(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{Schema: &tandem.Schema{Fields: []tandem.Field{{Name: "kw", Type: tandem.Keyword}}}, NoSync: true})
+	if _, err := e.Index(ctx, []tandem.Doc{{ID: "1", Fields: map[string]any{"kw": "a"}}, {ID: "2", Fields: map[string]any{"kw": "b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Search(ctx, Request{Text: "a"}); !errors.Is(err, ErrBadRequest) || !strings.HasPrefix(strings.TrimPrefix(err.Error(), "engine: bad request: "), "text: ") || !strings.Contains(err.Error(), "no text field") {
+		t.Errorf("text search without a text field: %v, want ErrBadRequest naming text", err)
+	}
+	if res, err := e.Search(ctx, Request{Filter: []byte(`{"term":{"kw":"b"}}`)}); err != nil || len(res.Hits) != 1 || res.Hits[0].ID != "2" {
+		t.Errorf("filter alone: %+v, %v", res, err)
+	}
+	if res, err := e.Search(ctx, Request{}); err != nil || len(res.Hits) != 2 {
+		t.Errorf("no text, no filter: %+v, %v", res, err)
 	}
 }
 

@@ -38,7 +38,9 @@ const DefaultDepth = 100
 
 // Request is a search.
 type Request struct {
-	// Text is the query text.
+	// Text is the query text. Without it, bm25 ranks every document the
+	// filter matches (every document when there is none) with one equal
+	// score.
 	Text string
 	// Filter is a JSON filter (see package filter); empty means none.
 	// It is compiled once: into a Bleve clause for bm25 and a bitmap of
@@ -221,8 +223,9 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 	if req.K == 0 {
 		req.K = 10
 	}
-	if req.K < 0 || req.Offset < 0 || req.K+req.Offset > maxK {
-		return nil, fmt.Errorf("%w: k=%d offset=%d (k+offset must be at most %d)", ErrBadRequest, req.K, req.Offset, maxK)
+	// Compared without adding, so that no k or offset overflows.
+	if req.K < 0 || req.Offset < 0 || req.K > maxK || req.Offset > maxK-req.K {
+		return nil, fmt.Errorf("%w: k=%d offset=%d (each at least 0, and k+offset at most %d)", ErrBadRequest, req.K, req.Offset, maxK)
 	}
 	if len(req.Retrievers) == 0 {
 		req.Retrievers = []string{"bm25"}
@@ -289,7 +292,7 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 	}
 	schema := e.st.Schema()
 	if len(strings.TrimSpace(string(req.Filter))) > 0 {
-		if p.filter, err = filter.Parse(req.Filter); err != nil {
+		if p.filter, err = e.opts.FilterLimits.Parse(req.Filter); err != nil {
 			return nil, err
 		}
 		if err := filter.Check(p.filter, schema); err != nil {
@@ -332,8 +335,8 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 			return nil, fmt.Errorf("%w: empty query text: %s needs text or a query vector (bm25 alone ranks a filter's documents)", ErrBadRequest, r.name)
 		}
 	}
-	if noText && p.filter == nil && slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == "bm25" }) {
-		return nil, fmt.Errorf("%w: empty query text and no filter", ErrBadRequest)
+	if !noText && len(req.Fields) == 0 && len(schema.TextFields()) == 0 && slices.ContainsFunc(rets, func(r retriever) bool { return r.kind == "bm25" }) {
+		return nil, fmt.Errorf("%w: text: the collection has no text field for bm25 to search; search it with a filter alone (no text), or with a dense or late-interaction retriever", ErrBadRequest)
 	}
 	p.req, p.rets, p.schema = req, rets, schema
 	return p, nil
@@ -676,7 +679,12 @@ func (e *Engine) materialise(ctx context.Context, p *Plan, recheck bool, res *Re
 	if err != nil {
 		return fmt.Errorf("engine: load hits: %w", err)
 	}
-	for _, h := range fused {
+	for i, h := range fused {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		d, ok := docs[h.Doc]
 		if !ok {
 			continue // deleted since the index was updated

@@ -234,7 +234,7 @@ func (e *Engine) Fetch(ctx context.Context, req Request, ids []string) (map[stri
 	var fe filter.Expr
 	if len(req.Filter) > 0 {
 		var err error
-		if fe, err = filter.Parse(req.Filter); err != nil {
+		if fe, err = e.opts.FilterLimits.Parse(req.Filter); err != nil {
 			return nil, err
 		}
 		if err := filter.Check(fe, schema); err != nil {

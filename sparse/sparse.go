@@ -50,6 +50,10 @@ var appliedKey = []byte("tandem.applied_seq")
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("sparse: closed")
 
+// ErrNoTextField is the error of a search for text in a schema that has
+// no text field.
+var ErrNoTextField = errors.New("sparse: the schema has no text field")
+
 // Index is the Bleve BM25 index of a collection. It is safe for concurrent
 // use; Apply calls are serialised by the caller (the engine's writer).
 type Index struct {
@@ -506,7 +510,8 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*bu
 // Query is a BM25 search.
 type Query struct {
 	// Text is analysed and matched (any term) against the searched fields.
-	// Empty Text with a Filter ranks every matching document with score 0.
+	// Empty Text ranks every document the Filter matches (every document
+	// when Filter is nil) with one equal score, in index order.
 	Text string
 	// Fields are the text fields searched, each with its boost (0 means
 	// the schema's boost). Empty means CompositeField, the default.
@@ -553,8 +558,6 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 		if tq, err = x.textQuery(schema, q.Text, q.Fields, q.Stats); err != nil {
 			return nil, err
 		}
-	case fq == nil:
-		return nil, errors.New("sparse: empty query: give text or a filter")
 	default:
 		tq = query.NewMatchAllQuery()
 	}
@@ -628,7 +631,7 @@ func searchFields(schema *tandem.Schema, fields map[string]float64) ([]searchFie
 	if len(fields) == 0 {
 		tf := schema.TextFields()
 		if len(tf) == 0 {
-			return nil, errors.New("sparse: the schema has no text field")
+			return nil, ErrNoTextField
 		}
 		return []searchField{{CompositeField, tf[0].Analyzer, 1}}, nil
 	}
