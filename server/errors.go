@@ -37,11 +37,16 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// filterFlags are the flags of `tandem serve` that set each filter limit
+// (engine.Options.FilterLimits), by filter.Error.Limit.
+var filterFlags = map[string]string{filter.LimitClauses: "--max-filter-clauses", filter.LimitDepth: "--max-filter-depth"}
+
 // classify maps an engine error to its answer: the client's mistakes are
 // 4xx with the engine's message (which names the field, the filter path,
 // the model or the parameter), the rest 500.
 func classify(err error) *apiError {
 	var ae *apiError
+	var fe *filter.Error
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -51,6 +56,8 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, code: "canceled", message: "the request was canceled", err: err}
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: "the collection is closing", err: err}
+	case errors.As(err, &fe) && fe.Limit != "":
+		return &apiError{status: http.StatusBadRequest, code: "filter_too_large", message: fmt.Sprintf("%v (%s)", err, filterFlags[fe.Limit]), err: err}
 	case errors.Is(err, filter.ErrInvalid):
 		return &apiError{status: http.StatusBadRequest, code: "invalid_filter", message: err.Error(), err: err}
 	case errors.Is(err, engine.ErrUnknownRetriever):

@@ -356,6 +356,10 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.release()
 	id := r.PathValue("id")
+	if id == "" {
+		s.fail(w, emptyID())
+		return
+	}
 	doc, ok, err := c.e.Get(r.Context(), id)
 	if err != nil {
 		s.fail(w, err)
@@ -376,7 +380,17 @@ type deletedBody struct {
 }
 
 func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
+	if r.PathValue("id") == "" {
+		s.fail(w, emptyID())
+		return
+	}
 	s.delete(w, r, []string{r.PathValue("id")})
+}
+
+// emptyID answers a document route whose id is empty: the path ends in
+// /documents/.
+func emptyID() error {
+	return errorf(http.StatusBadRequest, "bad_parameter", "id: empty document id (want /v1/collections/{name}/documents/{id})")
 }
 
 func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,6 +54,8 @@ func (s *Server) searchPost(w http.ResponseWriter, r *http.Request) {
 
 // searchGet is the query-string form: q, mode or retrievers (comma
 // separated), k, offset, fusion, filter (JSON), late_scoring, ids_only.
+// With neither q nor filter, bm25 ranks every document, as the match-all
+// filter would.
 func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := searchRequest{Text: q.Get("q"), Mode: q.Get("mode"), Fusion: q.Get("fusion"), LateScoring: q.Get("late_scoring")}
@@ -68,8 +71,12 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 	}{{"k", &req.K}, {"offset", &req.Offset}} {
 		if v := q.Get(p.name); v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil {
-				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: want an integer", p.name, v))
+			switch {
+			case errors.Is(err, strconv.ErrRange):
+				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: out of range (at most --max-k, %d)", p.name, v, s.cfg.MaxK))
+				return
+			case err != nil || n < 0:
+				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: want an integer, 0 or more", p.name, v))
 				return
 			}
 			*p.dst = n
@@ -97,8 +104,13 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 	if k == 0 {
 		k = 10
 	}
-	if k+req.Offset > s.cfg.MaxK {
-		s.fail(w, errorf(http.StatusBadRequest, "k_too_large", "k+offset = %d is over the limit of %d (--max-k)", k+req.Offset, s.cfg.MaxK))
+	if k < 0 || req.Offset < 0 {
+		s.fail(w, errorf(http.StatusBadRequest, "bad_request", "k=%d offset=%d: each must be 0 or more", req.K, req.Offset))
+		return
+	}
+	// Compared without adding, so that no k or offset overflows.
+	if k > s.cfg.MaxK || req.Offset > s.cfg.MaxK-k {
+		s.fail(w, errorf(http.StatusBadRequest, "k_too_large", "k=%d offset=%d: k+offset is over the limit of %d (--max-k)", k, req.Offset, s.cfg.MaxK))
 		return
 	}
 	if len(req.Text) > s.cfg.MaxQuery {
