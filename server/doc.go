@@ -51,10 +51,19 @@
 // Every limit answers a 4xx whose message names the limit and the flag of
 // `tandem serve` that sets it: a body over MaxBody (--max-body) or an
 // upsert line over MaxLine (--max-line) is 413; k+offset over MaxK
-// (--max-k) and query text over MaxQuery (--max-query) are 400; a request
-// that runs past Timeout (--timeout) is 504. An upsert body is read whole
-// and its lines measured before anything is stored, so a 413 stores
-// nothing.
+// (--max-k, compared without adding, so that no k or offset overflows),
+// query text over MaxQuery (--max-query), and a filter over
+// Engine.FilterLimits (--max-filter-clauses, --max-filter-depth; see
+// package filter) are 400; a body that has not arrived within Timeout
+// (--timeout) is 408, and a request that runs past it 504. A filter over
+// its limits is refused as it is parsed, at the cost of the part read;
+// every stage of a search looks at the request's context, so a 504 is
+// answered within the timeout and the work stops with it. An upsert body
+// is read whole and its lines measured before anything is stored, so a
+// 413 stores nothing.
+//
+// Routes answer a 405 listing, in Allow, exactly the methods openapi.json
+// has for the path (GET without the HEAD that net/http serves with it).
 //
 // # Errors
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"github.com/tandemsearch/tandem/storage"
 )
 
-// readBody reads the whole body, answering 413 past --max-body.
+// readBody reads the whole body, answering 413 past --max-body and 408
+// when the body has not arrived within --timeout (the server's read
+// deadline).
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
@@ -26,6 +29,10 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit of %d bytes (--max-body)", s.cfg.MaxBody)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil, errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the limit of %s (--timeout): %d bytes were read", s.cfg.Timeout, len(data))
 	}
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "bad_body", "reading the request body: %v", err)
@@ -261,7 +268,7 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 	var docs []tandem.Doc
 	var lines []int // each document's line
 	for i, item := range items {
-		if len(bytes.TrimSpace(item)) == 0 {
+		if len(bytes.Trim(item, jsonSpace)) == 0 {
 			continue // blank lines, as in `tandem index`
 		}
 		d, err := tandem.DecodeJSON(item, idField)
@@ -307,6 +314,10 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 	s.metrics.failed.WithLabelValues(c.name).Add(float64(res.Failed))
 	writeJSON(w, http.StatusOK, res)
 }
+
+// jsonSpace is JSON's whitespace: a line of nothing else is blank, as the
+// spec's pattern for an NDJSON body says.
+const jsonSpace = " \t\r\n"
 
 // Forms of an upsert body.
 const (

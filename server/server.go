@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -71,7 +73,8 @@ type Config struct {
 	// Logger receives one line per request; nil means slog.Default().
 	Logger *slog.Logger
 	// Engine is the options every collection is opened with (for example
-	// NoSync or EncoderThreads); Schema, Dense, Late, LateIndex and
+	// NoSync, EncoderThreads, or FilterLimits, which --max-filter-clauses
+	// and --max-filter-depth set); Schema, Dense, Late, LateIndex and
 	// MustExist are set per collection.
 	Engine engine.Options
 	// Catalog, when set, holds the collections instead of DataDir: a
@@ -319,6 +322,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	_, route := s.mux.Handler(r)
+	if route != "" && !pathMatches(patternPath(route), r.URL.EscapedPath()) {
+		// The mux would redirect to a route's path (.../documents to
+		// .../documents/, the empty id): no route serves this path.
+		route = ""
+	}
 	label := route
 	if label == "" {
 		label = "unmatched"
@@ -366,21 +374,78 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// unmatched answers a request no route takes, as JSON: 405 when the path
-// exists for other methods, 404 otherwise.
+// unmatched answers a request no route takes, as JSON: 405 when routes
+// serve the path with other methods, listing them in Allow as the spec
+// does (GET without the HEAD the mux adds), a redirect to the clean form
+// of an unclean path, 404 otherwise.
 func (s *Server) unmatched(w *statusWriter, r *http.Request) {
+	if allow := s.allowed(r.URL.EscapedPath()); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
 	h, _ := s.mux.Handler(r)
 	probe := &headerProbe{header: http.Header{}}
 	h.ServeHTTP(probe, r)
 	switch probe.status {
-	case http.StatusMethodNotAllowed:
-		w.Header().Set("Allow", probe.header.Get("Allow"))
-		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow")))
 	case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 		http.Redirect(w, r, probe.header.Get("Location"), probe.status)
 	default:
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path))
 	}
+}
+
+// allowed lists, sorted, the methods of the routes whose pattern matches
+// path exactly.
+func (s *Server) allowed(path string) []string {
+	var out []string
+	for _, p := range s.patterns {
+		method, pat, _ := strings.Cut(p, " ")
+		if pathMatches(pat, path) && !slices.Contains(out, method) {
+			out = append(out, method)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// patternPath is the path of a ServeMux pattern ("GET /a/{b}" -> "/a/{b}").
+func patternPath(pattern string) string {
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
+	}
+	return pattern
+}
+
+// pathMatches reports whether an escaped request path matches a route's
+// pattern path segment by segment, as ServeMux matches it without
+// redirecting: "{x}" matches a non-empty segment, "{x...}" the rest of the
+// path (empty too), "{$}" the end after a trailing slash, and a pattern
+// ending in "/" every path below it.
+func pathMatches(pattern, path string) bool {
+	ps := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
+	xs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, p := range ps {
+		switch {
+		case p == "{$}":
+			return i == len(xs)-1 && xs[i] == ""
+		case p == "" && i == len(ps)-1: // a trailing slash: a subtree
+			return i < len(xs)
+		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "...}"):
+			return i < len(xs)
+		case i >= len(xs):
+			return false
+		case strings.HasPrefix(p, "{"):
+			if xs[i] == "" {
+				return false
+			}
+		default:
+			if seg, err := url.PathUnescape(xs[i]); err != nil || seg != p {
+				return false
+			}
+		}
+	}
+	return len(ps) == len(xs)
 }
 
 // headerProbe records the status and headers the mux's own 404, 405 or
