@@ -79,9 +79,7 @@ func compile(ctx context.Context, e filter.Expr, schema *tandem.Schema) (query.Q
 		}
 		return rangeQuery(f, lo, hi, loIncl, hiIncl)
 	case *filter.Prefix:
-		q := query.NewPrefixQuery(x.Prefix)
-		q.SetField(x.Field)
-		return q, nil
+		return &prefixQuery{field: x.Field, prefix: x.Prefix}, nil
 	case *filter.Exists:
 		q := query.NewTermQuery(x.Field)
 		q.SetField(existsField)
