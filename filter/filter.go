@@ -179,6 +179,23 @@ func (l Limits) Parse(data []byte) (Expr, error) {
 	return e, nil
 }
 
+// Decode parses the next JSON value of dec as a filter within l, as Parse
+// does, reading no further than its first error; a JSON null is no filter
+// (nil, nil). It lets a caller decoding a larger document (a search
+// request) refuse a filter over the limits without reading the rest, nor
+// scanning the filter's own rest to find its end. dec should have
+// UseNumber set, so that a number out of float64's range is reported as
+// Parse reports it.
+func (l Limits) Decode(dec *json.Decoder) (Expr, error) {
+	p := &parser{dec: dec, lim: l.fill()}
+	t, err := p.token("")
+	if err != nil || t == nil {
+		return nil, err
+	}
+	p.peeked = t
+	return p.node("", 1)
+}
+
 func sub(path, key string) string {
 	if path == "" {
 		return key
@@ -191,10 +208,15 @@ type parser struct {
 	dec     *json.Decoder
 	lim     Limits
 	clauses int
+	peeked  json.Token // read already, the next token when not nil
 }
 
 // token reads the next token; a JSON syntax error is reported at path.
 func (p *parser) token(path string) (json.Token, error) {
+	if t := p.peeked; t != nil {
+		p.peeked = nil
+		return t, nil
+	}
 	t, err := p.dec.Token()
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
@@ -479,7 +501,7 @@ func (p *parser) scalar(path string) (Value, error) {
 		return nil, err
 	}
 	switch x := t.(type) {
-	case string, bool:
+	case string, bool, float64: // float64 from a decoder without UseNumber
 		return x, nil
 	case json.Number:
 		f, err := x.Float64()

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -267,5 +268,46 @@ func BenchmarkRefuseOverLimit(b *testing.B) {
 		if _, err := Parse(data); err == nil {
 			b.Fatal("refused nothing")
 		}
+	}
+}
+
+// Decode reads a filter in the middle of a larger document and leaves the
+// decoder after it; null is no filter; over a limit it stops reading.
+func TestDecode(t *testing.T) {
+	dec := json.NewDecoder(strings.NewReader(`{"filter": {"and":[{"term":{"lang":"en"}},{"range":{"year":{"gte":1e3}}}]}, "none": null, "k": 3}`))
+	dec.UseNumber()
+	var got []string
+	read := func() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(tok))
+	}
+	decode := func() {
+		e, err := DefaultLimits.Decode(dec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(e))
+	}
+	read()   // {
+	read()   // filter
+	decode() // the filter
+	read()   // none
+	decode() // null
+	read()   // k
+	var k int
+	if err := dec.Decode(&k); err != nil || k != 3 {
+		t.Errorf("after the filters: k = %d, %v", k, err)
+	}
+	if want := "{ filter (lang:en AND year:range(gt=<nil> gte=1000 lt=<nil> lte=<nil>)) none <nil> k"; strings.Join(got, " ") != want {
+		t.Errorf("read %q,\nwant %q", strings.Join(got, " "), want)
+	}
+	dec = json.NewDecoder(strings.NewReader(`{"or":[{"exists":"a"},{"exists":"b"},{"exists":` + "\x00"))
+	_, err := Limits{MaxClauses: 2}.Decode(dec)
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Limit != LimitClauses || fe.Path != "or[2].exists" {
+		t.Errorf("over the limit: %v", err)
 	}
 }
