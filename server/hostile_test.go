@@ -101,5 +101,25 @@ func TestFilterLimitsAnswer400(t *testing.T) {
 			tc.depthWhere, fmt.Sprintf("nested deeper than the limit of %d levels (--max-filter-depth)", tc.depth))
 		q, _ := json.Marshal(or(tc.clauses + 1))
 		a.fails(http.StatusBadRequest, "filter_too_large", "GET", "/v1/collections/docs/search?filter="+string(q), nil, "--max-filter-clauses")
+		// The body is read as a stream: what follows the clause over the
+		// limit is never scanned, malformed as it is here.
+		cut, _ := json.Marshal(map[string]any{"filter": or(tc.clauses + 1)})
+		a.fails(http.StatusBadRequest, "filter_too_large", "POST", "/v1/collections/docs/search", string(cut[:len(cut)-5])+"\x00 not JSON", "--max-filter-clauses")
 	}
+	// A filter within the limits comes out of the stream whole, whatever
+	// the spaces around it.
+	a := newAPIServer(t, nil)
+	a.must(http.StatusCreated, "PUT", "/v1/collections/docs", nil, nil)
+	a.upsert("docs", corpus(6)...)
+	var res searchJSON
+	a.must(http.StatusOK, "POST", "/v1/collections/docs/search", "{ \"k\" : 5 , \"filter\"\n :\t {\"term\": {\"lang\": \"fr\"}} , \"text\": \"fox\" }", &res, "Content-Type", "application/json")
+	if got := ids(res.Hits); len(got) != 3 || got[0] != "d05" {
+		t.Errorf("filter between spaces: %v, want the 3 French documents, d05 first", got)
+	}
+	a.must(http.StatusOK, "POST", "/v1/collections/docs/search", `{"filter": null, "filter": {"term": {"lang": "en"}}, "k": 10}`, &res, "Content-Type", "application/json")
+	if len(res.Hits) != 3 {
+		t.Errorf("the last of two filters: %d hits, want the 3 English documents", len(res.Hits))
+	}
+	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `{"Text": "fox"}`, `unknown field "Text"`)
+	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `["fox"]`, "want an object")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,12 +45,79 @@ type searchResponse struct {
 }
 
 func (s *Server) searchPost(w http.ResponseWriter, r *http.Request) {
-	var req searchRequest
-	if err := s.decodeJSON(r, &req, false); err != nil {
+	data, err := s.readBody(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	req, err := s.decodeSearch(data)
+	if err != nil {
 		s.fail(w, err)
 		return
 	}
 	s.search(w, r, req)
+}
+
+// decodeSearch decodes a search body as decodeJSON would (unknown keys
+// and trailing data refused), but reads it as a stream of tokens and the
+// filter with the collections' filter limits as it goes: a filter over
+// them is refused at the cost of the part read, where decoding the body
+// first would scan all of it (340 ms for issue 27's 28.8 MB filter).
+func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
+	var req searchRequest
+	if len(bytes.TrimSpace(data)) == 0 {
+		return req, errorf(http.StatusBadRequest, "invalid_json", "empty request body: want a JSON object")
+	}
+	invalid := func(err error) error {
+		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: %s", jsonProblem(err, data))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if t, err := dec.Token(); err != nil {
+		return req, invalid(err)
+	} else if t != json.Delim('{') {
+		return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: want an object, got %v", t)
+	}
+	fields := map[string]any{
+		"text": &req.Text, "retrievers": &req.Retrievers, "mode": &req.Mode, "fusion": &req.Fusion,
+		"k": &req.K, "offset": &req.Offset, "depth": &req.Depth, "weight": &req.Weight,
+		"late_scoring": &req.LateScoring, "fields": &req.Fields, "ids_only": &req.IDsOnly, "vectors": &req.Vectors,
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return req, invalid(err)
+		}
+		key := t.(string) // the decoder gives only keys here
+		if key == "filter" {
+			start := dec.InputOffset()
+			e, err := s.cfg.Engine.FilterLimits.Decode(dec)
+			if err != nil {
+				return req, err
+			}
+			req.Filter = nil
+			if e != nil { // the filter's JSON, after the colon
+				raw := bytes.TrimLeft(data[start:dec.InputOffset()], " \t\r\n")
+				req.Filter = bytes.TrimLeft(bytes.TrimPrefix(raw, []byte(":")), " \t\r\n")
+			}
+			continue
+		}
+		dst, ok := fields[key]
+		if !ok {
+			return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: unknown field %q", key)
+		}
+		if err := dec.Decode(dst); err != nil {
+			return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: field %q: %s", key, jsonProblem(err, data))
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return req, invalid(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: trailing data after the object")
+	}
+	return req, nil
 }
 
 // searchGet is the query-string form: q, mode or retrievers (comma
@@ -130,7 +198,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 	}
 	filter := req.Filter
 	if t := bytes.TrimSpace(filter); bytes.Equal(t, []byte("null")) {
-		filter = nil
+		filter = nil // a GET's filter=null
 	}
 	res, err := c.e.Search(r.Context(), engine.Request{
 		Text:        req.Text,
