@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
@@ -122,4 +124,23 @@ func TestFilterLimitsAnswer400(t *testing.T) {
 	}
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `{"Text": "fox"}`, `unknown field "Text"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", `["fox"]`, "want an object")
+}
+
+// With ReleaseAfterTimeout a 504 makes the server return memory to the
+// OS: a forced collection follows each, at most one a second.
+func TestReleaseAfterTimeout(t *testing.T) {
+	forced := func() uint64 {
+		s := []rtmetrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		rtmetrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	a := newAPIServer(t, &Config{Timeout: time.Nanosecond, ReleaseAfterTimeout: true})
+	a.must(http.StatusCreated, "PUT", "/v1/collections/docs", nil, nil)
+	before := forced()
+	a.fails(http.StatusGatewayTimeout, "timeout", "GET", "/v1/collections/docs/search?q=x", nil, "--timeout")
+	for deadline := time.Now().Add(5 * time.Second); forced() == before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no forced collection within 5s of a 504")
+		}
+	}
 }

@@ -12,9 +12,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -87,6 +89,15 @@ type Config struct {
 	// Collectors are registered on /metrics beside the server's own (a
 	// cluster node's).
 	Collectors []prometheus.Collector
+	// ReleaseAfterTimeout makes the server return the memory a request
+	// that ran out of time took to the operating system once it has
+	// answered 504 (debug.FreeOSMemory, at most once a second; requests
+	// meanwhile share the next): such a request's work stopped early, so
+	// what it allocated is garbage, which Go would otherwise keep until a
+	// later collection and give back slowly. It acts on the whole
+	// process, so it is for a process that is the server: `tandem serve`
+	// sets it.
+	ReleaseAfterTimeout bool
 }
 
 // Route is an extra route of Config.Routes.
@@ -154,6 +165,10 @@ type Server struct {
 	// patterns lists the registered routes, for the test that holds them
 	// to openapi.json.
 	patterns []string
+	// release asks releaseLoop, with ReleaseAfterTimeout, to return
+	// memory to the OS; stop ends the loop, which closes released.
+	release, stop, released chan struct{}
+	closeOnce               sync.Once
 }
 
 //go:embed openapi.json
@@ -198,8 +213,33 @@ func New(cfg *Config) (*Server, error) {
 		}
 	}
 	s.routes()
+	s.release, s.stop, s.released = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	if c.ReleaseAfterTimeout {
+		go s.releaseLoop()
+	} else {
+		close(s.released)
+	}
 	s.ready.Store(true)
 	return s, nil
+}
+
+// releaseLoop returns memory to the OS when asked, at most once a second,
+// until stop is closed.
+func (s *Server) releaseLoop() {
+	defer close(s.released)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.release:
+		}
+		debug.FreeOSMemory()
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (s *Server) routes() {
@@ -342,6 +382,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		d := time.Since(start)
+		if sw.status == http.StatusGatewayTimeout && s.cfg.ReleaseAfterTimeout {
+			select {
+			case s.release <- struct{}{}:
+			default: // a release is pending already
+			}
+		}
 		s.metrics.requests.WithLabelValues(label, strconv.Itoa(sw.status)).Inc()
 		s.metrics.latency.WithLabelValues(label).Observe(d.Seconds())
 		attrs := []slog.Attr{
@@ -487,6 +533,8 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 // Serve calls it after shutting down.
 func (s *Server) Close() error {
 	s.ready.Store(false)
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.released
 	return s.reg.closeAll()
 }
 
