@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/server"
 )
 
@@ -49,7 +50,9 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&sc.cfg.MaxLine, "max-line", server.DefaultMaxLine, "largest NDJSON line or array element of an upsert in bytes (413 above)")
 	fs.IntVar(&sc.cfg.MaxK, "max-k", server.DefaultMaxK, "largest k+offset of a search (400 above)")
 	fs.IntVar(&sc.cfg.MaxQuery, "max-query", server.DefaultMaxQuery, "longest query text in bytes (400 above)")
-	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request (504 above)")
+	fs.IntVar(&sc.cfg.Engine.FilterLimits.MaxClauses, "max-filter-clauses", filter.DefaultMaxClauses, "most clauses of a search's filter, each term, range, prefix and exists, each value of a terms list and each empty and/or counting one (400 above, refused as the filter is read)")
+	fs.IntVar(&sc.cfg.Engine.FilterLimits.MaxDepth, "max-filter-depth", filter.DefaultMaxDepth, "deepest nesting of a search's filter, one clause being 1 level and each and, or and not adding one (400 above)")
+	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request: 504 past it, every stage of a search stopping with it, and 408 for a body not received within it")
 	fs.IntVar(&sc.cfg.MaxCollections, "max-collections", server.DefaultMaxCollections, "most collections the server holds, those already in --data (or in the cluster) included; creating one more answers 409 too_many_collections")
 	fs.IntVar(&sc.cfg.Engine.EncoderThreads, "encoder-threads", 0, "ONNX Runtime threads of one query's encoding (default min(cores, 4))")
 	fs.IntVar(&sc.cfg.Engine.DocumentThreads, "ingest-threads", max(1, runtime.NumCPU()/2), "one-thread runs that encode upserted documents at once, apart from the queries' threads, so that ingest never holds a search up; 0 lets documents share the queries' threads (faster ingest, slower searches meanwhile)")
@@ -75,7 +78,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	for _, v := range []struct {
 		name  string
 		value int64
-	}{{"--max-body", sc.cfg.MaxBody}, {"--max-line", int64(sc.cfg.MaxLine)}, {"--max-k", int64(sc.cfg.MaxK)}, {"--max-query", int64(sc.cfg.MaxQuery)}, {"--timeout", int64(sc.cfg.Timeout)}, {"--max-collections", int64(sc.cfg.MaxCollections)}} {
+	}{{"--max-body", sc.cfg.MaxBody}, {"--max-line", int64(sc.cfg.MaxLine)}, {"--max-k", int64(sc.cfg.MaxK)}, {"--max-query", int64(sc.cfg.MaxQuery)},
+		{"--max-filter-clauses", int64(sc.cfg.Engine.FilterLimits.MaxClauses)}, {"--max-filter-depth", int64(sc.cfg.Engine.FilterLimits.MaxDepth)}, {"--timeout", int64(sc.cfg.Timeout)}, {"--max-collections", int64(sc.cfg.MaxCollections)}} {
 		if v.value <= 0 {
 			return nil, fmt.Errorf("%s must be positive", v.name)
 		}
@@ -90,6 +94,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		admin, read = append(admin, a...), append(read, r...)
 	}
 	sc.cfg.AdminKeys, sc.cfg.ReadKeys = admin, read
+	sc.cfg.ReleaseAfterTimeout = true // the process is the server
 	if err := server.CheckExposure(sc.addr, &sc.cfg); err != nil {
 		return nil, err
 	}
