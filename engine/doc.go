@@ -40,6 +40,11 @@
 //     dense and late inside FAISS through the filter's bitmap, and each
 //     materialised hit is checked once more against its stored fields
 //     (filter.Match), so an update applied between two indexes cannot leak.
+//   - A search's work is bounded: its filter within Options.FilterLimits
+//     (refused before any work otherwise), k+offset within 100,000
+//     (compared without overflow), and every stage (filter compilation,
+//     the bitmap, each retriever, the hits' loading) stops with its
+//     context, so a deadline ends it.
 //
 // # Models
 //
