@@ -65,6 +65,22 @@ FUZZ ?= .
 fuzz: setup
 	FUZZ_LDFLAGS='$(GO_LDFLAGS)' bash scripts/fuzz.sh $(FUZZTIME) '$(FUZZ)'
 
+# Schemathesis, an outside API fuzzer, against a live tandem serve with
+# keys and a collection indexed with the default model (the demo corpus,
+# APIFUZZ_DOCS documents, 0 for all), every check and phase, stateful
+# included, for APIFUZZ_TIME (scripts/apifuzz/run.sh, docs/apifuzz.md), in
+# its own Python environment (.native/apifuzz, scripts/apifuzz/setup.sh).
+# Prints Schemathesis's summary and the distinct failures, each with a curl;
+# the reports go to APIFUZZ_OUT (default bin/apifuzz). Fails on any
+# failure.
+APIFUZZ_TIME ?= 10m
+APIFUZZ_DOCS ?= 0
+APIFUZZ_OUT ?= $(ROOT)/bin/apifuzz
+.PHONY: fuzz-api
+fuzz-api: build
+	bash scripts/apifuzz/setup.sh
+	APIFUZZ_TIME=$(APIFUZZ_TIME) APIFUZZ_DOCS=$(APIFUZZ_DOCS) APIFUZZ_OUT=$(APIFUZZ_OUT) bash scripts/apifuzz/run.sh
+
 test-short: setup
 	go test $(GOFLAGS_BUILD) -short -count=1 ./...
 
