@@ -80,7 +80,7 @@ trap 'exit 143' TERM
 say() { echo "apifuzz: $*" >&2; }
 
 # The corpus.
-go run "$ROOT/scripts/gendemo" -o "$tmp/corpus.jsonl" 2>/dev/null
+go run "$ROOT/scripts/gendemo" -o "$tmp/corpus.jsonl"
 if [ "$docs" -gt 0 ]; then
 	head -n "$docs" "$tmp/corpus.jsonl" >"$tmp/corpus.part" && mv "$tmp/corpus.part" "$tmp/corpus.jsonl"
 fi
