@@ -25,6 +25,83 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// serveNodes is `serve --cluster` nodes run in this process.
+type serveNodes struct {
+	t    *testing.T
+	web  []string // each node's HTTP address
+	root string   // node i's data is root/ni
+}
+
+// startServeNodes starts n nodes on loopback, each given args besides its
+// --node, --peers and --data; they stop when the test ends, which fails
+// if one stops with an error.
+func startServeNodes(t *testing.T, n int, args ...string) *serveNodes {
+	t.Helper()
+	c := &serveNodes{t: t}
+	var peers []string
+	for i := range n {
+		h := freeAddr(t)
+		c.web = append(c.web, h)
+		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, freeAddr(t), h))
+	}
+	c.root = t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, n)
+	for i := range n {
+		sc, err := parseServe(append([]string{"--cluster", "--node", fmt.Sprint("n", i), "--peers", strings.Join(peers, ","),
+			"--data", filepath.Join(c.root, fmt.Sprint("n", i))}, args...), io.Discard)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if sc.addr != c.web[i] {
+			cancel()
+			t.Fatalf("node %d serves on %s, want its peer HTTP address %s", i, sc.addr, c.web[i])
+		}
+		go func() { done <- serveCluster(ctx, sc, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, nil) }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range n {
+			if err := <-done; err != nil {
+				t.Errorf("node stopped with %v", err)
+			}
+		}
+	})
+	return c
+}
+
+// call sends a request to node i, with key as a bearer key unless it is
+// "", and returns the body of its answer once the status is want; it
+// retries while the node is starting (503).
+func (c *serveNodes) call(key string, i int, method, path, body string, want int) string {
+	c.t.Helper()
+	for try := 0; ; try++ {
+		req, _ := http.NewRequest(method, "http://"+c.web[i]+path, strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if strings.HasSuffix(path, "/documents") {
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return string(data)
+			}
+			if resp.StatusCode != http.StatusServiceUnavailable || try > 300 {
+				c.t.Fatalf("%s %s on node %d: %d %s, want %d", method, path, i, resp.StatusCode, data, want)
+			}
+		} else if try > 300 {
+			c.t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestServeCluster runs three `serve --cluster` nodes in this process and
 // uses the server's HTTP API on them: a collection created through one
 // node is written through another and read through the third, as a
@@ -41,63 +118,13 @@ func TestServeCluster(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("c2a1e0f4b3d69788a1b2c3d4e5f60718\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var peers []string
-	var web []string
-	for i := range 3 {
-		h := freeAddr(t)
-		web = append(web, h)
-		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, freeAddr(t), h))
-	}
-	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
-	for i := range 3 {
-		sc, err := parseServe([]string{"--cluster", "--node", fmt.Sprint("n", i), "--peers", strings.Join(peers, ","),
-			"--data", filepath.Join(root, fmt.Sprint("n", i)), "--shards", "3", "--replicas", "3", "--cluster-key-file", keyFile}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sc.addr != web[i] {
-			t.Fatalf("node %d serves on %s, want its peer HTTP address %s", i, sc.addr, web[i])
-		}
-		go func() { done <- serveCluster(ctx, sc, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, nil) }()
-	}
-	defer func() {
-		cancel()
-		for range 3 {
-			if err := <-done; err != nil {
-				t.Errorf("node stopped with %v", err)
-			}
-		}
-	}()
+	nodes := startServeNodes(t, 3, "--shards", "3", "--replicas", "3", "--cluster-key-file", keyFile)
+	web := nodes.web
 	callAs := func(key string, node int, method, path, body string, want int) map[string]any {
 		t.Helper()
-		for try := 0; ; try++ {
-			req, _ := http.NewRequest(method, "http://"+web[node]+path, strings.NewReader(body))
-			if key != "" {
-				req.Header.Set("Authorization", "Bearer "+key)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			if strings.HasSuffix(path, "/documents") {
-				req.Header.Set("Content-Type", "application/x-ndjson")
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == want {
-					var out map[string]any
-					json.Unmarshal(data, &out)
-					return out
-				}
-				if resp.StatusCode != http.StatusServiceUnavailable || try > 300 {
-					t.Fatalf("%s %s on node %d: %d %s, want %d", method, path, node, resp.StatusCode, data, want)
-				}
-			} else if try > 300 {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var out map[string]any
+		json.Unmarshal([]byte(nodes.call(key, node, method, path, body, want)), &out)
+		return out
 	}
 	call := func(node int, method, path, body string, want int) map[string]any {
 		t.Helper()

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tandemsearch/tandem/server"
 )
@@ -22,52 +19,10 @@ import (
 func TestServeClusterMaxCollections(t *testing.T) {
 	t.Setenv("TANDEM_API_KEYS", "")
 	t.Setenv("TANDEM_READ_KEYS", "")
-	var peers, web []string
-	for i := range 2 {
-		h := freeAddr(t)
-		web = append(web, h)
-		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, freeAddr(t), h))
-	}
-	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	for i := range 2 {
-		sc, err := parseServe([]string{"--cluster", "--node", fmt.Sprint("n", i), "--peers", strings.Join(peers, ","),
-			"--data", filepath.Join(root, fmt.Sprint("n", i)), "--shards", "1", "--max-collections", "1"}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- serveCluster(ctx, sc, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, nil) }()
-	}
-	defer func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("node stopped with %v", err)
-			}
-		}
-	}()
-	// call retries while the node is starting (503).
+	nodes := startServeNodes(t, 2, "--shards", "1", "--max-collections", "1")
 	call := func(node int, method, path string, want int) string {
 		t.Helper()
-		for try := 0; ; try++ {
-			req, _ := http.NewRequest(method, "http://"+web[node]+path, strings.NewReader("{}"))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == want {
-					return string(data)
-				}
-				if resp.StatusCode != http.StatusServiceUnavailable || try > 300 {
-					t.Fatalf("%s %s on node %d: %d %s, want %d", method, path, node, resp.StatusCode, data, want)
-				}
-			} else if try > 300 {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return nodes.call("", node, method, path, "{}", want)
 	}
 	call(0, "PUT", "/v1/collections/a", http.StatusCreated)
 	body := call(1, "PUT", "/v1/collections/b", http.StatusConflict)
@@ -85,7 +40,7 @@ func TestServeClusterMaxCollections(t *testing.T) {
 		}
 	}
 	for i := range 2 {
-		if _, err := os.Stat(filepath.Join(root, fmt.Sprint("n", i), "collections", "b")); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(nodes.root, fmt.Sprint("n", i), "collections", "b")); !os.IsNotExist(err) {
 			t.Errorf("node %d holds a directory of the refused collection (stat: %v)", i, err)
 		}
 	}

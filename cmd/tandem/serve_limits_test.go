@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -248,47 +247,10 @@ func (s *syncBuffer) String() string {
 func TestServeClusterFilterLimits(t *testing.T) {
 	t.Setenv("TANDEM_API_KEYS", "")
 	t.Setenv("TANDEM_READ_KEYS", "")
-	web := freeAddr(t)
-	sc, err := parseServe([]string{"--cluster", "--node", "n0", "--peers", "n0=" + freeAddr(t) + "/" + web,
-		"--data", t.TempDir(), "--shards", "2", "--max-filter-clauses", "3", "--max-filter-depth", "2"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := sc.cfg.Engine.FilterLimits; l.MaxClauses != 3 || l.MaxDepth != 2 {
-		t.Fatalf("parsed limits %+v", l)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serveCluster(ctx, sc, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node stopped with %v", err)
-		}
-	}()
+	nodes := startServeNodes(t, 1, "--shards", "2", "--max-filter-clauses", "3", "--max-filter-depth", "2")
 	call := func(method, path, body string, want int) string {
 		t.Helper()
-		for try := 0; ; try++ {
-			req, _ := http.NewRequest(method, "http://"+web+path, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			if strings.HasSuffix(path, "/documents") {
-				req.Header.Set("Content-Type", "application/x-ndjson")
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == want {
-					return string(data)
-				}
-				if resp.StatusCode != http.StatusServiceUnavailable || try > 300 {
-					t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, data, want)
-				}
-			} else if try > 300 {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return nodes.call("", 0, method, path, body, want)
 	}
 	call("PUT", "/v1/collections/c", `{"schema":{"fields":[{"name":"text","type":"text"},{"name":"kind","type":"keyword"}]}}`, 201)
 	var nd strings.Builder
