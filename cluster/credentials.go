@@ -131,14 +131,21 @@ func (c Credentials) String() string {
 	return "none"
 }
 
-// serverTLS is the configuration of a listener that accepts only peers
-// holding the same credentials.
-func (c Credentials) serverTLS() *tls.Config {
-	cfg := &tls.Config{
+// baseTLS is what both sides of a connection between nodes set: TLS 1.3
+// and this node's certificate. Sessions are not resumed, so that every
+// connection is authenticated afresh.
+func (c Credentials) baseTLS() *tls.Config {
+	return &tls.Config{
 		MinVersion:             tls.VersionTLS13,
 		Certificates:           []tls.Certificate{c.cert},
 		SessionTicketsDisabled: true,
 	}
+}
+
+// serverTLS is the configuration of a listener that accepts only peers
+// holding the same credentials.
+func (c Credentials) serverTLS() *tls.Config {
+	cfg := c.baseTLS()
 	switch c.kind {
 	case "key":
 		cfg.ClientAuth = tls.RequireAnyClientCert
@@ -154,11 +161,7 @@ func (c Credentials) serverTLS() *tls.Config {
 // of another; a program that calls a node's /_cluster/ routes (an
 // operator's tool, a test) uses it too.
 func (c Credentials) ClientTLS(addr string) *tls.Config {
-	cfg := &tls.Config{
-		MinVersion:             tls.VersionTLS13,
-		Certificates:           []tls.Certificate{c.cert},
-		SessionTicketsDisabled: true,
-	}
+	cfg := c.baseTLS()
 	switch c.kind {
 	case "key":
 		// The peer is checked by the public key its certificate holds, not
