@@ -13,18 +13,6 @@ import (
 // FAISS call while building (one BLAS product per batch).
 const encodeBatchTokens = 32768
 
-// entryNoCopy checks a stored blob without copying it.
-func (x *Index) entryNoCopy(num uint64, value []byte) (docEntry, error) {
-	h, err := parseHeader(value)
-	if err != nil {
-		return docEntry{}, fmt.Errorf("document %d, blob %s: %w", num, x.blob, err)
-	}
-	if h.dim != x.opts.Dim {
-		return docEntry{}, fmt.Errorf("document %d, blob %s: %w: dimension %d, index has %d", num, x.blob, ErrBadVector, h.dim, x.opts.Dim)
-	}
-	return docEntry{blob: value, h: h}, nil
-}
-
 // configuredCentroids is the number of centroids Options.Description
 // fixes, 0 when automatic.
 func (x *Index) configuredCentroids() int {
@@ -336,4 +324,24 @@ func (x *Index) retrainLocked(ctx context.Context) error {
 	x.mu.rc = r
 	x.mu.desc = x.residualDescription()
 	return nil
+}
+
+// openResidual finishes Open for the residual-code index: from its
+// snapshot, or built from the blobs, then caught up.
+func (x *Index) openResidual(ctx context.Context, startSeq uint64) (*Index, error) {
+	loaded, err := x.loadResidualSnapshot()
+	x.loadedSnapshot = loaded && err == nil
+	if !x.loadedSnapshot {
+		r, skipped, err := x.buildResidual(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("latecollect: open %s: %w", x.opts.Model, err)
+		}
+		x.mu.rc, x.mu.skipped, x.mu.applied = r, skipped, startSeq
+		x.mu.desc = x.residualDescription()
+	}
+	if err := x.CatchUp(ctx); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("latecollect: open %s: %w", x.opts.Model, err)
+	}
+	return x, nil
 }

@@ -1,0 +1,57 @@
+package latecollect
+
+import (
+	"fmt"
+
+	"github.com/tandemsearch/tandem/storage"
+)
+
+// docEntry is a document's stored token matrix, kept in memory in its
+// stored encoding for rescoring.
+type docEntry struct {
+	blob []byte
+	h    blobHeader
+}
+
+// changedEntry returns the current blob of the document a change names,
+// checked, when the change is a put and the document has a usable blob
+// (Store.Blob returns a copy, which the entry keeps). A blob that cannot
+// be used is appended to bad; err is a failure to read the store.
+func (x *Index) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, error) {
+	if c.Op != storage.OpPut || c.Doc == nil {
+		return docEntry{}, false, nil
+	}
+	value, ok, err := x.st.Blob(c.DocNum, x.blob)
+	if err != nil {
+		return docEntry{}, false, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, c.DocNum, err)
+	}
+	if !ok {
+		return docEntry{}, false, nil
+	}
+	e, err := x.entryNoCopy(c.DocNum, value)
+	if err != nil {
+		*bad = append(*bad, err)
+		return docEntry{}, false, nil
+	}
+	return e, true, nil
+}
+
+// appendRows appends the first n decoded rows of e.
+func appendRows(vecs []float32, e docEntry, n int) []float32 {
+	start := len(vecs)
+	vecs = append(vecs, make([]float32, n*e.h.dim)...)
+	decodeRows(e.blob, e.h, 0, n, vecs[start:])
+	return vecs
+}
+
+// entryNoCopy checks a stored blob without copying it.
+func (x *Index) entryNoCopy(num uint64, value []byte) (docEntry, error) {
+	h, err := parseHeader(value)
+	if err != nil {
+		return docEntry{}, fmt.Errorf("document %d, blob %s: %w", num, x.blob, err)
+	}
+	if h.dim != x.opts.Dim {
+		return docEntry{}, fmt.Errorf("document %d, blob %s: %w: dimension %d, index has %d", num, x.blob, ErrBadVector, h.dim, x.opts.Dim)
+	}
+	return docEntry{blob: value, h: h}, nil
+}
