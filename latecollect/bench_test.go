@@ -88,8 +88,8 @@ func BenchmarkSciFactFilter(b *testing.B) {
 				name = "collection"
 			}
 			b.Run(fmt.Sprintf("keep%d%%/%s", pct, name), func(b *testing.B) {
-				f.x.filterAtCollection = collection
-				defer func() { f.x.filterAtCollection = false }()
+				setFilterAtCollection(f.x, collection)
+				defer setFilterAtCollection(f.x, false)
 				var (
 					lat    []time.Duration
 					recall float64

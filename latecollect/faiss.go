@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
 	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
 )
@@ -69,47 +71,115 @@ func checkFAISSDescription(o Options) error {
 	return fx.Close()
 }
 
+// faissFamily keeps every document token as a key in a FAISS index, with
+// the id docnum<<PositionBits | row, and every document's stored token
+// matrix in memory (in its stored encoding) for exact rescoring.
+//
+// Invariants: docs holds the token matrix of every document the family
+// holds, and tokens and bytes are its rows and blob bytes; keys[doc] is the
+// number of token ids doc<<PositionBits|0..n-1 present in fx, and fx holds
+// no other ids.
+type faissFamily struct {
+	source
+
+	// filterAtCollection forces the filter onto the documents during
+	// collection instead of translating it to token ids (benchmarks
+	// compare the two).
+	filterAtCollection bool
+
+	fx      *faiss.Index
+	desc    string // description fx was built from (before IDMap2)
+	docs    map[uint64]docEntry
+	keys    map[uint64]int
+	tokens  int64   // rows in docs
+	bytes   int64   // blob bytes in docs
+	skipped []error // bad blobs met while loading, newest last
+}
+
+// newFAISSFamily loads the token matrix of every document from the store;
+// load or build then makes the FAISS index.
+func newFAISSFamily(ctx context.Context, s source) (*faissFamily, error) {
+	f := &faissFamily{source: s, docs: map[uint64]docEntry{}, keys: map[uint64]int{}}
+	err := f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
+		e, err := f.entry(num, value)
+		if err != nil {
+			f.skipped = append(f.skipped, err)
+			return nil
+		}
+		f.putDocLocked(num, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load token matrices: %w", err)
+	}
+	return f, nil
+}
+
+// build makes the FAISS index from the matrices in memory.
+func (f *faissFamily) build(context.Context) error {
+	return f.rebuildLocked(f.targetDescription())
+}
+
+func (f *faissFamily) has(num uint64) bool {
+	_, ok := f.docs[num]
+	return ok
+}
+
+func (f *faissFamily) docNums() *roaring64.Bitmap {
+	bm := roaring64.New()
+	for num := range f.keys {
+		bm.Add(num)
+	}
+	return bm
+}
+
+func (f *faissFamily) stats(s *Stats) {
+	s.Docs, s.Tokens, s.TokenKeys = len(f.docs), f.tokens, f.fx.Len()
+	s.StoredBytes, s.IndexBytes = f.bytes, f.fx.MemoryBytes()
+	s.Description, s.Skipped = f.desc, len(f.skipped)
+}
+
+func (f *faissFamily) close() error {
+	f.docs, f.keys = nil, nil
+	if f.fx != nil {
+		return f.fx.Close()
+	}
+	return nil
+}
+
 // keys is the number of token keys the document has in FAISS.
 func (d docEntry) keys() int { return min(d.h.count, maxKeysPerDoc) }
 
 // entry checks a stored blob and copies it.
-func (x *Index) entry(num uint64, value []byte) (docEntry, error) {
-	e, err := x.entryNoCopy(num, value)
+func (f *faissFamily) entry(num uint64, value []byte) (docEntry, error) {
+	e, err := f.entryNoCopy(num, value)
 	e.blob = slices.Clone(e.blob)
 	return e, err
 }
 
-func (x *Index) putDocLocked(num uint64, e docEntry) {
-	x.dropDocLocked(num)
-	x.mu.docs[num] = e
-	x.mu.tokens += int64(e.h.count)
-	x.mu.bytes += int64(len(e.blob))
+func (f *faissFamily) putDocLocked(num uint64, e docEntry) {
+	f.dropDocLocked(num)
+	f.docs[num] = e
+	f.tokens += int64(e.h.count)
+	f.bytes += int64(len(e.blob))
 }
 
-func (x *Index) dropDocLocked(num uint64) {
-	if old, ok := x.mu.docs[num]; ok {
-		x.mu.tokens -= int64(old.h.count)
-		x.mu.bytes -= int64(len(old.blob))
-		delete(x.mu.docs, num)
+func (f *faissFamily) dropDocLocked(num uint64) {
+	if old, ok := f.docs[num]; ok {
+		f.tokens -= int64(old.h.count)
+		f.bytes -= int64(len(old.blob))
+		delete(f.docs, num)
 	}
 }
 
-// applyLocked applies one run of changes. It returns the errors of
-// documents left out (bad blobs) apart from a failure that stops it.
-func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
-	final, last := x.finalChangesLocked(changes)
-	if len(final) == 0 {
-		return nil, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// apply applies one run of changes (see family).
+func (f *faissFamily) apply(ctx context.Context, final []storage.Change, newRun bool) ([]error, error) {
 	// Decide on a rebuild when a new run of the log starts, from the
 	// documents of every run before it: that state does not depend on how
 	// the caller cut the log.
-	if changes[0].Seq/applyStride != x.mu.applied/applyStride {
-		if target := x.targetDescription(); target != x.mu.desc && trainable(target, x.mu.tokens) {
-			if err := x.rebuildLocked(target); err != nil {
+	if newRun {
+		if target := f.targetDescription(); target != f.desc && trainable(target, f.tokens) {
+			if err := f.rebuildLocked(target); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: %w", err)
 			}
 		}
@@ -120,50 +190,37 @@ func (x *Index) applyLocked(ctx context.Context, changes []storage.Change) ([]er
 		addVecs   []float32
 		bad       []error
 	)
-	nums := make([]uint64, 0, len(final))
-	for num := range final {
-		nums = append(nums, num)
-	}
-	slices.Sort(nums)
-	for _, num := range nums {
-		c := final[num]
-		if n := x.mu.keys[num]; n > 0 {
+	for _, c := range final {
+		num := c.DocNum
+		if n := f.keys[num]; n > 0 {
 			removeIDs = appendIDs(removeIDs, num, n)
-			delete(x.mu.keys, num)
+			delete(f.keys, num)
 		}
-		x.dropDocLocked(num)
-		e, ok, err := x.changedEntry(c, &bad)
+		f.dropDocLocked(num)
+		e, ok, err := f.changedEntry(c, &bad)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			x.putDocLocked(num, e)
+			f.putDocLocked(num, e)
 		}
 	}
-	if _, err := x.mu.fx.Remove(removeIDs); err != nil {
+	if _, err := f.fx.Remove(removeIDs); err != nil {
 		return nil, fmt.Errorf("latecollect: apply: remove %d token keys: %w", len(removeIDs), err)
 	}
-	for _, num := range nums {
-		e, ok := x.mu.docs[num]
+	for _, c := range final {
+		num := c.DocNum
+		e, ok := f.docs[num]
 		if !ok {
 			continue
 		}
 		n := e.keys()
 		addIDs = appendIDs(addIDs, num, n)
 		addVecs = appendRows(addVecs, e, n)
-		x.mu.keys[num] = n
+		f.keys[num] = n
 	}
-	if err := x.mu.fx.Add(addIDs, addVecs); err != nil {
+	if err := f.fx.Add(addIDs, addVecs); err != nil {
 		return nil, fmt.Errorf("latecollect: apply: add %d token keys: %w", len(addIDs), err)
-	}
-	x.mu.applied = last
-	x.mu.sinceSnap += len(final)
-	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.snapErr == nil {
-		// The changes are applied whatever happens here: a failed
-		// automatic snapshot (an in-memory store has none) only costs the
-		// next Open a rebuild, so it is reported by Stats and automatic
-		// snapshots stop; Snapshot still returns its error.
-		x.mu.snapErr = x.saveSnapshotLocked(ctx)
 	}
 	return bad, nil
 }
@@ -194,15 +251,15 @@ func appendIDs(ids []int64, num uint64, n int) []int64 {
 // PQ48 scans about 5× faster but took 5 minutes to train. The IVF lists hold
 // about sqrt(tokens) keys each, so the share of keys scanned falls as
 // the collection grows.
-func (x *Index) targetDescription() string {
-	if x.opts.Description != "" && x.opts.Description != legacyAuto {
-		return x.opts.Description
+func (f *faissFamily) targetDescription() string {
+	if f.opts.Description != "" && f.opts.Description != legacyAuto {
+		return f.opts.Description
 	}
-	if x.mu.tokens <= autoFlatTokens {
+	if f.tokens <= autoFlatTokens {
 		return "Flat"
 	}
 	nlist := 64
-	for nlist*nlist < int(x.mu.tokens) && nlist < 8192 {
+	for nlist*nlist < int(f.tokens) && nlist < 8192 {
 		nlist *= 2
 	}
 	return fmt.Sprintf("IVF%d,SQ8", nlist)
@@ -235,21 +292,21 @@ func ivfLists(desc string) int {
 
 // rebuildLocked replaces the token index by one built with desc from the
 // matrices in memory. Until desc is trainable, a Flat index stands in.
-func (x *Index) rebuildLocked(desc string) error {
-	if !trainable(desc, x.mu.tokens) {
+func (f *faissFamily) rebuildLocked(desc string) error {
+	if !trainable(desc, f.tokens) {
 		desc = "Flat"
 	}
-	fx, err := faiss.New(x.opts.Dim, desc, faiss.InnerProduct)
+	fx, err := faiss.New(f.opts.Dim, desc, faiss.InnerProduct)
 	if err != nil {
 		return fmt.Errorf("build %q: %w", desc, err)
 	}
 	if !fx.IsTrained() {
-		if err := fx.Train(x.trainingSampleLocked(64 * ivfLists(desc))); err != nil {
+		if err := fx.Train(f.trainingSampleLocked(64 * ivfLists(desc))); err != nil {
 			fx.Close()
 			return fmt.Errorf("train %q: %w", desc, err)
 		}
 	}
-	keys := make(map[uint64]int, len(x.mu.docs))
+	keys := make(map[uint64]int, len(f.docs))
 	var (
 		ids  []int64
 		vecs []float32
@@ -261,8 +318,8 @@ func (x *Index) rebuildLocked(desc string) error {
 		ids, vecs = ids[:0], vecs[:0]
 		return nil
 	}
-	for _, num := range sortedDocs(x.mu.docs) {
-		e := x.mu.docs[num]
+	for _, num := range sortedDocs(f.docs) {
+		e := f.docs[num]
 		n := e.keys()
 		ids = appendIDs(ids, num, n)
 		vecs = appendRows(vecs, e, n)
@@ -278,23 +335,23 @@ func (x *Index) rebuildLocked(desc string) error {
 		fx.Close()
 		return err
 	}
-	if x.mu.fx != nil {
-		x.mu.fx.Close()
+	if f.fx != nil {
+		f.fx.Close()
 	}
-	x.mu.fx, x.mu.desc, x.mu.keys = fx, desc, keys
+	f.fx, f.desc, f.keys = fx, desc, keys
 	return nil
 }
 
 // trainingSampleLocked returns about n token rows spread evenly over the
 // documents in docnum order (deterministic, so rebuilds are repeatable).
-func (x *Index) trainingSampleLocked(n int) []float32 {
-	total := x.mu.tokens
+func (f *faissFamily) trainingSampleLocked(n int) []float32 {
+	total := f.tokens
 	stride := max(int64(1), total/int64(max(n, 1)))
 	var out []float32
 	var row int64
-	buf := make([]float32, x.opts.Dim)
-	for _, num := range sortedDocs(x.mu.docs) {
-		e := x.mu.docs[num]
+	buf := make([]float32, f.opts.Dim)
+	for _, num := range sortedDocs(f.docs) {
+		e := f.docs[num]
 		for r := range e.h.count {
 			if row%stride == 0 {
 				decodeRows(e.blob, e.h, r, r+1, buf)

@@ -12,12 +12,45 @@ import (
 	"github.com/tandemsearch/tandem/internal/faiss"
 )
 
+// search scores exactly every allowed document in Exhaustive mode, or when
+// the filter allows no more documents than CandidateCap; otherwise the
+// candidates collectLocked chooses.
+func (f *faissFamily) search(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
+	var (
+		cands []uint64
+		err   error
+	)
+	if so.Mode == Exhaustive || (so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap)) {
+		cands, err = f.allowedDocsLocked(ctx, so.Allow)
+	} else {
+		cands, err = f.collectLocked(ctx, query, so)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f.rescore(ctx, query, cands, so)
+}
+
+// collect is the token search of Candidates mode, with the count of held
+// documents the filter allows (see Collect).
+func (f *faissFamily) collect(ctx context.Context, query []float32, so SearchOptions) (*Collection, error) {
+	col := &Collection{}
+	if so.Allow != nil {
+		col.Allowed = countAllowed(f, so.Allow, so.CandidateCap)
+	}
+	var err error
+	if col.Tokens, err = f.tokenSearchLocked(ctx, query, so); err != nil {
+		return nil, err
+	}
+	return col, nil
+}
+
 // allowedDocsLocked lists the documents of the index in allow (all of them
 // when allow is nil), in docnum order. It looks at ctx every 4096 allowed
 // documents.
-func (x *Index) allowedDocsLocked(ctx context.Context, allow *roaring64.Bitmap) ([]uint64, error) {
+func (f *faissFamily) allowedDocsLocked(ctx context.Context, allow *roaring64.Bitmap) ([]uint64, error) {
 	if allow == nil {
-		return sortedDocs(x.mu.docs), ctx.Err()
+		return sortedDocs(f.docs), ctx.Err()
 	}
 	var out []uint64
 	for i, it := 0, allow.Iterator(); it.HasNext(); i++ {
@@ -26,7 +59,7 @@ func (x *Index) allowedDocsLocked(ctx context.Context, allow *roaring64.Bitmap) 
 				return nil, err
 			}
 		}
-		if num := it.Next(); x.hasDocLocked(num) {
+		if num := it.Next(); f.has(num) {
 			out = append(out, num)
 		}
 	}
@@ -38,11 +71,11 @@ func (x *Index) allowedDocsLocked(ctx context.Context, allow *roaring64.Bitmap) 
 // whose approximate score (the sum over query tokens of the best collected
 // token of the document) is highest. It is MergeCandidates over this
 // index's own Collection, so that shards choose as one index would.
-func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOptions) ([]uint64, error) {
+func (f *faissFamily) collectLocked(ctx context.Context, query []float32, so SearchOptions) ([]uint64, error) {
 	if so.KPrime == 0 || so.CandidateCap == 0 {
 		return nil, nil
 	}
-	tokens, err := x.tokenSearchLocked(ctx, query, so)
+	tokens, err := f.tokenSearchLocked(ctx, query, so)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +93,8 @@ func (x *Index) collectLocked(ctx context.Context, query []float32, so SearchOpt
 // whose document the index no longer holds) the token is kept, as it takes
 // one of the KPrime places, but marked Skip. With KPrime 0 every list is
 // empty.
-func (x *Index) tokenSearchLocked(ctx context.Context, query []float32, so SearchOptions) ([][]TokenHit, error) {
-	nq := len(query) / x.opts.Dim
+func (f *faissFamily) tokenSearchLocked(ctx context.Context, query []float32, so SearchOptions) ([][]TokenHit, error) {
+	nq := len(query) / f.opts.Dim
 	out := make([][]TokenHit, nq)
 	if so.KPrime == 0 || nq == 0 {
 		return out, nil
@@ -69,7 +102,7 @@ func (x *Index) tokenSearchLocked(ctx context.Context, query []float32, so Searc
 	fo := faiss.SearchOptions{NProbe: so.NProbe}
 	postFilter := false
 	if so.Allow != nil {
-		if x.filterAtCollection || (!so.Allow.IsEmpty() && so.Allow.Maximum() >= maxFilterDoc) {
+		if f.filterAtCollection || (!so.Allow.IsEmpty() && so.Allow.Maximum() >= maxFilterDoc) {
 			postFilter = true
 		} else {
 			// FAISS gets a bitmap of documents and tests each token id
@@ -77,7 +110,7 @@ func (x *Index) tokenSearchLocked(ctx context.Context, query []float32, so Searc
 			fo.Allow, fo.AllowShift = so.Allow, PositionBits
 		}
 	}
-	res, err := x.mu.fx.Search(ctx, query, so.KPrime, fo)
+	res, err := f.fx.Search(ctx, query, so.KPrime, fo)
 	if err != nil {
 		return nil, fmt.Errorf("latecollect: search: token index: %w", err)
 	}
@@ -91,7 +124,7 @@ func (x *Index) tokenSearchLocked(ctx context.Context, query []float32, so Searc
 				continue // a missing result
 			}
 			num := uint64(id) >> PositionBits
-			skip := (postFilter && !so.Allow.Contains(num)) || !x.hasDocLocked(num)
+			skip := (postFilter && !so.Allow.Contains(num)) || !f.has(num)
 			hits = append(hits, TokenHit{Doc: num, Score: r.Scores[j], Skip: skip})
 		}
 		out[qi] = hits
@@ -99,16 +132,17 @@ func (x *Index) tokenSearchLocked(ctx context.Context, query []float32, so Searc
 	return out, nil
 }
 
-// rescoreLocked scores every token of every candidate exactly, spreading
-// the candidates over at most Parallelism goroutines, which it joins.
-func (x *Index) rescoreLocked(ctx context.Context, query []float32, cands []uint64, so SearchOptions) ([]Hit, error) {
+// rescore scores every token of every candidate exactly, from the
+// matrices in memory, spreading the candidates over at most Parallelism
+// goroutines, which it joins.
+func (f *faissFamily) rescore(ctx context.Context, query []float32, cands []uint64, so SearchOptions) ([]Hit, error) {
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	dim := x.opts.Dim
+	dim := f.opts.Dim
 	nq := len(query) / dim
 	hits := make([]Hit, len(cands))
-	workers := max(1, min(x.opts.Parallelism, len(cands)/16+1))
+	workers := max(1, min(f.opts.Parallelism, len(cands)/16+1))
 	var (
 		wg   sync.WaitGroup
 		next = make(chan int, workers)
@@ -131,7 +165,7 @@ func (x *Index) rescoreLocked(ctx context.Context, query []float32, cands []uint
 			var buf []float32
 			for start := range next {
 				for i := start; i < min(start+chunk, len(cands)); i++ {
-					e := x.mu.docs[cands[i]]
+					e := f.docs[cands[i]]
 					buf = maxSimBlob(query, e.blob, e.h, best, buf)
 					hits[i] = Hit{DocNum: cands[i], Score: combine(so.Scoring, best)}
 				}

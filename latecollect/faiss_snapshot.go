@@ -2,10 +2,12 @@ package latecollect
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
@@ -21,78 +23,120 @@ const snapshotVersion = 1
 
 const snapshotMagic = "TLCS"
 
+// save writes the FAISS index and its document list (format
+// snapshotVersion).
+func (f *faissFamily) save(ctx context.Context, seq uint64) error {
+	buf, err := f.fx.Marshal()
+	if err != nil {
+		return err
+	}
+	return f.st.SaveSnapshot(ctx, f.snapshotName(), seq, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		le := binary.LittleEndian
+		var b []byte
+		b = append(b, snapshotMagic...)
+		b = le.AppendUint32(b, snapshotVersion)
+		b = le.AppendUint32(b, uint32(f.opts.Dim))
+		for _, s := range []string{f.opts.Description, f.desc} {
+			b = le.AppendUint16(b, uint16(len(s)))
+			b = append(b, s...)
+		}
+		b = le.AppendUint64(b, uint64(len(f.keys)))
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+		nums := make([]uint64, 0, len(f.keys))
+		for num := range f.keys {
+			nums = append(nums, num)
+		}
+		slices.Sort(nums)
+		var rec [12]byte
+		for _, num := range nums {
+			le.PutUint64(rec[:], num)
+			le.PutUint32(rec[8:], uint32(f.keys[num]))
+			if _, err := bw.Write(rec[:]); err != nil {
+				return err
+			}
+		}
+		if _, err := bw.Write(le.AppendUint64(nil, uint64(len(buf)))); err != nil {
+			return err
+		}
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
 // unmarshalIndex reads a snapshot's FAISS index. FAISS's reader trusts
 // its input (a forged header makes it read out of bounds), so it is only
 // given bytes whose length and CRC-32C storage checked: what this code
 // wrote. The fuzz test replaces it to keep forged bytes from FAISS.
 var unmarshalIndex = faiss.Unmarshal
 
-// loadSnapshot loads the saved token index. It reports false, with no
-// error, when there is no snapshot or it was built with other options; an
-// error means the snapshot is corrupt (wrapping ErrCorruption). Either way
-// the caller rebuilds.
-func (x *Index) loadSnapshot() (bool, error) {
-	rc, seq, err := x.st.OpenSnapshot(x.snapshotName())
+// load loads the saved FAISS index (see family).
+func (f *faissFamily) load() (bool, uint64, error) {
+	rc, seq, err := f.st.OpenSnapshot(f.snapshotName())
 	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("snapshot %s: %w", x.snapshotName(), err)
+		return false, 0, fmt.Errorf("snapshot %s: %w", f.snapshotName(), err)
 	}
 	defer rc.Close()
 	r := bufio.NewReader(rc)
 	le := binary.LittleEndian
 	corrupt := func(what string, err error) error {
-		return fmt.Errorf("%w: snapshot %s: %s: %w", ErrCorruption, x.snapshotName(), what, err)
+		return fmt.Errorf("%w: snapshot %s: %s: %w", ErrCorruption, f.snapshotName(), what, err)
 	}
 	var head [12]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return false, corrupt("header", err)
+		return false, 0, corrupt("header", err)
 	}
 	if string(head[:4]) != snapshotMagic || le.Uint32(head[4:]) != snapshotVersion {
-		return false, nil // another format: rebuild
+		return false, 0, nil // another format: rebuild
 	}
-	if int(le.Uint32(head[8:])) != x.opts.Dim {
-		return false, nil
+	if int(le.Uint32(head[8:])) != f.opts.Dim {
+		return false, 0, nil
 	}
 	var descs [2]string
 	for i := range descs {
 		var l [2]byte
 		if _, err := io.ReadFull(r, l[:]); err != nil {
-			return false, corrupt("description", err)
+			return false, 0, corrupt("description", err)
 		}
 		s := make([]byte, le.Uint16(l[:]))
 		if _, err := io.ReadFull(r, s); err != nil {
-			return false, corrupt("description", err)
+			return false, 0, corrupt("description", err)
 		}
 		descs[i] = string(s)
 	}
-	if descs[0] != x.opts.Description {
-		return false, nil
+	if descs[0] != f.opts.Description {
+		return false, 0, nil
 	}
 	var n8 [8]byte
 	if _, err := io.ReadFull(r, n8[:]); err != nil {
-		return false, corrupt("document count", err)
+		return false, 0, corrupt("document count", err)
 	}
 	ndocs := le.Uint64(n8[:])
 	keys := make(map[uint64]int)
 	var rec [12]byte
 	for range ndocs {
 		if _, err := io.ReadFull(r, rec[:]); err != nil {
-			return false, corrupt("document list", err)
+			return false, 0, corrupt("document list", err)
 		}
 		n := int(le.Uint32(rec[8:]))
 		if n <= 0 || n > maxKeysPerDoc {
-			return false, corrupt("document list", fmt.Errorf("key count %d", n))
+			return false, 0, corrupt("document list", fmt.Errorf("key count %d", n))
 		}
 		keys[le.Uint64(rec[:])] = n
 	}
 	if _, err := io.ReadFull(r, n8[:]); err != nil {
-		return false, corrupt("index size", err)
+		return false, 0, corrupt("index size", err)
 	}
 	size := le.Uint64(n8[:])
 	if size == 0 || size > 1<<40 {
-		return false, corrupt("index size", fmt.Errorf("%d bytes", size))
+		return false, 0, corrupt("index size", fmt.Errorf("%d bytes", size))
 	}
 	// Read, not allocated up front: a damaged size must not take memory
 	// the file does not hold.
@@ -101,20 +145,20 @@ func (x *Index) loadSnapshot() (bool, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		return false, corrupt("index", err)
+		return false, 0, corrupt("index", err)
 	}
 	fx, err := unmarshalIndex(buf, descs[1], faiss.InnerProduct)
 	if err != nil {
-		return false, corrupt("index", err)
+		return false, 0, corrupt("index", err)
 	}
 	var total int64
 	for _, n := range keys {
 		total += int64(n)
 	}
-	if fx.Len() != total || fx.D() != x.opts.Dim {
+	if fx.Len() != total || fx.D() != f.opts.Dim {
 		fx.Close()
-		return false, corrupt("index", fmt.Errorf("%d keys of dim %d, document list says %d of dim %d", fx.Len(), fx.D(), total, x.opts.Dim))
+		return false, 0, corrupt("index", fmt.Errorf("%d keys of dim %d, document list says %d of dim %d", fx.Len(), fx.D(), total, f.opts.Dim))
 	}
-	x.mu.fx, x.mu.desc, x.mu.keys, x.mu.applied = fx, descs[1], keys, seq
-	return true, nil
+	f.fx, f.desc, f.keys = fx, descs[1], keys
+	return true, seq, nil
 }

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
-	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -96,24 +96,22 @@ func (o *Options) fill() (Options, error) {
 	if c.KPrime == 0 {
 		c.KPrime = DefaultKPrime
 	}
-	residual := isResidual(c.Description)
-	if n, ok := residualLists(c.Description); ok && n < 0 {
-		return c, fmt.Errorf("%w: Options.Description %q: want Residual or Residual<n>, n a power of two up to %d", ErrBadOptions, c.Description, maxCentroids)
-	}
-	if residual && c.Dim%8 != 0 {
-		return c, fmt.Errorf("%w: Options.Description %q needs Options.Dim divisible by 8, have %d", ErrBadOptions, c.Description, c.Dim)
+	// The family's limits and defaults.
+	candidateCap, nprobe := DefaultCandidateCap, DefaultNProbe
+	if n, ok := residualLists(c.Description); ok {
+		if n < 0 {
+			return c, fmt.Errorf("%w: Options.Description %q: want Residual or Residual<n>, n a power of two up to %d", ErrBadOptions, c.Description, maxCentroids)
+		}
+		if c.Dim%8 != 0 {
+			return c, fmt.Errorf("%w: Options.Description %q needs Options.Dim divisible by 8, have %d", ErrBadOptions, c.Description, c.Dim)
+		}
+		candidateCap, nprobe = DefaultCentroidCandidates, DefaultCentroidProbe
 	}
 	if c.CandidateCap == 0 {
-		c.CandidateCap = DefaultCandidateCap
-		if residual {
-			c.CandidateCap = DefaultCentroidCandidates
-		}
+		c.CandidateCap = candidateCap
 	}
 	if c.NProbe == 0 {
-		c.NProbe = DefaultNProbe
-		if residual {
-			c.NProbe = DefaultCentroidProbe
-		}
+		c.NProbe = nprobe
 	}
 	if c.ResidualCap == 0 {
 		c.ResidualCap = DefaultResidualCandidates
@@ -151,54 +149,89 @@ func (o *Options) fill() (Options, error) {
 
 // Index is the late-interaction retriever of one model over a Store.
 //
-// Invariants, under mu: docs holds the token matrix of every live document
-// that has a valid blob as of appliedSeq; keys[doc] is the number of token
-// ids doc<<PositionBits|0..n-1 present in fx, and fx holds no other ids.
+// It holds one family (see family), chosen at Open from
+// Options.Description, and what both families share: the options and the
+// store, the lock, the applied sequence, the cutting of the change log into
+// runs, automatic snapshots and the assembly of Stats.
+//
+// Invariant, under mu: the family holds every live document that has a
+// valid token blob as of mu.applied, and no other (see DocNums).
 //
 // An Index is safe for concurrent use: searches share a read lock, Apply
 // and Snapshot take the write lock.
 type Index struct {
-	st   *storage.Store
-	opts Options
-	blob string
+	source
 
-	// filterAtCollection forces the filter onto the documents during
-	// collection instead of translating it to token ids (benchmarks
-	// compare the two).
-	filterAtCollection bool
 	// loadedSnapshot records that Open loaded the snapshot (tests).
 	loadedSnapshot bool
-	// tokenFileErrors counts exact-stage reads of the token file that
-	// failed (the store was read instead).
-	tokenFileErrors atomic.Int64
-
-	// residual is set when the index is the residual-code index: then
-	// mu.rc holds it (nil while no document has tokens), and mu.fx,
-	// mu.docs and mu.keys stay empty.
-	residual bool
 
 	mu struct {
 		sync.RWMutex
 		closed    bool
-		rc        *residualIndex
-		retrains  int // residual-code retrainings since Open
-		fx        *faiss.Index
-		desc      string // description fx was built from (before IDMap2)
-		docs      map[uint64]docEntry
-		keys      map[uint64]int
-		tokens    int64 // rows in docs
-		bytes     int64 // blob bytes in docs
+		fam       family
 		applied   uint64
 		sinceSnap int
-		skipped   []error // bad blobs met while loading, newest last
-		snapErr   error   // why the last automatic snapshot failed
+		snapErr   error // why the last automatic snapshot failed
 	}
 }
 
-// Open loads the token matrices of every document from st, loads the
-// token index from its snapshot (or rebuilds it when there is none or it
-// does not match Options), and catches up with the change log. The Index
-// does not own st.
+// family is one way of holding the documents' tokens for search: token
+// keys in FAISS with every token matrix in memory (faissFamily), or
+// residual codes with the token matrices in a file (residualFamily). A
+// family owns its own state and nothing else. The Index calls it under its
+// lock (or in Open, before anything else can): the write lock for load,
+// build, apply, save and close, at least the read lock for the others,
+// which may then run concurrently.
+type family interface {
+	// load loads the family from its snapshot and returns the sequence
+	// the snapshot includes. It reports false, with no error, when there
+	// is no snapshot or it was saved with other options; an error means
+	// it is damaged (wrapping ErrCorruption). Either way the caller
+	// builds, and a failed load leaves the family as it was.
+	load() (loaded bool, seq uint64, err error)
+	// build makes the family from the documents' current blobs in the
+	// store.
+	build(ctx context.Context) error
+	// apply applies one run of the change log: final holds the last
+	// change of each document of the run, in docnum order. newRun is set
+	// when the run starts at another stride of the log (applyStride) than
+	// the last one applied: only there may the family rebuild, so that it
+	// does not depend on how the log was cut into Apply calls. bad lists
+	// the documents left out (their blob cannot be used); err stops
+	// Apply.
+	apply(ctx context.Context, final []storage.Change, newRun bool) (bad []error, err error)
+	// search ranks the documents for query in so.Mode, best first, ties
+	// by ascending docnum.
+	search(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error)
+	// rescore scores docs (held, allowed, sorted and distinct) exactly
+	// and returns the best so.K as search does.
+	rescore(ctx context.Context, query []float32, docs []uint64, so SearchOptions) ([]Hit, error)
+	// has reports whether the family holds document num.
+	has(num uint64) bool
+	// docNums returns the documents the family holds.
+	docNums() *roaring64.Bitmap
+	// stats fills the family's fields of s: every field but AppliedSeq,
+	// SnapshotErr, MemoryBytes and BytesPerToken.
+	stats(s *Stats)
+	// save writes the family's snapshot, which includes the change log up
+	// to seq.
+	save(ctx context.Context, seq uint64) error
+	// close frees what the family holds.
+	close() error
+}
+
+// collector is a family whose token search shards can run apart and
+// merge (see Collect).
+type collector interface {
+	// collect runs the token search of Candidates mode and returns what
+	// it collected.
+	collect(ctx context.Context, query []float32, so SearchOptions) (*Collection, error)
+}
+
+// Open loads the token index of the family Options.Description names from
+// its snapshot (or builds it from the stored blobs when there is none or
+// it does not match Options), and catches up with the change log. The
+// Index does not own st.
 func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error) {
 	o, err := opts.fill()
 	if err != nil {
@@ -210,39 +243,29 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	if err := checkFAISSDescription(o); err != nil {
 		return nil, err
 	}
-	x := &Index{st: st, opts: o, blob: BlobName(o.Model), residual: isResidual(o.Description)}
-	x.mu.docs = map[uint64]docEntry{}
-	x.mu.keys = map[uint64]int{}
+	x := &Index{source: source{st: st, opts: o, blob: BlobName(o.Model)}}
 	startSeq := st.LastSeq()
-	if x.residual {
-		// Residual codes need FAISS only to train and assign, once
-		// documents arrive: without it, fail now rather than after the
-		// first commit.
-		if err := faiss.Available(); err != nil {
-			return nil, fmt.Errorf("latecollect: open %s: residual codes: %w", o.Model, err)
-		}
-		return x.openResidual(ctx, startSeq)
+	var f family
+	if isResidual(o.Description) {
+		f, err = newResidualFamily(x.source)
+	} else {
+		f, err = newFAISSFamily(ctx, x.source)
 	}
-	err = st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {
-		e, err := x.entry(num, value)
-		if err != nil {
-			x.mu.skipped = append(x.mu.skipped, err)
-			return nil
-		}
-		x.putDocLocked(num, e)
-		return nil
-	})
 	if err != nil {
-		return nil, fmt.Errorf("latecollect: open %s: load token matrices: %w", o.Model, err)
+		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
 	}
-	loaded, err := x.loadSnapshot()
+	loaded, seq, err := f.load()
 	x.loadedSnapshot = loaded && err == nil
-	if !x.loadedSnapshot {
-		if err := x.rebuildLocked(x.targetDescription()); err != nil {
+	if x.loadedSnapshot {
+		x.mu.applied = seq
+	} else {
+		if err := f.build(ctx); err != nil {
+			f.close()
 			return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
 		}
 		x.mu.applied = startSeq
 	}
+	x.mu.fam = f
 	if err := x.CatchUp(ctx); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
@@ -273,16 +296,7 @@ func (x *Index) LoadedSnapshot() bool { return x.loadedSnapshot }
 func (x *Index) DocNums() *roaring64.Bitmap {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	bm := roaring64.New()
-	if x.mu.rc != nil {
-		for num := range x.mu.rc.docs {
-			bm.Add(num)
-		}
-	}
-	for num := range x.mu.keys {
-		bm.Add(num)
-	}
-	return bm
+	return x.mu.fam.docNums()
 }
 
 // Name is the derived index's name in the engine: "late:<model>".
@@ -338,11 +352,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		for end < len(changes) && changes[end].Seq/applyStride == changes[0].Seq/applyStride {
 			end++
 		}
-		apply := x.applyLocked
-		if x.residual {
-			apply = x.applyResidualLocked
-		}
-		b, err := apply(ctx, changes[:end])
+		b, err := x.applyRunLocked(ctx, changes[:end])
 		if err != nil {
 			return err
 		}
@@ -359,11 +369,39 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 // Apply decides whether to rebuild.
 const applyStride = 256
 
+// applyRunLocked applies one run of changes (see Apply). It returns the
+// errors of documents left out (bad blobs) apart from a failure that stops
+// it.
+func (x *Index) applyRunLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
+	final, last := x.finalChangesLocked(changes)
+	if len(final) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	newRun := changes[0].Seq/applyStride != x.mu.applied/applyStride
+	bad, err := x.mu.fam.apply(ctx, final, newRun)
+	if err != nil {
+		return nil, err
+	}
+	x.mu.applied = last
+	x.mu.sinceSnap += len(final)
+	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.snapErr == nil {
+		// The changes are applied whatever happens here: a failed
+		// automatic snapshot (an in-memory store has none) only costs the
+		// next Open a rebuild, so it is reported by Stats and automatic
+		// snapshots stop; Snapshot still returns its error.
+		x.mu.snapErr = x.saveSnapshotLocked(ctx)
+	}
+	return bad, nil
+}
+
 // finalChangesLocked returns the last change of each document among those
-// after AppliedSeq, and the last sequence among them. The last change
-// wins: a change carries the document as it is now, so reading the
-// current blob converges.
-func (x *Index) finalChangesLocked(changes []storage.Change) (map[uint64]storage.Change, uint64) {
+// after AppliedSeq, in docnum order, and the last sequence among them. The
+// last change wins: a change carries the document as it is now, so reading
+// the current blob converges.
+func (x *Index) finalChangesLocked(changes []storage.Change) ([]storage.Change, uint64) {
 	final := map[uint64]storage.Change{}
 	last := x.mu.applied
 	for _, c := range changes {
@@ -373,7 +411,11 @@ func (x *Index) finalChangesLocked(changes []storage.Change) (map[uint64]storage
 		final[c.DocNum] = c
 		last = max(last, c.Seq)
 	}
-	return final, last
+	out := make([]storage.Change, 0, len(final))
+	for _, num := range slices.Sorted(maps.Keys(final)) {
+		out = append(out, final[num])
+	}
+	return out, last
 }
 
 // Stats describes the index.
@@ -413,42 +455,14 @@ func (x *Index) Stats() (Stats, error) {
 	if x.mu.closed {
 		return Stats{}, ErrClosed
 	}
-	if x.residual {
-		s := Stats{Description: x.residualDescription(), AppliedSeq: x.mu.applied, Skipped: len(x.mu.skipped), SnapshotErr: x.mu.snapErr, Retrains: x.mu.retrains}
-		if r := x.mu.rc; r != nil {
-			s.Docs, s.Tokens, s.TokenKeys = len(r.docs), r.tokens, r.tokens
-			s.IndexBytes = uint64(r.memoryBytes())
-			s.Centroids, s.Drift = r.cb.nlist, r.drift()
-			if r.tf != nil {
-				s.TokenFileBytes = r.tf.size
-			}
-		}
-		s.TokenFileErrors = x.tokenFileErrors.Load()
-		s.MemoryBytes = int64(s.IndexBytes)
-		if s.Tokens > 0 {
-			s.BytesPerToken = float64(s.MemoryBytes) / float64(s.Tokens)
-		}
-		return s, nil
+	var s Stats
+	x.mu.fam.stats(&s)
+	s.AppliedSeq, s.SnapshotErr = x.mu.applied, x.mu.snapErr
+	s.MemoryBytes = int64(s.IndexBytes) + s.StoredBytes
+	if s.Tokens > 0 {
+		s.BytesPerToken = float64(s.MemoryBytes) / float64(s.Tokens)
 	}
-	fxBytes := x.mu.fx.MemoryBytes()
-	memory := int64(fxBytes) + x.mu.bytes
-	var perToken float64
-	if x.mu.tokens > 0 {
-		perToken = float64(memory) / float64(x.mu.tokens)
-	}
-	return Stats{
-		MemoryBytes:   memory,
-		BytesPerToken: perToken,
-		Docs:          len(x.mu.docs),
-		Tokens:        x.mu.tokens,
-		TokenKeys:     x.mu.fx.Len(),
-		StoredBytes:   x.mu.bytes,
-		IndexBytes:    fxBytes,
-		Description:   x.mu.desc,
-		AppliedSeq:    x.mu.applied,
-		Skipped:       len(x.mu.skipped),
-		SnapshotErr:   x.mu.snapErr,
-	}, nil
+	return s, nil
 }
 
 // Close frees the token index. It is idempotent and does not close the
@@ -460,11 +474,5 @@ func (x *Index) Close() error {
 		return nil
 	}
 	x.mu.closed = true
-	x.mu.docs, x.mu.keys = nil, nil
-	x.mu.rc.close()
-	x.mu.rc = nil
-	if x.mu.fx != nil {
-		return x.mu.fx.Close()
-	}
-	return nil
+	return x.mu.fam.close()
 }

@@ -114,6 +114,20 @@ func openIndex(t testing.TB, st *storage.Store, opts *Options) *Index {
 	return x
 }
 
+// faissOf is the FAISS family of an index opened with a FAISS description.
+func faissOf(x *Index) *faissFamily { return x.mu.fam.(*faissFamily) }
+
+// residualOf is the family of an index opened with residual codes.
+func residualOf(x *Index) *residualFamily { return x.mu.fam.(*residualFamily) }
+
+// setFilterAtCollection sets faissFamily.filterAtCollection (residual
+// codes have no such choice: nothing then).
+func setFilterAtCollection(x *Index, on bool) {
+	if f, ok := x.mu.fam.(*faissFamily); ok {
+		f.filterAtCollection = on
+	}
+}
+
 // bruteForce scores every document of the corpus with the public scoring
 // function over the stored (decoded) matrices.
 func bruteForce(t testing.TB, st *storage.Store, c *synthCorpus, q []float32, allow func(uint64) bool, s Scoring) []Hit {
@@ -341,8 +355,8 @@ func testFiltered(t *testing.T, desc string) {
 		{"empty filter", roaring64.New(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x.filterAtCollection = tc.collection
-			defer func() { x.filterAtCollection = false }()
+			setFilterAtCollection(x, tc.collection)
+			defer setFilterAtCollection(x, false)
 			q := randomUnit(r, 6, 16)
 			want := bruteForce(t, st, c, q, tc.allow.Contains, ScoreAvgMax)
 			got, err := x.Search(ctx, q, &SearchOptions{K: 10, Allow: tc.allow})

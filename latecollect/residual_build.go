@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem/internal/faiss"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -13,10 +17,83 @@ import (
 // FAISS call while building (one BLAS product per batch).
 const encodeBatchTokens = 32768
 
+// residualFamily keeps each document token as its nearest centroid's id and
+// a one-bit-per-dimension residual code (residualIndex), and the
+// full-precision tokens in a token file, read for the exact stage.
+type residualFamily struct {
+	source
+
+	rc       *residualIndex // nil while no document has tokens
+	retrains int            // retrainings since Open
+	skipped  []error        // bad blobs met while building, newest last
+	// tokenFileErrors counts exact-stage reads of the token file that
+	// failed (the store was read instead).
+	tokenFileErrors atomic.Int64
+}
+
+// newResidualFamily returns an empty residual family; load or build then
+// fills it.
+func newResidualFamily(s source) (*residualFamily, error) {
+	// Residual codes need FAISS only to train and assign, once documents
+	// arrive: without it, fail now rather than after the first commit.
+	if err := faiss.Available(); err != nil {
+		return nil, fmt.Errorf("residual codes: %w", err)
+	}
+	return &residualFamily{source: s}, nil
+}
+
+// build trains a codebook on every document's blob in the store and codes
+// them.
+func (f *residualFamily) build(ctx context.Context) error {
+	r, skipped, err := f.buildResidual(ctx, nil)
+	if err != nil {
+		return err
+	}
+	f.rc, f.skipped = r, skipped
+	return nil
+}
+
+func (f *residualFamily) has(num uint64) bool {
+	if f.rc == nil {
+		return false
+	}
+	_, ok := f.rc.docs[num]
+	return ok
+}
+
+func (f *residualFamily) docNums() *roaring64.Bitmap {
+	bm := roaring64.New()
+	if f.rc != nil {
+		for num := range f.rc.docs {
+			bm.Add(num)
+		}
+	}
+	return bm
+}
+
+func (f *residualFamily) stats(s *Stats) {
+	s.Description, s.Skipped, s.Retrains = f.description(), len(f.skipped), f.retrains
+	if r := f.rc; r != nil {
+		s.Docs, s.Tokens, s.TokenKeys = len(r.docs), r.tokens, r.tokens
+		s.IndexBytes = uint64(r.memoryBytes())
+		s.Centroids, s.Drift = r.cb.nlist, r.drift()
+		if r.tf != nil {
+			s.TokenFileBytes = r.tf.size
+		}
+	}
+	s.TokenFileErrors = f.tokenFileErrors.Load()
+}
+
+func (f *residualFamily) close() error {
+	f.rc.close()
+	f.rc = nil
+	return nil
+}
+
 // configuredCentroids is the number of centroids Options.Description
 // fixes, 0 when automatic.
-func (x *Index) configuredCentroids() int {
-	n, _ := residualLists(x.opts.Description)
+func (f *residualFamily) configuredCentroids() int {
+	n, _ := residualLists(f.opts.Description)
 	return n
 }
 
@@ -26,18 +103,18 @@ func (x *Index) configuredCentroids() int {
 // errors, their documents left out. It reads the store three times (token
 // counts, training sample, encoding), so memory stays at the sample and
 // one batch of tokens.
-func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*residualIndex, []error, error) {
-	dim := x.opts.Dim
+func (f *residualFamily) buildResidual(ctx context.Context, keep func(uint64) bool) (*residualIndex, []error, error) {
+	dim := f.opts.Dim
 	var (
 		skipped []error
 		counts  = map[uint64]int{}
 		total   int64
 	)
-	err := x.st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {
+	err := f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
 		if keep != nil && !keep(num) {
 			return nil
 		}
-		e, err := x.entryNoCopy(num, value)
+		e, err := f.entryNoCopy(num, value)
 		if err != nil {
 			skipped = append(skipped, err)
 			return nil
@@ -49,7 +126,7 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	if err != nil {
 		return nil, nil, fmt.Errorf("build residual codes: scan token matrices: %w", err)
 	}
-	nlist := x.configuredCentroids()
+	nlist := f.configuredCentroids()
 	if nlist == 0 {
 		nlist = autoCentroids(total)
 	}
@@ -58,12 +135,12 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	var sample []float32
 	var row int64
 	buf := make([]float32, dim)
-	err = x.st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {
+	err = f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
 		n, ok := counts[num]
 		if !ok {
 			return nil
 		}
-		e, err := x.entryNoCopy(num, value)
+		e, err := f.entryNoCopy(num, value)
 		if err != nil || e.h.count != n {
 			return fmt.Errorf("document %d changed while building", num)
 		}
@@ -89,19 +166,19 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	sample = nil
 	r := newResidualIndex(cb)
 	final := ""
-	if dir := x.st.Dir(); dir != "" {
-		final = tokenFilePath(dir, x.opts.Model)
-		if r.tf, err = createTokenFile(x.st.FS(), final+".build"); err != nil {
+	if dir := f.st.Dir(); dir != "" {
+		final = tokenFilePath(dir, f.opts.Model)
+		if r.tf, err = createTokenFile(f.st.FS(), final+".build"); err != nil {
 			r.close()
 			return nil, nil, fmt.Errorf("build residual codes: %w", err)
 		}
 	}
 	var pend batchEncoder
-	err = x.st.ScanBlobs(ctx, x.blob, func(num uint64, value []byte) error {
+	err = f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
 		if _, ok := counts[num]; !ok {
 			return nil
 		}
-		e, err := x.entryNoCopy(num, value)
+		e, err := f.entryNoCopy(num, value)
 		if err != nil {
 			return err
 		}
@@ -119,15 +196,15 @@ func (x *Index) buildResidual(ctx context.Context, keep func(uint64) bool) (*res
 	}
 	if err == nil && r.tf != nil {
 		if err = r.tf.sync(); err == nil {
-			if err = x.st.FS().Rename(r.tf.path, final); err == nil {
+			if err = f.st.FS().Rename(r.tf.path, final); err == nil {
 				r.tf.path = final
-				err = x.st.FS().SyncDir(filepath.Dir(final))
+				err = f.st.FS().SyncDir(filepath.Dir(final))
 			}
 		}
 	}
 	if err != nil {
 		if r.tf != nil && r.tf.path != final {
-			x.st.FS().Remove(r.tf.path)
+			f.st.FS().Remove(r.tf.path)
 		}
 		r.close()
 		return nil, nil, fmt.Errorf("build residual codes: encode: %w", err)
@@ -192,48 +269,38 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 	return nil
 }
 
-// applyResidualLocked applies one run of changes to the residual-code
-// index (see applyLocked for the FAISS index).
-func (x *Index) applyResidualLocked(ctx context.Context, changes []storage.Change) ([]error, error) {
-	final, last := x.finalChangesLocked(changes)
-	if len(final) == 0 {
-		return nil, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if changes[0].Seq/applyStride != x.mu.applied/applyStride && x.mu.rc != nil {
+// apply applies one run of changes (see family). Documents are coded
+// against the current centroids; where a new run starts, a provisional
+// codebook is retrained, and so is one the documents no longer fit
+// (shouldRetrainLocked).
+func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newRun bool) ([]error, error) {
+	if newRun && f.rc != nil {
 		// A provisional codebook was trained on whatever part of a run
 		// came first; retraining it where the next run starts makes the
 		// index the same however the caller cut the log.
-		if prov := x.mu.rc.cb.provisional; prov || x.shouldRetrainLocked() {
-			if err := x.retrainLocked(ctx); err != nil {
+		if prov := f.rc.cb.provisional; prov || f.shouldRetrainLocked() {
+			if err := f.retrainLocked(ctx); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: %w", err)
 			}
 			if !prov {
-				x.mu.retrains++
+				f.retrains++
 			}
 		}
 	}
-	nums := make([]uint64, 0, len(final))
-	for num := range final {
-		nums = append(nums, num)
-	}
-	slices.Sort(nums)
 	var (
 		bad  []error
 		pend batchEncoder
 	)
-	for _, num := range nums {
-		c := final[num]
-		if x.mu.rc != nil {
-			x.mu.rc.drop(num)
+	for _, c := range final {
+		num := c.DocNum
+		if f.rc != nil {
+			f.rc.drop(num)
 		}
 		if num > maxResidualDoc && c.Op == storage.OpPut {
 			bad = append(bad, fmt.Errorf("document %d: %w: the residual-code index holds docnums below 2^32", num, ErrBadOptions))
 			continue
 		}
-		e, ok, err := x.changedEntry(c, &bad)
+		e, ok, err := f.changedEntry(c, &bad)
 		if err != nil {
 			return nil, err
 		}
@@ -241,40 +308,34 @@ func (x *Index) applyResidualLocked(ctx context.Context, changes []storage.Chang
 			pend.add(num, e)
 		}
 	}
-	if x.mu.rc == nil && len(pend.rows) > 0 {
+	if f.rc == nil && len(pend.rows) > 0 {
 		// The first tokens: train on them.
-		nlist := x.configuredCentroids()
+		nlist := f.configuredCentroids()
 		if nlist == 0 {
-			nlist = autoCentroids(int64(len(pend.rows) / x.opts.Dim))
+			nlist = autoCentroids(int64(len(pend.rows) / f.opts.Dim))
 		}
 		sample := pend.rows
-		if want := trainPerCentroid * nlist * x.opts.Dim; len(sample) > want {
-			sample = everyNthRow(sample, x.opts.Dim, len(sample)/want)
+		if want := trainPerCentroid * nlist * f.opts.Dim; len(sample) > want {
+			sample = everyNthRow(sample, f.opts.Dim, len(sample)/want)
 		}
-		cb, err := trainCodebook(sample, x.opts.Dim, nlist, int64(len(pend.rows)/x.opts.Dim))
+		cb, err := trainCodebook(sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))
 		if err != nil {
 			return nil, fmt.Errorf("latecollect: apply: %w", err)
 		}
 		cb.provisional = true
-		x.mu.rc = newResidualIndex(cb)
-		if dir := x.st.Dir(); dir != "" {
-			if x.mu.rc.tf, err = createTokenFile(x.st.FS(), tokenFilePath(dir, x.opts.Model)); err != nil {
-				x.mu.rc.close()
-				x.mu.rc = nil
+		f.rc = newResidualIndex(cb)
+		if dir := f.st.Dir(); dir != "" {
+			if f.rc.tf, err = createTokenFile(f.st.FS(), tokenFilePath(dir, f.opts.Model)); err != nil {
+				f.rc.close()
+				f.rc = nil
 				return nil, fmt.Errorf("latecollect: apply: %w", err)
 			}
 		}
-		x.mu.desc = x.residualDescription()
 	}
-	if x.mu.rc != nil {
-		if err := pend.flush(x.mu.rc); err != nil {
+	if f.rc != nil {
+		if err := pend.flush(f.rc); err != nil {
 			return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
 		}
-	}
-	x.mu.applied = last
-	x.mu.sinceSnap += len(final)
-	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.snapErr == nil {
-		x.mu.snapErr = x.saveSnapshotLocked(ctx)
 	}
 	return bad, nil
 }
@@ -291,21 +352,21 @@ func everyNthRow(rows []float32, dim, n int) []float32 {
 	return out
 }
 
-// residualDescription is the description of the residual index in use.
-func (x *Index) residualDescription() string {
-	if x.mu.rc == nil {
+// description is the description of the residual index in use.
+func (f *residualFamily) description() string {
+	if f.rc == nil {
 		return residualDesc
 	}
-	return fmt.Sprintf("%s%d", residualDesc, x.mu.rc.cb.nlist)
+	return fmt.Sprintf("%s%d", residualDesc, f.rc.cb.nlist)
 }
 
 // shouldRetrainLocked reports whether the centroids no longer fit: the
 // automatic number of centroids is at least double the current one (the
 // tokens grew about RetrainGrowth-fold), or the mean residual norm rose by
 // RetrainDrift over the training sample's.
-func (x *Index) shouldRetrainLocked() bool {
-	r := x.mu.rc
-	if x.configuredCentroids() == 0 && autoCentroids(r.tokens) >= 2*r.cb.nlist && r.tokens >= RetrainGrowth*r.cb.trained {
+func (f *residualFamily) shouldRetrainLocked() bool {
+	r := f.rc
+	if f.configuredCentroids() == 0 && autoCentroids(r.tokens) >= 2*r.cb.nlist && r.tokens >= RetrainGrowth*r.cb.trained {
 		return true
 	}
 	return r.tokens >= 1000 && r.drift() > RetrainDrift
@@ -313,35 +374,14 @@ func (x *Index) shouldRetrainLocked() bool {
 
 // retrainLocked retrains the centroids on the documents held and
 // re-encodes them from their current blobs.
-func (x *Index) retrainLocked(ctx context.Context) error {
-	held := x.mu.rc.docs
-	r, skipped, err := x.buildResidual(ctx, func(num uint64) bool { _, ok := held[num]; return ok })
+func (f *residualFamily) retrainLocked(ctx context.Context) error {
+	held := f.rc.docs
+	r, skipped, err := f.buildResidual(ctx, func(num uint64) bool { _, ok := held[num]; return ok })
 	if err != nil {
 		return err
 	}
-	x.mu.skipped = append(x.mu.skipped, skipped...)
-	x.mu.rc.close() // r is nil when no held document has tokens any more
-	x.mu.rc = r
-	x.mu.desc = x.residualDescription()
+	f.skipped = append(f.skipped, skipped...)
+	f.rc.close() // r is nil when no held document has tokens any more
+	f.rc = r
 	return nil
-}
-
-// openResidual finishes Open for the residual-code index: from its
-// snapshot, or built from the blobs, then caught up.
-func (x *Index) openResidual(ctx context.Context, startSeq uint64) (*Index, error) {
-	loaded, err := x.loadResidualSnapshot()
-	x.loadedSnapshot = loaded && err == nil
-	if !x.loadedSnapshot {
-		r, skipped, err := x.buildResidual(ctx, nil)
-		if err != nil {
-			return nil, fmt.Errorf("latecollect: open %s: %w", x.opts.Model, err)
-		}
-		x.mu.rc, x.mu.skipped, x.mu.applied = r, skipped, startSeq
-		x.mu.desc = x.residualDescription()
-	}
-	if err := x.CatchUp(ctx); err != nil {
-		x.Close()
-		return nil, fmt.Errorf("latecollect: open %s: %w", x.opts.Model, err)
-	}
-	return x, nil
 }

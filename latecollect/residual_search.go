@@ -64,6 +64,15 @@ func byScore(a, b scored) int {
 	return cmp.Compare(a.num, b.num)
 }
 
+// search scores every allowed document exactly in Exhaustive mode, and
+// runs the staged search otherwise (searchResidualLocked).
+func (f *residualFamily) search(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
+	if so.Mode == Exhaustive {
+		return f.exhaustiveFromStoreLocked(ctx, query, so)
+	}
+	return f.searchResidualLocked(ctx, query, so)
+}
+
 // searchResidualLocked runs the staged search of the residual-code index:
 //
 //  1. the query tokens are scored against every centroid once;
@@ -79,28 +88,28 @@ func byScore(a, b scored) int {
 //
 // Each hit carries the score of the last stage it reached: exact for the
 // hits of stage 5, residual-code scores for the others.
-func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
-	r := x.mu.rc
+func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
+	r := f.rc
 	if r == nil || so.K == 0 {
 		return nil, nil
 	}
-	dim := x.opts.Dim
+	dim := f.opts.Dim
 	nq := len(query) / dim
 	stride := (nq + 7) &^ 7
 	table := make([]float32, r.cb.nlist*stride)
-	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, x.opts.Parallelism); err != nil {
+	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism); err != nil {
 		return nil, fmt.Errorf("latecollect: search: %w", err)
 	}
 
 	var cands []scored
-	if so.Allow != nil && x.allowedAtMostLocked(so.Allow, so.CandidateCap) {
+	if so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap) {
 		for it := so.Allow.Iterator(); it.HasNext(); {
-			if num := it.Next(); x.hasDocLocked(num) {
+			if num := it.Next(); f.has(num) {
 				cands = append(cands, scored{num: num})
 			}
 		}
 	} else {
-		cands = x.probeLocked(table, nq, stride, so)
+		cands = f.probeLocked(table, nq, stride, so)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -112,7 +121,7 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	var slab []float32
 	if len(cands) > keep3 {
 		slab = make([]float32, len(cands)*stride)
-		x.parallel(len(cands), func(i int, _ []float32) {
+		f.parallel(len(cands), func(i int, _ []float32) {
 			d := r.docs[cands[i].num]
 			best := slab[i*stride : (i+1)*stride]
 			fillInf(best)
@@ -127,12 +136,12 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	// tokens within TokenPrune of the document's best centroid score for
 	// some query token.
 	cbytes := r.cb.codeBytes()
-	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi, x.opts.Parallelism)
+	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
 	prune := so.TokenPrune > 0
 	newScratch := func() *residualScratch {
 		return &residualScratch{best: make([]float32, stride), thr: make([]float32, stride), max16: make([]int16, rt.blocks*lutBlock)}
 	}
-	parallelWith(x.opts.Parallelism, len(cands), newScratch, func(i int, sc *residualScratch) {
+	parallelWith(f.opts.Parallelism, len(cands), newScratch, func(i int, sc *residualScratch) {
 		d := r.docs[cands[i].num]
 		cids, codes := d.cids, d.codes
 		var keep []int32 // nil: every token
@@ -171,12 +180,12 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 	// Stage 5: exact, from the stored tokens.
 	nExact := so.ExactCap
 	if nExact == 0 {
-		nExact = x.exactCapLocked()
+		nExact = f.exactCapLocked()
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	parallelWith(x.opts.Parallelism, nExact, newExactScratch, func(i int, sc *exactScratch) {
-		s, err := x.exactScore(query, cands[i].num, so.Scoring, sc)
+	parallelWith(f.opts.Parallelism, nExact, newExactScratch, func(i int, sc *exactScratch) {
+		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
 		if err != nil {
 			errs[i] = err
 			return
@@ -198,22 +207,22 @@ func (x *Index) searchResidualLocked(ctx context.Context, query []float32, so Se
 // exactCapLocked is the automatic ExactCap: the documents that make up
 // ExactBudget token values at the mean document length, within
 // [DefaultExactCandidates, MaxExactCandidates].
-func (x *Index) exactCapLocked() int {
-	r := x.mu.rc
+func (f *residualFamily) exactCapLocked() int {
+	r := f.rc
 	if len(r.docs) == 0 || r.tokens == 0 {
 		return DefaultExactCandidates
 	}
-	perDoc := float64(r.tokens) / float64(len(r.docs)) * float64(x.opts.Dim)
+	perDoc := float64(r.tokens) / float64(len(r.docs)) * float64(f.opts.Dim)
 	return min(MaxExactCandidates, max(DefaultExactCandidates, int(ExactBudget/perDoc)))
 }
 
 // probeLocked is stage 2: the documents listed under each query token's
 // best centroids, ranked by the sum over query tokens of the best probed
 // centroid score they have, the best CandidateCap of them.
-func (x *Index) probeLocked(table []float32, nq, stride int, so SearchOptions) []scored {
-	r := x.mu.rc
+func (f *residualFamily) probeLocked(table []float32, nq, stride int, so SearchOptions) []scored {
+	r := f.rc
 	nlist := r.cb.nlist
-	tops := topCentroids(table, stride, nq, nlist, min(so.NProbe, nlist), x.opts.Parallelism)
+	tops := topCentroids(table, stride, nq, nlist, min(so.NProbe, nlist), f.opts.Parallelism)
 	// Sums are kept per docnum in pooled arrays when docnums are dense
 	// enough, in a map otherwise.
 	var acc probeSums
@@ -472,23 +481,23 @@ func newExactScratch() *exactScratch { return new(exactScratch) }
 
 // exactScore scores a document from its stored tokens, as Exhaustive
 // mode does.
-func (x *Index) exactScore(query []float32, num uint64, s Scoring, sc *exactScratch) (float32, error) {
+func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *exactScratch) (float32, error) {
 	var blob []byte
-	if r := x.mu.rc; r != nil && r.tf != nil {
+	if r := f.rc; r != nil && r.tf != nil {
 		if d, ok := r.docs[num]; ok && d.loc.size > 0 {
 			b, err := r.tf.read(d.loc, sc.blob)
 			if err == nil {
 				blob, sc.blob = b, b
 			} else {
-				x.tokenFileErrors.Add(1) // read the store instead
+				f.tokenFileErrors.Add(1) // read the store instead
 			}
 		}
 	}
 	ok := blob != nil
 	if !ok {
 		var err error
-		if blob, ok, err = x.st.Blob(num, x.blob); err != nil {
-			return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", x.blob, num, err)
+		if blob, ok, err = f.st.Blob(num, f.blob); err != nil {
+			return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", f.blob, num, err)
 		}
 	}
 	if !ok {
@@ -496,11 +505,11 @@ func (x *Index) exactScore(query []float32, num uint64, s Scoring, sc *exactScra
 		// the delete is applied.
 		return float32(math.Inf(-1)), nil
 	}
-	e, err := x.entryNoCopy(num, blob)
+	e, err := f.entryNoCopy(num, blob)
 	if err != nil {
 		return 0, fmt.Errorf("latecollect: search: %w", err)
 	}
-	nq := len(query) / x.opts.Dim
+	nq := len(query) / f.opts.Dim
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
 	}
@@ -510,8 +519,8 @@ func (x *Index) exactScore(query []float32, num uint64, s Scoring, sc *exactScra
 
 // parallel calls fn(i, scratch) for i in [0, n) over at most
 // Parallelism goroutines, each with its own scratch of scratchLen floats.
-func (x *Index) parallel(n int, fn func(i int, scratch []float32), scratchLen int) {
-	parallelWith(x.opts.Parallelism, n, func() []float32 { return make([]float32, scratchLen) }, fn)
+func (f *residualFamily) parallel(n int, fn func(i int, scratch []float32), scratchLen int) {
+	parallelWith(f.opts.Parallelism, n, func() []float32 { return make([]float32, scratchLen) }, fn)
 }
 
 // parallelWith calls fn(i, scratch) for i in [0, n) over at most workers
@@ -568,8 +577,8 @@ func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, ta
 
 // exhaustiveFromStoreLocked scores every allowed document the residual
 // index holds exactly, from its stored tokens: the reference.
-func (x *Index) exhaustiveFromStoreLocked(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
-	r := x.mu.rc
+func (f *residualFamily) exhaustiveFromStoreLocked(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
+	r := f.rc
 	if r == nil {
 		return nil, nil
 	}
@@ -580,19 +589,19 @@ func (x *Index) exhaustiveFromStoreLocked(ctx context.Context, query []float32, 
 		}
 	}
 	slices.Sort(nums)
-	return x.exactHitsLocked(ctx, query, nums, so)
+	return f.rescore(ctx, query, nums, so)
 }
 
-// exactHitsLocked scores the given documents of the residual index exactly
-// from their stored tokens and keeps the best K.
-func (x *Index) exactHitsLocked(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
+// rescore scores the given documents of the residual index exactly from
+// their stored tokens and keeps the best K.
+func (f *residualFamily) rescore(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	parallelWith(x.opts.Parallelism, len(nums), newExactScratch, func(i int, sc *exactScratch) {
+	parallelWith(f.opts.Parallelism, len(nums), newExactScratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {
 			return
 		}
-		s, err := x.exactScore(query, nums[i], so.Scoring, sc)
+		s, err := f.exactScore(query, nums[i], so.Scoring, sc)
 		hits[i], errs[i] = Hit{DocNum: nums[i], Score: s}, err
 	})
 	if err := ctx.Err(); err != nil {

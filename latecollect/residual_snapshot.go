@@ -30,17 +30,19 @@ const (
 	residualVersion = 1
 )
 
-func (x *Index) saveResidualSnapshotLocked(ctx context.Context) error {
-	return x.st.SaveSnapshot(ctx, x.snapshotName(), x.mu.applied, func(w io.Writer) error {
+// save writes the residual-code snapshot (format residualVersion),
+// compacting the token file first when it is more than half garbage.
+func (f *residualFamily) save(ctx context.Context, seq uint64) error {
+	return f.st.SaveSnapshot(ctx, f.snapshotName(), seq, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
 		le := binary.LittleEndian
 		var b []byte
 		b = append(b, residualMagic...)
 		b = le.AppendUint32(b, residualVersion)
-		b = le.AppendUint32(b, uint32(x.opts.Dim))
-		b = le.AppendUint16(b, uint16(len(x.opts.Description)))
-		b = append(b, x.opts.Description...)
-		r := x.mu.rc
+		b = le.AppendUint32(b, uint32(f.opts.Dim))
+		b = le.AppendUint16(b, uint16(len(f.opts.Description)))
+		b = append(b, f.opts.Description...)
+		r := f.rc
 		if r == nil {
 			b = le.AppendUint32(b, 0)
 			b = le.AppendUint64(b, 0)
@@ -119,43 +121,42 @@ func appendF32s(b []byte, v []float32) []byte {
 	return b
 }
 
-// loadResidualSnapshot loads the saved residual codes. It reports false,
-// with no error, when there is none or it was saved with other options;
-// an error wraps ErrCorruption. Either way the caller rebuilds.
-func (x *Index) loadResidualSnapshot() (bool, error) {
-	rc, seq, err := x.st.OpenSnapshot(x.snapshotName())
+// load loads the saved residual codes and opens the token file they refer
+// to, or recopies it from the store (see family).
+func (f *residualFamily) load() (bool, uint64, error) {
+	rc, seq, err := f.st.OpenSnapshot(f.snapshotName())
 	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("snapshot %s: %w", x.snapshotName(), err)
+		return false, 0, fmt.Errorf("snapshot %s: %w", f.snapshotName(), err)
 	}
 	defer rc.Close()
 	r := bufio.NewReaderSize(rc, 1<<20)
 	corrupt := func(what string, err error) error {
-		return fmt.Errorf("%w: snapshot %s: %s: %w", ErrCorruption, x.snapshotName(), what, err)
+		return fmt.Errorf("%w: snapshot %s: %s: %w", ErrCorruption, f.snapshotName(), what, err)
 	}
 	rd := snapReader{r: r}
 	if string(rd.bytes(4)) != residualMagic || rd.u32() != residualVersion {
-		return false, nil // another format: rebuild
+		return false, 0, nil // another format: rebuild
 	}
 	if rd.err != nil {
-		return false, corrupt("header", rd.err)
+		return false, 0, corrupt("header", rd.err)
 	}
-	if int(rd.u32()) != x.opts.Dim || string(rd.bytes(int(rd.u16()))) != x.opts.Description {
-		return false, rd.err
+	if int(rd.u32()) != f.opts.Dim || string(rd.bytes(int(rd.u16()))) != f.opts.Description {
+		return false, 0, rd.err
 	}
-	dim := x.opts.Dim
+	dim := f.opts.Dim
 	nlist := int(rd.u32())
 	if rd.err != nil || nlist > maxCentroids {
-		return false, corrupt("centroids", fmt.Errorf("%d centroids: %v", nlist, rd.err))
+		return false, 0, corrupt("centroids", fmt.Errorf("%d centroids: %v", nlist, rd.err))
 	}
 	if nlist == 0 {
 		if n := rd.u64(); n != 0 || string(rd.bytes(4)) != residualEnd || rd.err != nil {
-			return false, corrupt("empty index", fmt.Errorf("%d documents: %v", n, rd.err))
+			return false, 0, corrupt("empty index", fmt.Errorf("%d documents: %v", n, rd.err))
 		}
-		x.mu.rc, x.mu.applied, x.mu.desc = nil, seq, x.residualDescription()
-		return true, nil
+		f.rc = nil
+		return true, seq, nil
 	}
 	cb := &codebook{dim: dim, nlist: nlist}
 	cb.meanRes = math.Float32frombits(rd.u32())
@@ -165,7 +166,7 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 	tfID, tfSize := rd.u64(), int64(rd.u64())
 	ndocs := rd.u64()
 	if rd.err != nil {
-		return false, corrupt("codebook", rd.err)
+		return false, 0, corrupt("codebook", rd.err)
 	}
 	idx := newResidualIndex(cb)
 	cbytes := cb.codeBytes()
@@ -176,7 +177,7 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 		loc := tokenLoc{off: int64(rd.u64()), size: rd.u32(), crc: rd.u32()}
 		if rd.err != nil || n > 1<<24 || (i > 0 && num <= prev) || num > maxResidualDoc {
 			idx.close()
-			return false, corrupt("document list", fmt.Errorf("document %d (%d tokens) after %d: %v", num, n, prev, rd.err))
+			return false, 0, corrupt("document list", fmt.Errorf("document %d (%d tokens) after %d: %v", num, n, prev, rd.err))
 		}
 		prev = num
 		d := docCodes{cids: make([]uint16, n), normSum: norm, loc: loc}
@@ -185,29 +186,29 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 			c := binary.LittleEndian.Uint16(raw[2*t:])
 			if int(c) >= nlist {
 				idx.close()
-				return false, corrupt("document list", fmt.Errorf("document %d: centroid %d of %d", num, c, nlist))
+				return false, 0, corrupt("document list", fmt.Errorf("document %d: centroid %d of %d", num, c, nlist))
 			}
 			d.cids[t] = c
 		}
 		d.codes = rd.bytes(n * cbytes)
 		if rd.err != nil {
 			idx.close()
-			return false, corrupt("codes", rd.err)
+			return false, 0, corrupt("codes", rd.err)
 		}
 		idx.put(num, d)
 	}
 	if string(rd.bytes(4)) != residualEnd || rd.err != nil {
 		idx.close()
-		return false, corrupt("end", fmt.Errorf("no end mark: %v", rd.err))
+		return false, 0, corrupt("end", fmt.Errorf("no end mark: %v", rd.err))
 	}
-	if dir := x.st.Dir(); dir != "" {
-		path := tokenFilePath(dir, x.opts.Model)
-		if idx.tf, err = openTokenFile(x.st.FS(), path, tfID, tfSize); err == nil && idx.tf == nil {
-			err = x.recopyTokens(idx, path)
+	if dir := f.st.Dir(); dir != "" {
+		path := tokenFilePath(dir, f.opts.Model)
+		if idx.tf, err = openTokenFile(f.st.FS(), path, tfID, tfSize); err == nil && idx.tf == nil {
+			err = f.recopyTokens(idx, path)
 		}
 		if err != nil {
 			idx.close()
-			return false, fmt.Errorf("snapshot %s: %w", x.snapshotName(), err)
+			return false, 0, fmt.Errorf("snapshot %s: %w", f.snapshotName(), err)
 		}
 		var live int64
 		for _, d := range idx.docs {
@@ -215,17 +216,16 @@ func (x *Index) loadResidualSnapshot() (bool, error) {
 		}
 		idx.tf.garbage = idx.tf.size - tokenFileHeader - live
 	}
-	x.mu.rc, x.mu.applied = idx, seq
-	x.mu.desc = x.residualDescription()
-	return true, nil
+	f.rc = idx
+	return true, seq, nil
 }
 
 // recopyTokens writes a new token file at path with the current blob of
 // every document of idx. A document whose blob is gone or changed since
 // the snapshot keeps its codes until the change is applied; until then
 // its exact score comes from its current blob.
-func (x *Index) recopyTokens(idx *residualIndex, path string) error {
-	tf, err := createTokenFile(x.st.FS(), path)
+func (f *residualFamily) recopyTokens(idx *residualIndex, path string) error {
+	tf, err := createTokenFile(f.st.FS(), path)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (x *Index) recopyTokens(idx *residualIndex, path string) error {
 		d.loc = tokenLoc{} // none until copied
 		idx.docs[num] = d
 	}
-	err = x.st.ScanBlobs(context.Background(), x.blob, func(num uint64, value []byte) error {
+	err = f.st.ScanBlobs(context.Background(), f.blob, func(num uint64, value []byte) error {
 		d, ok := idx.docs[num]
 		if !ok {
 			return nil

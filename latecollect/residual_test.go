@@ -230,7 +230,7 @@ func TestResidualTwoLevelAssignment(t *testing.T) {
 	c.write(t, st, F32)
 	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: "Residual64"})
 	x.mu.RLock()
-	_, two := x.mu.rc.cb.quant.(*twoLevel)
+	_, two := residualOf(x).rc.cb.quant.(*twoLevel)
 	x.mu.RUnlock()
 	if !two {
 		t.Fatal("the index did not assign through two levels")
@@ -258,7 +258,7 @@ func TestResidualAutomaticExactCap(t *testing.T) {
 	s, _ := x.Stats()
 	want := min(MaxExactCandidates, max(DefaultExactCandidates, int(ExactBudget/(float64(s.Tokens)/float64(s.Docs)*16))))
 	x.mu.RLock()
-	got := x.exactCapLocked()
+	got := residualOf(x).exactCapLocked()
 	x.mu.RUnlock()
 	if got != want || got != MaxExactCandidates {
 		t.Errorf("automatic exact cap %d, want %d (the maximum, for %d documents of %.1f 16-d tokens)", got, want, s.Docs, float64(s.Tokens)/float64(s.Docs))

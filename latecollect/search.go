@@ -76,22 +76,7 @@ func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions
 	if x.mu.closed {
 		return nil, ErrClosed
 	}
-	if x.residual {
-		if so.Mode == Exhaustive {
-			return x.exhaustiveFromStoreLocked(ctx, query, so)
-		}
-		return x.searchResidualLocked(ctx, query, so)
-	}
-	var cands []uint64
-	if so.Mode == Exhaustive || (so.Allow != nil && x.allowedAtMostLocked(so.Allow, so.CandidateCap)) {
-		cands, err = x.allowedDocsLocked(ctx, so.Allow)
-	} else {
-		cands, err = x.collectLocked(ctx, query, so)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return x.rescoreLocked(ctx, query, cands, so)
+	return x.mu.fam.search(ctx, query, so)
 }
 
 // prepareSearch fills the search options and checks the query as every
@@ -152,34 +137,20 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 	return nil
 }
 
-// allowedAtMostLocked reports whether allow holds at most n documents of
-// the index.
-func (x *Index) allowedAtMostLocked(allow *roaring64.Bitmap, n int) bool {
-	return allow.GetCardinality() <= uint64(n) || x.countAllowedLocked(allow, n) <= n
+// allowedAtMost reports whether allow holds at most n documents of f.
+func allowedAtMost(f family, allow *roaring64.Bitmap, n int) bool {
+	return allow.GetCardinality() <= uint64(n) || countAllowed(f, allow, n) <= n
 }
 
-// countAllowedLocked counts the documents of the index in allow, stopping
-// at n+1.
-func (x *Index) countAllowedLocked(allow *roaring64.Bitmap, n int) int {
+// countAllowed counts the documents of f in allow, stopping at n+1.
+func countAllowed(f family, allow *roaring64.Bitmap, n int) int {
 	c := 0
 	for it := allow.Iterator(); it.HasNext() && c <= n; {
-		if x.hasDocLocked(it.Next()) {
+		if f.has(it.Next()) {
 			c++
 		}
 	}
 	return c
-}
-
-func (x *Index) hasDocLocked(num uint64) bool {
-	if x.residual {
-		if x.mu.rc == nil {
-			return false
-		}
-		_, ok := x.mu.rc.docs[num]
-		return ok
-	}
-	_, ok := x.mu.docs[num]
-	return ok
 }
 
 // topHits sorts hits best first (ties by ascending docnum) and keeps k.

@@ -57,17 +57,11 @@ func (x *Index) Collect(ctx context.Context, query []float32, opts *SearchOption
 	if x.mu.closed {
 		return nil, ErrClosed
 	}
-	if x.residual {
+	c, ok := x.mu.fam.(collector)
+	if !ok {
 		return nil, ErrNoCollect
 	}
-	col := &Collection{}
-	if so.Allow != nil {
-		col.Allowed = x.countAllowedLocked(so.Allow, so.CandidateCap)
-	}
-	if col.Tokens, err = x.tokenSearchLocked(ctx, query, so); err != nil {
-		return nil, err
-	}
-	return col, nil
+	return c.collect(ctx, query, so)
 }
 
 // MergeCandidates chooses candidates from the collections of several
@@ -175,10 +169,7 @@ func (x *Index) Rescore(ctx context.Context, query []float32, docs []uint64, opt
 	slices.Sort(nums)
 	nums = slices.Compact(nums)
 	nums = slices.DeleteFunc(nums, func(num uint64) bool {
-		return !x.hasDocLocked(num) || (so.Allow != nil && !so.Allow.Contains(num))
+		return !x.mu.fam.has(num) || (so.Allow != nil && !so.Allow.Contains(num))
 	})
-	if x.residual {
-		return x.exactHitsLocked(ctx, query, nums, so)
-	}
-	return x.rescoreLocked(ctx, query, nums, so)
+	return x.mu.fam.rescore(ctx, query, nums, so)
 }

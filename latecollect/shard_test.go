@@ -235,7 +235,7 @@ func singleCandidates(t *testing.T, ti *testIndex, q []float32, so SearchOptions
 	}
 	ti.x.mu.RLock()
 	defer ti.x.mu.RUnlock()
-	nums, err := ti.x.collectLocked(context.Background(), q, so)
+	nums, err := faissOf(ti.x).collectLocked(context.Background(), q, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,11 +342,11 @@ func TestShardedMatchesOneIndex(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, x := range append([]*testIndex{single}, shards...) {
-				x.x.filterAtCollection = tc.post
+				setFilterAtCollection(x.x, tc.post)
 			}
 			defer func() {
 				for _, x := range append([]*testIndex{single}, shards...) {
-					x.x.filterAtCollection = false
+					setFilterAtCollection(x.x, false)
 				}
 			}()
 			for qi, q := range queries {
@@ -407,7 +407,7 @@ func legacyCollect(t *testing.T, x *Index, query []float32, so SearchOptions) []
 	fo := faiss.SearchOptions{NProbe: so.NProbe}
 	postFilter := false
 	if so.Allow != nil {
-		if x.filterAtCollection || so.Allow.Maximum() >= maxFilterDoc {
+		if faissOf(x).filterAtCollection || so.Allow.Maximum() >= maxFilterDoc {
 			postFilter = true
 		} else {
 			fo.Allow, fo.AllowShift = so.Allow, PositionBits
@@ -416,7 +416,7 @@ func legacyCollect(t *testing.T, x *Index, query []float32, so SearchOptions) []
 	if so.KPrime == 0 || so.CandidateCap == 0 {
 		return nil
 	}
-	res, err := x.mu.fx.Search(context.Background(), query, so.KPrime, fo)
+	res, err := faissOf(x).fx.Search(context.Background(), query, so.KPrime, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func legacyCollect(t *testing.T, x *Index, query []float32, so SearchOptions) []
 				if postFilter && !so.Allow.Contains(num) {
 					continue
 				}
-				if !x.hasDocLocked(num) {
+				if !x.mu.fam.has(num) {
 					continue
 				}
 				a = &acc{last: -1}
@@ -480,7 +480,7 @@ func TestCollectLockedMatchesLegacy(t *testing.T) {
 			{8, 16, allow, false}, {8, 16, allow, true}, {64, 32, allow, true},
 			{0, 16, nil, false}, {8, 0, allow, true},
 		} {
-			x.x.filterAtCollection = tc.post
+			setFilterAtCollection(x.x, tc.post)
 			so := SearchOptions{KPrime: tc.kPrime, CandidateCap: tc.capN, Allow: tc.allow}
 			// fillSearch turns zeros into defaults: set them after.
 			if err := x.x.fillSearch(&so); err != nil {
@@ -488,7 +488,7 @@ func TestCollectLockedMatchesLegacy(t *testing.T) {
 			}
 			so.KPrime, so.CandidateCap = tc.kPrime, tc.capN
 			x.x.mu.RLock()
-			got, err := x.x.collectLocked(ctx, q, so)
+			got, err := faissOf(x.x).collectLocked(ctx, q, so)
 			want := legacyCollect(t, x.x, q, so)
 			x.x.mu.RUnlock()
 			if err != nil {
@@ -509,7 +509,7 @@ func TestCollectLockedMatchesLegacy(t *testing.T) {
 				}
 			}
 		}
-		x.x.filterAtCollection = false
+		setFilterAtCollection(x.x, false)
 	}
 }
 
@@ -657,10 +657,10 @@ func TestCollectAndRescore(t *testing.T) {
 		}
 	}
 	// After collection, filtered-out tokens stay, marked Skip.
-	x.x.filterAtCollection = true
+	setFilterAtCollection(x.x, true)
 	allow := x.allowOf(func(id string) bool { return shardOf(id, 2) == 0 })
 	col, err = x.x.Collect(ctx, q, &SearchOptions{Allow: allow})
-	x.x.filterAtCollection = false
+	setFilterAtCollection(x.x, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,21 @@ import (
 	"github.com/tandemsearch/tandem/storage"
 )
 
-// docEntry is a document's stored token matrix, kept in memory in its
-// stored encoding for rescoring.
+// source is what both families read and are configured by: the store, the
+// filled Options and the name of the token blob. It does not change after
+// Open.
+type source struct {
+	st   *storage.Store
+	opts Options
+	blob string
+}
+
+// snapshotName is the storage name of the model's snapshot (storage
+// refuses slashes in snapshot names).
+func (s *source) snapshotName() string { return "late-" + s.opts.Model }
+
+// docEntry is a document's stored token matrix, checked: the blob in its
+// stored encoding, and its header.
 type docEntry struct {
 	blob []byte
 	h    blobHeader
@@ -17,7 +30,7 @@ type docEntry struct {
 // checked, when the change is a put and the document has a usable blob
 // (Store.Blob returns a copy, which the entry keeps). A blob that cannot
 // be used is appended to bad; err is a failure to read the store.
-func (x *Index) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, error) {
+func (x *source) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, error) {
 	if c.Op != storage.OpPut || c.Doc == nil {
 		return docEntry{}, false, nil
 	}
@@ -45,7 +58,7 @@ func appendRows(vecs []float32, e docEntry, n int) []float32 {
 }
 
 // entryNoCopy checks a stored blob without copying it.
-func (x *Index) entryNoCopy(num uint64, value []byte) (docEntry, error) {
+func (x *source) entryNoCopy(num uint64, value []byte) (docEntry, error) {
 	h, err := parseHeader(value)
 	if err != nil {
 		return docEntry{}, fmt.Errorf("document %d, blob %s: %w", num, x.blob, err)

@@ -18,17 +18,20 @@ import (
 // from the store, which Open also does, is not included).
 func (f *sciFact) sweepIndex(tb testing.TB, desc string) (*Index, time.Duration) {
 	tb.Helper()
-	y := &Index{st: f.x.st, opts: f.x.opts, blob: f.x.blob}
+	y := &Index{source: f.x.source}
 	y.opts.Description = desc
+	fam := &faissFamily{source: y.source}
 	f.x.mu.RLock()
-	y.mu.docs, y.mu.tokens, y.mu.bytes, y.mu.applied = f.x.mu.docs, f.x.mu.tokens, f.x.mu.bytes, f.x.mu.applied
+	from := faissOf(f.x)
+	fam.docs, fam.tokens, fam.bytes, y.mu.applied = from.docs, from.tokens, from.bytes, f.x.mu.applied
 	f.x.mu.RUnlock()
+	y.mu.fam = fam
 	start := time.Now()
-	if err := y.rebuildLocked(desc); err != nil {
+	if err := fam.rebuildLocked(desc); err != nil {
 		tb.Fatalf("build %s: %v", desc, err)
 	}
-	if y.mu.desc != desc {
-		tb.Fatalf("build %s: got %s (too few tokens to train?)", desc, y.mu.desc)
+	if fam.desc != desc {
+		tb.Fatalf("build %s: got %s (too few tokens to train?)", desc, fam.desc)
 	}
 	return y, time.Since(start)
 }
@@ -73,7 +76,7 @@ func TestSciFactIndexSweep(t *testing.T) {
 	}
 	f := loadSciFact(t)
 	ctx := context.Background()
-	auto := f.x.mu.desc
+	auto := faissOf(f.x).desc
 	descs := sweepList("TANDEM_LATE_SWEEP_DESCS", ";", []string{
 		"IVF512,SQ8", "IVF2048,SQ8", "IVF4096,SQ8",
 		"IVF512,Flat", "IVF2048,Flat",
@@ -139,7 +142,7 @@ func TestSciFactIndexSweep(t *testing.T) {
 			cfg.hits[i] = hits
 			cfg.x.mu.RLock()
 			start = time.Now()
-			_, err = cfg.x.mu.fx.Search(ctx, f.qtok[i], cfg.x.opts.KPrime, faiss.SearchOptions{NProbe: cfg.nprobe})
+			_, err = faissOf(cfg.x).fx.Search(ctx, f.qtok[i], cfg.x.opts.KPrime, faiss.SearchOptions{NProbe: cfg.nprobe})
 			cfg.fx = append(cfg.fx, time.Since(start))
 			cfg.x.mu.RUnlock()
 			if err != nil {
@@ -183,7 +186,7 @@ func TestSciFactResidualSweep(t *testing.T) {
 		t.Skip("skipping residual-code sweep; set TANDEM_LATE_RESIDUAL_SWEEP=1")
 	}
 	f := loadSciFact(t)
-	if !f.x.residual {
+	if _, ok := f.x.mu.fam.(*residualFamily); !ok {
 		t.Skip("the fixture's index is not the residual-code index")
 	}
 	s, _ := f.x.Stats()
