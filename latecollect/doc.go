@@ -1,7 +1,21 @@
-// Package latecollect owns token-level late interaction: every document token
-// key is held in a FAISS index, each query token collects its nearest
-// document tokens, and the documents they belong to are rescored exactly over
-// all of their tokens (ReAtt avg-max or ColBERT sum-of-MaxSim).
+// Package latecollect owns token-level late interaction: a document is
+// scored by how well its tokens match each query token (ReAtt avg-max or
+// ColBERT sum-of-MaxSim, over every token of both). An Index finds the
+// documents worth scoring through a token index of one of two families,
+// chosen by Options.Description when it is opened:
+//
+//   - FAISS token keys (the default: "" or "FAISS" choose a FAISS
+//     description automatically; any FAISS factory description, such as
+//     "Flat" or "IVF2048,SQ8", fixes it). Every document token is a key in
+//     a FAISS index and every token matrix is held in memory; each query
+//     token collects its nearest document tokens, and the documents they
+//     belong to are rescored exactly over all their tokens.
+//   - Residual codes ("Residual", or "Residual<n>" for n centroids). Every
+//     document token is its nearest centroid's id and a one-bit-per-
+//     dimension residual, held in memory; the full-precision tokens are in
+//     a file of the index's own. Candidates are found and ranked in stages
+//     through the centroids and the codes, and the best are rescored
+//     exactly from that file.
 //
 // The main types are Index (one model's retriever over a storage.Store),
 // Options, SearchOptions and Hit; AvgMax and SumMax are the pure scoring
@@ -22,21 +36,43 @@
 //
 // # Invariants
 //
+//   - Badger is the source of truth. An Index holds exactly the live
+//     documents that have a valid blob as of AppliedSeq. Apply brings it up
+//     to date with the change log in runs that end every applyStride
+//     sequences, the last change of each document in a run winning (a
+//     change carries the document as it is now), so replaying changes is
+//     harmless. A family rebuilds only where a run starts (residual codes
+//     also train a provisional codebook on their first documents, replaced
+//     where the next run starts), so the index built from a log does not
+//     depend on how the log was cut into Apply calls.
+//   - Each family saves its own snapshot "late-<model>" with the sequence
+//     it includes, on Snapshot and every SnapshotEvery applied changes.
+//     Open loads it when it was saved with the same Dim and Description
+//     and then applies the changes after its sequence; otherwise it builds
+//     the index from the blobs.
+//   - Exhaustive mode scores every allowed document exactly, and every
+//     exact score, in any mode and in Rescore, comes from the same
+//     function over the stored blob: a document gets the same float32
+//     score wherever it is scored exactly.
+//
+// # FAISS token keys
+//
 //   - The token id of row r of document n is n<<PositionBits | r, so the
 //     map from FAISS id to (document, row) is implicit. A document has at
 //     most 4096 token keys; any rows beyond are scored but are not keys.
-//   - Badger is the source of truth. The Index keeps every document's
-//     stored matrix in memory (in its stored encoding) for rescoring and
-//     holds exactly the keys of the documents it has; Apply brings both up
-//     to date with the change log, removing a document's keys before adding
-//     its new ones, so replaying changes is harmless.
-//   - The FAISS index is saved as the snapshot "late-<model>" with the
-//     list of (document, key count) it holds. Open loads it when it was
-//     built with the same Dim and Description and then applies the changes
-//     after its sequence; otherwise it rebuilds from the blobs.
+//   - The Index keeps every document's stored matrix in memory (in its
+//     stored encoding) for rescoring and holds exactly the keys of the
+//     documents it has; Apply removes a document's keys before adding its
+//     new ones.
+//   - The automatic description is Flat up to 100,000 tokens, then
+//     "IVF<n>,SQ8" with n the least power of two at least sqrt(tokens), at
+//     most 8192; the index is rebuilt where a run of the log starts when
+//     that changes (Flat stands in until there are tokens enough to train).
+//   - The snapshot holds the FAISS index and the list of (document, key
+//     count) it holds; the matrices are loaded from the blobs at Open.
 //   - Candidate mode rescores every token of every candidate with the
-//     same function as Exhaustive mode, so a document found as a candidate
-//     gets exactly its exhaustive score.
+//     same function as Exhaustive mode, so every hit's score is exact and
+//     a document found as a candidate gets exactly its exhaustive score.
 //   - Filters are applied in FAISS: allowed documents become token-id
 //     ranges, given to FAISS as an ID selector, so every collected token
 //     belongs to an allowed document; when no more documents are allowed
@@ -45,7 +81,8 @@
 // # Residual codes
 //
 // With Options.Description "Residual" (or "Residual<n>") the index keeps
-// no token key in FAISS and no token matrix in memory. Each document token
+// no token key in FAISS and no token matrix in memory (FAISS only trains
+// the centroids and assigns tokens to them). Each document token
 // is its nearest centroid's id (16 bits) and its residual from that
 // centroid quantised to one bit per dimension (per-dimension cut-off at
 // the training median, reconstructed as the mean of the training residuals
@@ -91,9 +128,9 @@
 //
 // # Sharded search
 //
-// A collection split into shards, each with its own Index, ranks as one
-// Index holding every document when a coordinator runs Candidates mode in
-// steps; Search itself is these steps over one index:
+// A collection split into shards, each with its own Index of FAISS token
+// keys, ranks as one Index holding every document when a coordinator runs
+// Candidates mode in steps; Search itself is these steps over one index:
 //
 //  1. Each shard runs Collect with the same KPrime, CandidateCap and
 //     NProbe, and Allow restricted to its documents. A Collection holds,
@@ -103,8 +140,8 @@
 //  2. When a filter is set and the Allowed counts sum to at most
 //     CandidateCap, every allowed document is scored exactly: each shard
 //     runs Search with Mode Exhaustive and its Allow. Otherwise
-//     MergeCandidates chooses the candidates, each shard Rescores its own,
-//     and the coordinator merges the hits by score.
+//     MergeCandidates (or Choose) chooses the candidates, each shard
+//     Rescores its own, and the coordinator merges the hits by score.
 //
 // Invariants:
 //
@@ -113,18 +150,22 @@
 //     filtered out after collection, or no longer held) keeps its place
 //     among them, as it does in FAISS's answer. Over one Collection it is
 //     the single index's choice.
-//   - Rescore scores with the same function as Search, so a document gets
-//     the same float32 score in whichever index and mode it is scored.
+//   - Rescore scores exactly, with the same function as Search, so a
+//     document gets the same float32 score in whichever index and mode it
+//     is scored exactly.
 //   - With exact (Flat) token indexes, the hits and their scores are those
 //     of Search on one Index holding every document, ties excepted (tied
 //     tokens or documents may be cut differently), provided every shard
 //     applies the filter the same way as that index (in FAISS, which it
 //     does while the filter's docnums are below 8·(2^31−1)).
 //   - Residual-code indexes have no shard-independent collection step:
-//     Collect returns ErrNoCollect. Their Rescore scores exactly from the
-//     token file.
+//     each shard trains its own centroids, so their scores are not
+//     comparable across shards, and Collect returns ErrNoCollect. A
+//     coordinator can only merge each shard's Search hits, whose scores
+//     below the exact stage come from that shard's codes: not the list one
+//     index would give. Their Rescore scores exactly from the token file.
 //
-// An Index is safe for concurrent use; Close frees the FAISS index and is
+// An Index is safe for concurrent use; Close frees the token index and is
 // idempotent. It never closes the Store.
 //
 // # Usage

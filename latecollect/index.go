@@ -44,7 +44,7 @@ type Options struct {
 	// factory description ("Flat", "IVF2048,SQ8", "IVF512,PQ48"...).
 	Description string
 	// KPrime is the number of document tokens each query token
-	// retrieves from FAISS; default DefaultKPrime.
+	// retrieves from FAISS; default DefaultKPrime. FAISS token keys only.
 	KPrime int
 	// CandidateCap bounds the candidate documents: for the FAISS index,
 	// those rescored exactly (default DefaultCandidateCap); for the

@@ -15,8 +15,10 @@ import (
 // residual from that centroid, quantised to one bit per dimension with a
 // per-dimension cut-off and two reconstruction values (the means of the
 // training residuals below and above the cut-off). Each centroid lists the
-// documents that have a token there. Full-precision tokens stay in Badger
-// and are read only for the final exact stage.
+// documents that have a token there. The full-precision tokens are read
+// only for the final exact stage, from the index's token file (tokenFile),
+// or from the store when the store is in memory or a read of the file
+// fails.
 
 const (
 	// residualDesc is the description prefix of the residual-code index:

@@ -14,9 +14,11 @@ import (
 type Mode int
 
 const (
-	// Candidates collects candidate documents through the token index
-	// (k' tokens per query token, at most CandidateCap documents) and
-	// rescores them exactly.
+	// Candidates finds candidate documents through the token index and
+	// scores them: with FAISS token keys, k' tokens per query token
+	// choose at most CandidateCap documents, all rescored exactly; with
+	// residual codes, the staged search scores exactly only the best
+	// ExactCap (see the package documentation).
 	Candidates Mode = iota
 	// Exhaustive scores every document exactly: the reference that
 	// candidate generation is measured against.
@@ -62,10 +64,13 @@ type Hit struct {
 // row after row (encoder.Tokens.Vectors of EncodeQueries). Hits come best
 // first, ties by ascending docnum. A query with no tokens has no hits.
 //
-// The filter is applied in FAISS: allowed documents become token-id ranges
-// (an IDSelector inside the search), so every token a query token collects
-// belongs to an allowed document. When no more documents are allowed than
-// the candidate cap, they are all scored exactly without FAISS.
+// With FAISS token keys the filter is applied in FAISS: allowed documents
+// become token-id ranges (an IDSelector inside the search), so every token
+// a query token collects belongs to an allowed document; when no more
+// documents are allowed than the candidate cap, they are all scored
+// exactly without FAISS. With residual codes the filter is applied to the
+// documents the centroids list; when no more documents are allowed than
+// the candidate cap, they all go through the stages after the probe.
 func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions) ([]Hit, error) {
 	so, err := x.prepareSearch(ctx, "search", query, opts)
 	if err != nil || len(query) == 0 {
