@@ -84,6 +84,29 @@ func List(modelsDir string, opts *Options) ([]Info, error) {
 	return out, nil
 }
 
+// Installed names the models of the models directory (native.ModelsDir):
+// its subdirectories that hold a configuration file, sorted. Each is a name
+// Find looks up there. Without a models directory it is empty; a models
+// directory that cannot be read is an error.
+func Installed() ([]string, error) {
+	models := native.ModelsDir()
+	if models == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(models)
+	if err != nil {
+		return nil, fmt.Errorf("encoder: list models: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(models, e.Name(), ConfigFile)); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // Find returns the directory of a model: name "" means DefaultModel; a
 // name containing a path separator, or an existing directory, is used as
 // it is; any other name is looked up in the installed models directory.

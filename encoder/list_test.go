@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -76,5 +77,28 @@ func TestFind(t *testing.T) {
 	}
 	if dir, err := Find("./testdata/tiny-t5"); err != nil || dir != "./testdata/tiny-t5" {
 		t.Fatalf("Find(path) = %q, %v", dir, err)
+	}
+}
+
+// Installed names the directories of the models directory that hold a
+// configuration, sorted, without loading them.
+func TestInstalled(t *testing.T) {
+	root := t.TempDir()
+	for _, name := range []string{"b-model", "a-model"} {
+		os.Mkdir(filepath.Join(root, name), 0o755)
+		if err := os.WriteFile(filepath.Join(root, name, ConfigFile), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Mkdir(filepath.Join(root, "not-a-model"), 0o755)
+	os.WriteFile(filepath.Join(root, "file"), nil, 0o644)
+	t.Setenv("TANDEM_MODELS", root)
+	got, err := Installed()
+	if err != nil || !slices.Equal(got, []string{"a-model", "b-model"}) {
+		t.Errorf("Installed() = %q, %v; want [a-model b-model]", got, err)
+	}
+	t.Setenv("TANDEM_MODELS", filepath.Join(root, "absent"))
+	if _, err := Installed(); err == nil {
+		t.Error("Installed() of a missing models directory: no error")
 	}
 }

@@ -49,7 +49,11 @@ type Options struct {
 	// BM25 only. Like Schema, they are stored with the collection and
 	// ignored when it exists: its stored models are loaded instead.
 	// External models, which Tandem does not run, are declared in
-	// Schema.Models with External set.
+	// Schema.Models with External set. As encoder.Find resolves it, a
+	// name may also be a model directory (one with a path separator, or
+	// an existing directory), for programs that embed the engine with
+	// models of their own; package server takes only the plain names of
+	// the installed models from its clients.
 	Dense, Late []string
 	// LateIndex describes the late-interaction index of the models in
 	// Late (latecollect.Options.Description; "Residual" for residual

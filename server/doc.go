@@ -29,6 +29,16 @@
 // the removal leaves nothing that the next start would open). A request
 // that comes after the drop answers 404.
 //
+// A create names its models (dense, late, and the schema's models that
+// are not external) by the names of the models installed in the server's
+// models directory (encoder.Installed): a name is runs of letters and
+// digits joined by single '.', '_' or '-', so never a path, and any other
+// is 400 bad_model naming the field and listing the installed names. No
+// answer to a create shows a path of the server: the engine's errors name
+// the collection's directory and the model's files, which the answer
+// replaces with the collection's name and the model's (engine.Options
+// still takes a model directory, for programs that embed the engine).
+//
 // A server holds at most Config.MaxCollections collections (--max-collections,
 // default DefaultMaxCollections), those found at start included: a create
 // beyond it answers 409 too_many_collections, naming the limit and the

@@ -9,12 +9,16 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/native"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -161,11 +165,15 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if err := checkModels(&req); err != nil {
+		s.fail(w, err)
+		return
+	}
 	opts := s.cfg.Engine
 	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = req.Schema, req.Dense, req.Late, req.LateIndex, false
 	c, err := s.reg.create(r.Context(), name, opts)
 	if err != nil {
-		s.fail(w, err)
+		s.fail(w, s.hidePaths(err, name))
 		return
 	}
 	c.mu.RLock()
@@ -181,6 +189,84 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/collections/"+name)
 	writeJSON(w, http.StatusCreated, ci)
+}
+
+// validModel is a model name a create may give: runs of letters and
+// digits joined by single '.', '_' or '-' (bge-small-en-v1.5), so never a
+// path, "..", or a name starting with a dot. openapi.json's ModelName has
+// the same pattern and length.
+var validModel = regexp.MustCompile(`^[A-Za-z0-9]+([._-][A-Za-z0-9]+)*$`)
+
+const maxModelName = 128
+
+// checkModels refuses a create that names a model Tandem would run which
+// is not a plain name of a model installed in the server's models
+// directory: dense, late, and the models of the schema that are not
+// external. engine.Options takes a directory for a model too (for
+// programs that embed the engine); through the API a client may only
+// choose among the installed models, and is told which they are, never
+// where they are.
+func checkModels(req *createRequest) error {
+	installed, err := encoder.Installed()
+	if err != nil {
+		return fmt.Errorf("server: installed models: %w", err)
+	}
+	have := strings.Join(installed, ", ")
+	if have == "" {
+		have = "none"
+	}
+	check := func(field, name string) error {
+		switch {
+		case len(name) > maxModelName || !validModel.MatchString(name):
+			return errorf(http.StatusBadRequest, "bad_model", "%s: model name %q: want the name of an installed model (letters and digits, in runs joined by single '.', '_' or '-', at most %d bytes; installed: %s)", field, name, maxModelName, have)
+		case !slices.Contains(installed, name):
+			return errorf(http.StatusBadRequest, "bad_model", "%s: model %q is not installed on this server (installed: %s)", field, name, have)
+		}
+		return nil
+	}
+	for i, n := range req.Dense {
+		if err := check(fmt.Sprintf("dense[%d]", i), n); err != nil {
+			return err
+		}
+	}
+	for i, n := range req.Late {
+		if err := check(fmt.Sprintf("late[%d]", i), n); err != nil {
+			return err
+		}
+	}
+	if req.Schema != nil {
+		for i, m := range req.Schema.Models {
+			if !m.External {
+				if err := check(fmt.Sprintf("schema.models[%d].name", i), m.Name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// hidePaths answers a failed create without the server's paths: the
+// engine's errors name the collection's directory and a model's files, for
+// the log (the cause is kept), not for the client.
+func (s *Server) hidePaths(err error, name string) error {
+	ae := *classify(err)
+	if ae.err == nil {
+		ae.err = err
+	}
+	msg := ae.message
+	if s.reg.dir != "" {
+		if abs, err := filepath.Abs(filepath.Join(s.reg.dir, name)); err == nil {
+			msg = strings.ReplaceAll(msg, abs, "collection "+name)
+		}
+		msg = strings.ReplaceAll(msg, filepath.Join(s.reg.dir, name), "collection "+name)
+	}
+	if models := native.ModelsDir(); models != "" {
+		msg = strings.ReplaceAll(msg, filepath.Clean(models)+string(filepath.Separator), "")
+		msg = strings.ReplaceAll(msg, filepath.Clean(models), "the models directory")
+	}
+	ae.message = msg
+	return &ae
 }
 
 func (s *Server) dropCollection(w http.ResponseWriter, r *http.Request) {

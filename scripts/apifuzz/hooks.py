@@ -103,7 +103,7 @@ NOT_IN_SPEC = [
      "a depth or weight for a retriever the search does not use"),
     ("bad_request", r"needs text or a query vector \(bm25 alone ranks a filter's documents\)",
      "a dense or late retriever with neither text nor a query vector: a rule across fields that depends on the retrievers"),
-    ("bad_model", r"encoder: model not installed: ",
+    ("bad_model", r"is not installed on this server \(installed: ",
      "a model that is not installed on this server"),
 ]
 
