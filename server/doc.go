@@ -75,6 +75,25 @@
 // Routes answer a 405 listing, in Allow, exactly the methods openapi.json
 // has for the path (GET without the HEAD that net/http serves with it).
 //
+// # Requests
+//
+// A request is what openapi.json says, and what it does not admit is
+// refused with a 400 naming the member or the parameter, never taken for
+// something else. A body's keys are case-sensitive, and an unknown one is
+// refused; a member given is of its type, and null is of none: {"ids_only":
+// null} is refused naming ids_only (schema.fields[0].boost, depth.bm25 for
+// nested ones) rather than taken for the default, which is what leaving the
+// member out means; a body that must be an object refuses null. A GET
+// search's parameters given are used: k=, offset=, ids_only= (and any value
+// but true or false), filter= and filter=null are refused; fusion= and
+// late_scoring= are the default, as "" is in the POST form. wait= on an
+// upsert is refused like any wait but true. Documents are data, not
+// requests: a field whose value is null has no value, as in a JSONL corpus,
+// and "_vectors": null is no vectors. The rules the spec cannot state (a
+// field or model declared twice, mode and retrievers together in a GET, a
+// name the collection or the server lacks) are in docs/apifuzz.md, which
+// lists them as the fuzzer's false positives.
+//
 // # Errors
 //
 // Every error answer is {"error": {"code": "...", "message": "..."}}. The

@@ -59,6 +59,18 @@ func (s *Server) decodeJSON(r *http.Request, dst any, allowEmpty bool) error {
 		}
 		return errorf(http.StatusBadRequest, "invalid_json", "empty request body: want a JSON object")
 	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: want an object, got null")
+	}
+	if path, ok := nullPath(data); ok {
+		return nullMember(path)
+	}
+	return decodeStrict(data, dst)
+}
+
+// decodeStrict decodes one JSON value into dst, refusing unknown keys and
+// trailing data.
+func decodeStrict(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -69,6 +81,85 @@ func (s *Server) decodeJSON(r *http.Request, dst any, allowEmpty bool) error {
 		return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: trailing data after the object")
 	}
 	return nil
+}
+
+// nullMember refuses a null at path of a request body. A request's
+// members are each of one type, as openapi.json says, and null is none of
+// them: a member left out takes its default, and a null is refused rather
+// than taken for it (docs/apifuzz.md, "null"). Documents are data, where a
+// field's null means no value; they are not read here.
+func nullMember(path string) error {
+	return errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: field %q: null (leave the field out for its default)", path)
+}
+
+// nullPath returns the path of the first null in the JSON value data
+// (schema.fields[0].name, depth.bm25; "" for data itself), and whether
+// there is one. It reads data as tokens and stops at the first null or
+// syntax error (decoding data afterwards reports the error).
+func nullPath(data []byte) (string, bool) {
+	type level struct {
+		array   bool
+		index   int    // the array's element being read
+		key     string // the object's member being read
+		wantKey bool
+	}
+	var stack []level
+	path := func() string {
+		var b strings.Builder
+		for _, l := range stack {
+			if l.array {
+				fmt.Fprintf(&b, "[%d]", l.index)
+			} else {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(l.key)
+			}
+		}
+		return b.String()
+	}
+	done := func() { // a value of the innermost level was read
+		if n := len(stack); n > 0 {
+			if stack[n-1].array {
+				stack[n-1].index++
+			} else {
+				stack[n-1].wantKey = true
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		n := len(stack)
+		if n > 0 && !stack[n-1].array && stack[n-1].wantKey {
+			if t == json.Delim('}') {
+				stack = stack[:n-1]
+				done()
+			} else {
+				stack[n-1].key, stack[n-1].wantKey = t.(string), false
+			}
+			continue
+		}
+		switch t {
+		case nil:
+			return path(), true
+		case json.Delim('{'):
+			stack = append(stack, level{wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, level{array: true})
+		case json.Delim(']'):
+			stack = stack[:n-1]
+			done()
+		default:
+			done()
+		}
+		if len(stack) == 0 && t != json.Delim('{') && t != json.Delim('[') {
+			return "", false
+		}
+	}
 }
 
 // jsonProblem describes a decoding error with the field or the offset.
@@ -119,6 +210,12 @@ func info(c *collection) (collectionInfo, error) {
 	st, err := c.e.Stats()
 	if err != nil {
 		return collectionInfo{}, err
+	}
+	if st.Schema != nil && st.Schema.Fields == nil {
+		// A schema of no fields lists none, as openapi.json's array
+		// says, rather than null.
+		st.Schema = st.Schema.Clone()
+		st.Schema.Fields = []tandem.Field{}
 	}
 	return collectionInfo{Name: c.name, Docs: st.Docs, Retrievers: st.Retrievers, Schema: st.Schema, Stats: st}, nil
 }
@@ -305,9 +402,13 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.release()
-	if v := r.URL.Query().Get("wait"); v != "" && v != "true" {
-		s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "wait=%q: only wait=true is supported (an upsert answers once its documents are committed and indexed)", v))
-		return
+	// wait given is true, or refused: wait= too, which the spec's enum
+	// does not admit, is no default.
+	for _, v := range r.URL.Query()["wait"] {
+		if v != "true" {
+			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter wait=%q: only wait=true is supported (an upsert answers once its documents are committed and indexed)", v))
+			return
+		}
 	}
 	data, err := s.readBody(r)
 	if err != nil {

@@ -118,7 +118,7 @@ func TestFilterLimitsAnswer400(t *testing.T) {
 	if got := ids(res.Hits); len(got) != 3 || got[0] != "d05" {
 		t.Errorf("filter between spaces: %v, want the 3 French documents, d05 first", got)
 	}
-	a.must(http.StatusOK, "POST", "/v1/collections/docs/search", `{"filter": null, "filter": {"term": {"lang": "en"}}, "k": 10}`, &res, "Content-Type", "application/json")
+	a.must(http.StatusOK, "POST", "/v1/collections/docs/search", `{"filter": {"term": {"lang": "fr"}}, "filter": {"term": {"lang": "en"}}, "k": 10}`, &res, "Content-Type", "application/json")
 	if len(res.Hits) != 3 {
 		t.Errorf("the last of two filters: %d hits, want the 3 English documents", len(res.Hits))
 	}

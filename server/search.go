@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/fusion"
 )
 
 // searchRequest is the body of POST /v1/collections/{name}/search: every
@@ -32,7 +34,22 @@ type searchRequest struct {
 	Fields      map[string]float64        `json:"fields"`
 	IDsOnly     bool                      `json:"ids_only"`
 	Vectors     map[string]tandem.Vectors `json:"vectors"`
+
+	// modeGiven and retrieversGiven say that the request gave each, empty
+	// as it may be: the two are not given together.
+	modeGiven, retrieversGiven bool
 }
+
+// fusionMethods are the names a search's fusion takes: fusion's methods,
+// spelled as openapi.json's enum spells them (the engine also takes them
+// in any case, as the CLI does).
+var fusionMethods = func() []string {
+	var out []string
+	for _, m := range fusion.Methods() {
+		out = append(out, m.String())
+	}
+	return out
+}()
 
 // searchResponse is the answer to a search.
 type searchResponse struct {
@@ -96,20 +113,35 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 			if err != nil {
 				return req, err
 			}
-			req.Filter = nil
-			if e != nil { // the filter's JSON, after the colon
-				raw := bytes.TrimLeft(data[start:dec.InputOffset()], " \t\r\n")
-				req.Filter = bytes.TrimLeft(bytes.TrimPrefix(raw, []byte(":")), " \t\r\n")
+			if e == nil {
+				return req, nullMember(key)
 			}
+			// The filter's JSON, after the colon.
+			raw := bytes.TrimLeft(data[start:dec.InputOffset()], " \t\r\n")
+			req.Filter = bytes.TrimLeft(bytes.TrimPrefix(raw, []byte(":")), " \t\r\n")
 			continue
 		}
 		dst, ok := fields[key]
 		if !ok {
 			return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: unknown field %q", key)
 		}
-		if err := dec.Decode(dst); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: field %q: %s", key, jsonProblem(err, data))
 		}
+		if path, ok := nullPath(raw); ok {
+			if path != "" && path[0] != '[' {
+				path = "." + path
+			}
+			return req, nullMember(key + path)
+		}
+		vd := json.NewDecoder(bytes.NewReader(raw))
+		vd.DisallowUnknownFields()
+		if err := vd.Decode(dst); err != nil {
+			return req, errorf(http.StatusBadRequest, "invalid_json", "invalid JSON body: field %q: %s", key, jsonProblem(err, raw))
+		}
+		req.modeGiven = req.modeGiven || key == "mode"
+		req.retrieversGiven = req.retrieversGiven || key == "retrievers"
 	}
 	if _, err := dec.Token(); err != nil { // '}'
 		return req, invalid(err)
@@ -124,20 +156,36 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 // separated), k, offset, fusion, filter (JSON), late_scoring, ids_only.
 // With neither q nor filter, bm25 ranks every document, as the match-all
 // filter would.
+//
+// A parameter given is used, an empty one too: k=, offset=, ids_only=
+// and filter= are refused, as values the spec's types do not admit,
+// rather than taken for absent. fusion= and late_scoring= are the
+// default, as "" is in the POST form.
 func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := searchRequest{Text: q.Get("q"), Mode: q.Get("mode"), Fusion: q.Get("fusion"), LateScoring: q.Get("late_scoring")}
 	if v := q.Get("retrievers"); v != "" {
 		req.Retrievers = strings.Split(v, ",")
 	}
-	if v := q.Get("filter"); v != "" {
+	req.modeGiven, req.retrieversGiven = q.Has("mode"), q.Has("retrievers")
+	if _, ok := q["filter"]; ok {
+		v := q.Get("filter")
+		switch t := strings.TrimSpace(v); t {
+		case "":
+			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter filter=%q: want a filter as JSON (leave the parameter out for none)", v))
+			return
+		case "null":
+			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter filter=null: want a filter as JSON (leave the parameter out for none)"))
+			return
+		}
 		req.Filter = json.RawMessage(v)
 	}
 	for _, p := range []struct {
 		name string
 		dst  *int
 	}{{"k", &req.K}, {"offset", &req.Offset}} {
-		if v := q.Get(p.name); v != "" {
+		if _, ok := q[p.name]; ok {
+			v := q.Get(p.name)
 			n, err := strconv.Atoi(v)
 			switch {
 			case errors.Is(err, strconv.ErrRange):
@@ -150,13 +198,14 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 			*p.dst = n
 		}
 	}
-	if v := q.Get("ids_only"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
+	if _, ok := q["ids_only"]; ok {
+		switch v := q.Get("ids_only"); v {
+		case "true", "false":
+			req.IDsOnly = v == "true"
+		default:
 			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter ids_only=%q: want true or false", v))
 			return
 		}
-		req.IDsOnly = b
 	}
 	s.search(w, r, req)
 }
@@ -185,24 +234,24 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 		s.fail(w, errorf(http.StatusBadRequest, "query_too_long", "text: %d bytes, over the limit of %d bytes (--max-query)", len(req.Text), s.cfg.MaxQuery))
 		return
 	}
+	if req.Fusion != "" && !slices.Contains(fusionMethods, req.Fusion) {
+		s.fail(w, errorf(http.StatusBadRequest, "bad_request", "fusion %q: want one of %s", req.Fusion, strings.Join(fusionMethods, ", ")))
+		return
+	}
+	if req.modeGiven && req.retrieversGiven {
+		s.fail(w, errorf(http.StatusBadRequest, "bad_request", "give mode or retrievers, not both"))
+		return
+	}
 	rets := req.Retrievers
 	if req.Mode != "" {
-		if len(rets) > 0 {
-			s.fail(w, errorf(http.StatusBadRequest, "bad_request", "give mode or retrievers, not both"))
-			return
-		}
 		if rets, err = c.e.Mode(req.Mode); err != nil {
 			s.fail(w, err)
 			return
 		}
 	}
-	filter := req.Filter
-	if t := bytes.TrimSpace(filter); bytes.Equal(t, []byte("null")) {
-		filter = nil // a GET's filter=null
-	}
 	res, err := c.e.Search(r.Context(), engine.Request{
 		Text:        req.Text,
-		Filter:      filter,
+		Filter:      req.Filter,
 		K:           req.K,
 		Offset:      req.Offset,
 		Retrievers:  rets,

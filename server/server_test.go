@@ -432,8 +432,8 @@ func TestSearch(t *testing.T) {
 			t.Errorf("hit %s does not match the filter: %v", h.ID, h.Fields)
 		}
 	}
-	// ids_only, field boosts, a null filter, an explicit fusion.
-	ido := a.find("docs", map[string]any{"text": "fox", "ids_only": true, "k": 2, "filter": nil, "fields": map[string]float64{"text": 2}, "fusion": "rrf"})
+	// ids_only, field boosts, an explicit fusion.
+	ido := a.find("docs", map[string]any{"text": "fox", "ids_only": true, "k": 2, "fields": map[string]float64{"text": 2}, "fusion": "rrf"})
 	if len(ido.Hits) != 2 || ido.Hits[0].Fields != nil {
 		t.Errorf("ids_only: %+v", ido.Hits)
 	}
