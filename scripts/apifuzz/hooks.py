@@ -84,27 +84,43 @@ def before_call(context, case, kwargs):
 # The refusals that positive_data_acceptance (ST202) takes for failures
 # although the spec cannot describe them: a JSON Schema states the shape of
 # a value, not whether it names something that exists on this server or in
-# this collection, nor a limit the operator configures. Each is (the
-# server's error code, a regular expression its message matches, the
-# reason). A schema-valid request refused for any other cause stays a
-# failure. docs/apifuzz.md lists them too.
+# this collection, nor a limit the operator configures, nor (in OpenAPI
+# 3.0) a rule that relates array items or query parameters to each other.
+# Each is (the server's error code, a regular expression its message
+# matches, the reason, the operation it is limited to or None for any). A
+# schema-valid request refused for any other cause stays a failure.
+# docs/apifuzz.md lists them too.
+SEARCH_GET = ("GET", "/v1/collections/{name}/search")
 NOT_IN_SPEC = [
     ("k_too_large", r"over the limit of \d+ \(--max-k\)",
-     "k + offset over --max-k: a limit on a sum, set by a flag"),
+     "k + offset over --max-k: a limit on a sum, set by a flag", None),
     ("unknown_retriever", r"this collection has: ",
-     "a retriever (mode, retrievers) this collection does not have"),
+     "a retriever (mode, retrievers) this collection does not have", None),
     ("bad_request", r"query vectors for .*: the collection has no such model",
-     "query vectors for a model this collection does not have"),
+     "query vectors for a model this collection does not have", None),
     ("bad_request", r"fields: field .*: tandem: unknown field",
-     "BM25 fields this collection's schema does not have"),
+     "BM25 fields this collection's schema does not have", None),
     ("invalid_filter", r": unknown field ",
-     "a filter on a field this collection's schema does not have"),
+     "a filter on a field this collection's schema does not have", None),
+    ("bad_request", r"text: the collection has no text field for bm25 to search",
+     "text for bm25 in a collection whose schema has no text field (one the fuzzer made)", None),
     ("bad_request", r"(depth|weight) given for .*, which is not among the retrievers",
-     "a depth or weight for a retriever the search does not use"),
+     "a depth or weight for a retriever the search does not use", None),
     ("bad_request", r"needs text or a query vector \(bm25 alone ranks a filter's documents\)",
-     "a dense or late retriever with neither text nor a query vector: a rule across fields that depends on the retrievers"),
+     "a dense or late retriever with neither text nor a query vector: a rule across fields that depends on the retrievers", None),
     ("bad_model", r"is not installed on this server \(installed: ",
-     "a model that is not installed on this server"),
+     "a model that is not installed on this server", None),
+    ("bad_request", r"^give mode or retrievers, not both$",
+     "mode and retrievers together in a GET: a rule across two query parameters, which OpenAPI cannot state (the POST body's schema states it with not)",
+     SEARCH_GET),
+    ("bad_schema", r"^schema field .*: declared twice$",
+     "a field declared twice: unique names across the items of an array, which OpenAPI 3.0 cannot state", None),
+    ("bad_schema", r"^schema field .*: is the id field$",
+     "a field named as the schema's id_field: equality between two members, which OpenAPI cannot state", None),
+    ("bad_schema", r"^schema model .*: listed twice$",
+     "a model listed twice: unique names across the items of an array", None),
+    ("bad_request", r"(late_index|late-interaction index) \".*\": ",
+     "a late_index FAISS cannot build: its index descriptions are a grammar of FAISS's own, and what it builds depends on the library and the dimension", None),
 ]
 
 
@@ -116,11 +132,34 @@ def _server_error(response):
         return None, None
 
 
-def _not_in_spec(response):
+def _not_in_spec(response, case):
+    """The reason of NOT_IN_SPEC that a 400 answer is, or None."""
     if response.status_code != 400:
-        return False
+        return None
     code, message = _server_error(response)
-    return code is not None and any(code == c and re.search(rx, message) for c, rx, _ in NOT_IN_SPEC)
+    if code is None:
+        return None
+    route = (case.operation.method.upper(), case.operation.path)
+    for c, rx, reason, op in NOT_IN_SPEC:
+        if code == c and re.search(rx, message) and op in (None, route):
+            return reason
+    return None
+
+
+# The file run.sh names for the record of what filter_failure drops, one
+# JSON line per failure (dropped.py counts them by reason).
+DROPPED = os.environ.get("APIFUZZ_DROPPED", "")
+NDJSON_BODY = "an NDJSON body that is not a string: every body on the wire is text (Schemathesis's own exception for text/plain)"
+REFUSED_DOCUMENTS = "an invalid document refused in the answer (200, failed > 0), as the spec documents for upserts"
+
+
+def _drop(failure, case, reason):
+    """Record a dropped failure; returns False, filter_failure's 'drop'."""
+    if DROPPED:
+        line = json.dumps({"check": failure.code, "operation": f"{case.operation.method.upper()} {case.operation.path}", "reason": reason})
+        with open(DROPPED, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    return False
 
 
 def _upsert_result(response):
@@ -153,7 +192,8 @@ def filter_failure(context, failure, case, response):
        failed == 0 (nothing refused) stays a failure.
     """
     if failure.code == "ST202":
-        return not _not_in_spec(response)
+        reason = _not_in_spec(response, case)
+        return True if reason is None else _drop(failure, case, reason)
     if failure.code != "ST201" or not _is(case, UPSERT):
         return True
     meta = case.meta
@@ -162,8 +202,8 @@ def filter_failure(context, failure, case, response):
     if meta.is_negative_at(ParameterLocation.PATH) or (case.query or {}).get("wait", "true") != "true":
         return True  # something besides the body is wrong too: the server must refuse it
     if case.media_type == NDJSON:
-        return False
+        return _drop(failure, case, NDJSON_BODY)
     result = _upsert_result(response) if response.status_code == 200 else None
     if result is not None and isinstance(result.get("failed"), int) and result["failed"] > 0:
-        return False
+        return _drop(failure, case, REFUSED_DOCUMENTS)
     return True

@@ -19,11 +19,13 @@
 #   APIFUZZ_SEED  Schemathesis's seed, to repeat a run's generation
 #
 # Output: Schemathesis's progress and summary (operations, test cases,
-# failures by check), then the distinct failures, each with its count and a
-# curl command (failures.py), then where the reports are: failures.md (that
-# list), junit.xml, events.ndjson (Schemathesis's event stream, every
-# request and answer of a failing case), schemathesis.log (its full
-# output) and server.log. Exit status: 0 when Schemathesis reports no
+# failures by check, failures dropped as false positives), then those
+# dropped by reason (dropped.py), then the distinct failures, each with its
+# count and a curl command (failures.py), then where the reports are:
+# failures.md and dropped.md (those lists), junit.xml, events.ndjson
+# (Schemathesis's event stream, every request and answer of a failing
+# case), dropped.ndjson (one line per dropped failure), schemathesis.log
+# (its full output) and server.log. Exit status: 0 when Schemathesis reports no
 # failure and no error, else non-zero.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,7 +51,7 @@ out=${APIFUZZ_OUT:-$ROOT/bin/apifuzz}
 [ -x "$TANDEM" ] || { echo "apifuzz: $TANDEM is missing: run make build" >&2; exit 2; }
 [ -x "$ST" ] || { echo "apifuzz: $ST is missing: run scripts/apifuzz/setup.sh" >&2; exit 2; }
 mkdir -p "$out"
-rm -f "$out"/junit.xml "$out"/events.ndjson "$out"/schemathesis.log "$out"/server.log
+rm -f "$out"/junit.xml "$out"/events.ndjson "$out"/schemathesis.log "$out"/server.log "$out"/dropped.ndjson "$out"/dropped.md "$out"/failures.md
 out=$(cd "$out" && pwd)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/apifuzz.XXXXXX")
@@ -140,7 +142,7 @@ start=$(date +%s)
 	cd "$tmp"
 	# A request stuck past its timeout is reported by Schemathesis; this
 	# bounds the whole run even if Schemathesis itself hangs.
-	exec env SCHEMATHESIS_HOOKS="$HERE/hooks.py" APIFUZZ_KEY="$key" APIFUZZ_COLLECTION="$COLLECTION" \
+	exec env SCHEMATHESIS_HOOKS="$HERE/hooks.py" APIFUZZ_KEY="$key" APIFUZZ_COLLECTION="$COLLECTION" APIFUZZ_DROPPED="$out/dropped.ndjson" \
 		timeout -k 10 $((secs + 180)) "$ST" "${args[@]}"
 ) >"$out/schemathesis.log" 2>&1 &
 fuzzer=$!
@@ -155,13 +157,18 @@ alive=yes
 kill -0 "$server" 2>/dev/null || alive=no
 echo
 say "ran $(($(date +%s) - start)) s; server alive: $alive$([ $alive = yes ] && ps -o rss= -p "$server" | awk '{printf ", RSS %d MB", $1/1024}')"
+"$ROOT/.native/apifuzz/bin/python" "$HERE/dropped.py" "$out/dropped.ndjson" >"$out/dropped.md" || true
+if [ -s "$out/dropped.md" ]; then
+	echo
+	cat "$out/dropped.md"
+fi
 "$ROOT/.native/apifuzz/bin/python" "$HERE/failures.py" "$out/events.ndjson" "$url" "$key" >"$out/failures.md" || true
 if [ -s "$out/failures.md" ]; then
 	echo
 	cat "$out/failures.md"
 	echo
 fi
-say "reports in $out: failures.md, junit.xml, events.ndjson, schemathesis.log, server.log"
+say "reports in $out: failures.md, dropped.md, junit.xml, events.ndjson, schemathesis.log, server.log"
 if [ "$alive" = no ]; then
 	say "FAIL: the server died during the run (server.log)"
 	exit 1
