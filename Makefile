@@ -29,7 +29,8 @@ build: setup
 	go build $(GOFLAGS_BUILD) -o bin/tandem ./cmd/tandem
 
 # The README's test command: set-up, lint, the embedding example, every
-# test, then the build without cgo, which serves BM25 only.
+# test, then the build without cgo, which serves BM25 only, the native fuzz
+# targets and a minute of the outside API fuzzer.
 test: setup lint example
 	bash scripts/setup-browser.sh
 	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
@@ -37,6 +38,7 @@ test: setup lint example
 	CGO_ENABLED=0 go vet ./...
 	CGO_ENABLED=0 go test -count=1 -run NoCgo ./engine/
 	$(MAKE) fuzz FUZZTIME=20s
+	$(MAKE) fuzz-api APIFUZZ_TIME=1m APIFUZZ_DOCS=60
 
 # Installs the native libraries and headers, and the models, where a Go
 # program that imports Tandem finds them with no environment variables:
@@ -72,7 +74,7 @@ fuzz: setup
 # its own Python environment (.native/apifuzz, scripts/apifuzz/setup.sh).
 # Prints Schemathesis's summary and the distinct failures, each with a curl;
 # the reports go to APIFUZZ_OUT (default bin/apifuzz). Fails on any
-# failure.
+# failure. make test runs it for 1 minute over 60 documents.
 APIFUZZ_TIME ?= 10m
 APIFUZZ_DOCS ?= 0
 APIFUZZ_OUT ?= $(ROOT)/bin/apifuzz
