@@ -352,7 +352,8 @@ func ids(hs []tandem.Hit) string {
 
 // TestCreateExisting: creating a collection that exists fails with
 // ErrExists through every node, the metadata leader or a node that
-// forwards to it (a forwarded refusal used to come back as a bare 400).
+// forwards to it (a forwarded refusal used to come back as a bare 400);
+// a schema that no shard could open is refused before it is replicated.
 func TestCreateExisting(t *testing.T) {
 	nodes := testCluster(t, 3, engine.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -373,5 +374,14 @@ func TestCreateExisting(t *testing.T) {
 	}
 	if forwarded != 2 {
 		t.Errorf("%d of the refusals came from another node, want 2 (every node but the metadata leader)", forwarded)
+	}
+	// A schema no shard could open is refused before it is replicated.
+	bad := testSchema()
+	bad.Fields[0].Analyzer = "klingon"
+	if err := nodes[1].CreateCollection(ctx, CollectionSpec{Name: "k", Shards: 1, Replicas: 3, Schema: bad}); !errors.Is(err, ErrBadCollection) || !strings.Contains(err.Error(), `unknown analyzer "klingon"`) {
+		t.Errorf("a schema with an unknown analyzer: %v", err)
+	}
+	if got := len(nodes[0].Collections()); got != 1 {
+		t.Errorf("%d collections after the refused create, want 1", got)
 	}
 }

@@ -553,7 +553,7 @@ func (n *Node) CreateCollection(ctx context.Context, spec CollectionSpec) error 
 	spec.Schema = spec.Schema.Clone()
 	spec.Schema.Strict = true
 	spec.Schema.Fill()
-	if err := spec.Schema.Validate(); err != nil {
+	if err := engine.CheckSchema(spec.Schema); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadCollection, err)
 	}
 	if spec.Schema.BM25 != nil && spec.Schema.BM25.Scoring == tandem.BM25Bleve {

@@ -102,19 +102,32 @@ func (o *Options) fill() error {
 	if o.Schema != nil {
 		s := o.Schema.Clone()
 		s.Fill()
-		if err := s.Validate(); err != nil {
+		if err := CheckSchema(s); err != nil {
 			return err
 		}
-		// The late-interaction index a model names is checked before the
-		// collection is created, not when the index opens.
-		for _, m := range s.Models {
-			if m.Late {
-				if err := latecollect.CheckDescription(m.LateIndex, m.TokenDim); err != nil {
-					return fmt.Errorf("%w: schema model %q: late_index %q: %w", ErrBadRequest, m.Name, m.LateIndex, err)
-				}
+		o.Schema = s
+	}
+	return nil
+}
+
+// CheckSchema reports what makes a filled schema unusable for a new
+// collection, before anything is created: what Schema.Validate reports,
+// a text field's analyzer that Bleve does not know, and a model's
+// late-interaction index that cannot be built. The last two wrap
+// ErrBadRequest.
+func CheckSchema(s *tandem.Schema) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if err := sparse.CheckAnalyzers(s); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	for _, m := range s.Models {
+		if m.Late {
+			if err := latecollect.CheckDescription(m.LateIndex, m.TokenDim); err != nil {
+				return fmt.Errorf("%w: schema model %q: late_index %q: %w", ErrBadRequest, m.Name, m.LateIndex, err)
 			}
 		}
-		o.Schema = s
 	}
 	return nil
 }

@@ -257,8 +257,9 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 	if req.Schema != nil {
 		sc := req.Schema.Clone()
 		sc.Fill()
-		if err := sc.Validate(); err != nil {
-			s.fail(w, errorf(http.StatusBadRequest, "bad_schema", "%s", strings.TrimPrefix(err.Error(), "tandem: ")))
+		if err := engine.CheckSchema(sc); err != nil {
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": "), "tandem: ")
+			s.fail(w, errorf(http.StatusBadRequest, "bad_schema", "%s", msg))
 			return
 		}
 	}

@@ -220,6 +220,11 @@ func TestCreateErrors(t *testing.T) {
 		map[string]any{"schema": map[string]any{"fields": []map[string]any{{"name": "year", "type": "integer"}}}}, `"year"`, `"integer"`)
 	a.fails(http.StatusBadRequest, "bad_schema", "PUT", "/v1/collections/c",
 		map[string]any{"schema": map[string]any{"models": []map[string]any{{"name": "ext", "dense": true, "dim": 4, "external": true}}}}, `"ext"`, "similarity")
+	// An analyzer Bleve does not know is refused at creation, not with
+	// every document afterwards.
+	a.fails(http.StatusBadRequest, "bad_schema", "PUT", "/v1/collections/c",
+		map[string]any{"schema": map[string]any{"fields": []map[string]any{{"name": "title", "type": "text", "analyzer": "klingon"}}}},
+		`schema field "title": unknown analyzer "klingon" (known: en, keyword, standard)`)
 	a.fails(http.StatusBadRequest, "invalid_json", "PUT", "/v1/collections/c", map[string]any{"schemaa": map[string]any{}}, `"schemaa"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "PUT", "/v1/collections/c", `{"schema":`, "invalid JSON")
 	a.fails(http.StatusBadRequest, "invalid_json", "PUT", "/v1/collections/c", map[string]any{"dense": "one"}, `"dense"`)

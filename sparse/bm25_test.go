@@ -414,3 +414,14 @@ func TestKthLargest(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAnalyzers(t *testing.T) {
+	ok := &tandem.Schema{Fields: []tandem.Field{{Name: "title", Type: tandem.Text}, {Name: "body", Type: tandem.Text, Analyzer: "standard"}, {Name: "tag", Type: tandem.Keyword}}}
+	if err := CheckAnalyzers(ok); err != nil {
+		t.Errorf("known analyzers: %v", err)
+	}
+	bad := &tandem.Schema{Fields: []tandem.Field{{Name: "title", Type: tandem.Text}, {Name: "body", Type: tandem.Text, Analyzer: "klingon"}}}
+	if err := CheckAnalyzers(bad); err == nil || err.Error() != `schema field "body": unknown analyzer "klingon" (known: en, keyword, standard)` {
+		t.Errorf("an unknown analyzer: %v", err)
+	}
+}

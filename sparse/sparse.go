@@ -23,6 +23,7 @@ import (
 	_ "github.com/blevesearch/bleve/v2/analysis/lang/en" // registers the "en" analyzer
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/registry"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 
@@ -419,6 +420,29 @@ func (x *Index) buildDocs(ctx context.Context, schema *tandem.Schema, changes []
 		}
 	}
 	return out, nil
+}
+
+// CheckAnalyzers reports a text field of schema whose analyzer is not one
+// Bleve knows here, naming the field and the analyzers it knows, so that a
+// collection is refused when it is created rather than every document
+// when it is indexed.
+func CheckAnalyzers(schema *tandem.Schema) error {
+	m := newMapping()
+	for _, f := range schema.Fields {
+		if f.Type != tandem.Text {
+			continue
+		}
+		name := f.Analyzer
+		if name == "" {
+			name = tandem.DefaultAnalyzer
+		}
+		if m.AnalyzerNamed(name) == nil {
+			_, known := registry.AnalyzerTypesAndInstances()
+			slices.Sort(known)
+			return fmt.Errorf("schema field %q: unknown analyzer %q (known: %s)", f.Name, name, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 func (x *Index) analyzer(name string) (analysis.Analyzer, error) {
