@@ -108,14 +108,21 @@ func Installed() ([]string, error) {
 }
 
 // Find returns the directory of a model: name "" means DefaultModel; a
-// name containing a path separator, or an existing directory, is used as
-// it is; any other name is looked up in the installed models directory.
+// name containing a path separator is used as it is; any other name is an
+// installed model's, or else a directory of that name in the working
+// directory. An installed model comes first, so a server that takes model
+// names from clients loads only installed models by them.
 func Find(name string) (string, error) {
 	if name == "" {
 		name = DefaultModel
 	}
 	if strings.ContainsRune(name, os.PathSeparator) {
 		return name, nil
+	}
+	if models := native.ModelsDir(); models != "" {
+		if dir := filepath.Join(models, name); fileExists(filepath.Join(dir, ConfigFile)) {
+			return dir, nil
+		}
 	}
 	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
 		return name, nil
@@ -125,18 +132,19 @@ func Find(name string) (string, error) {
 		return "", fmt.Errorf("%w: %q: no models directory (searched %s; run scripts/setup.sh and scripts/install.sh, or set TANDEM_MODELS)",
 			ErrNotInstalled, name, strings.Join(native.ModelDirs(), ", "))
 	}
-	dir := filepath.Join(models, name)
-	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); err != nil {
-		var have []string
-		if entries, err := os.ReadDir(models); err == nil {
-			for _, e := range entries {
-				if e.IsDir() {
-					have = append(have, e.Name())
-				}
+	var have []string
+	if entries, err := os.ReadDir(models); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				have = append(have, e.Name())
 			}
 		}
-		return "", fmt.Errorf("%w: %q in %s (installed: %s; run scripts/setup.sh)",
-			ErrNotInstalled, name, models, strings.Join(have, ", "))
 	}
-	return dir, nil
+	return "", fmt.Errorf("%w: %q in %s (installed: %s; run scripts/setup.sh)",
+		ErrNotInstalled, name, models, strings.Join(have, ", "))
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

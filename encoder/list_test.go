@@ -78,6 +78,23 @@ func TestFind(t *testing.T) {
 	if dir, err := Find("./testdata/tiny-t5"); err != nil || dir != "./testdata/tiny-t5" {
 		t.Fatalf("Find(path) = %q, %v", dir, err)
 	}
+	// An installed model comes before a directory of its name in the
+	// working directory; a name installed nowhere finds that directory.
+	cwd := t.TempDir()
+	for _, name := range []string{"tiny-bert", "local-only"} {
+		if err := os.Mkdir(filepath.Join(cwd, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	models, _ := filepath.Abs("testdata")
+	t.Setenv("TANDEM_MODELS", models)
+	t.Chdir(cwd)
+	if dir, err := Find("tiny-bert"); err != nil || dir != filepath.Join(models, "tiny-bert") {
+		t.Errorf("Find(tiny-bert) beside a directory of that name = %q, %v; want the installed one", dir, err)
+	}
+	if dir, err := Find("local-only"); err != nil || dir != "local-only" {
+		t.Errorf("Find(local-only) = %q, %v; want the working directory's", dir, err)
+	}
 }
 
 // Installed names the directories of the models directory that hold a
