@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -47,6 +48,18 @@ const (
 	// recall@10 against exhaustive at 0.978 (0.979 without pruning).
 	DefaultTokenPrune = 0.03
 )
+
+// stageTrace is what a traced residual-code search (SearchOptions.trace)
+// records: the documents each stage passed on, in the order of the
+// stage's scores where it has them.
+type stageTrace struct {
+	probed   []uint64 // stage 2
+	centroid []uint64 // stage 3, best first
+	residual []scored // stage 4, best first, with residual-code scores
+	// took is the time to the end of each stage: the centroid scores,
+	// stages 2 to 5.
+	took [5]time.Duration
+}
 
 // scored is a candidate and its score at the latest stage it reached.
 // When stage 3 ran, slot locates the candidate's best centroid score per
@@ -93,6 +106,12 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	if r == nil || so.K == 0 {
 		return nil, nil
 	}
+	start := time.Now()
+	stage := func(i int) {
+		if so.trace != nil {
+			so.trace.took[i] = time.Since(start)
+		}
+	}
 	dim := f.opts.Dim
 	nq := len(query) / dim
 	stride := (nq + 7) &^ 7
@@ -100,6 +119,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism); err != nil {
 		return nil, fmt.Errorf("latecollect: search: %w", err)
 	}
+	stage(0)
 
 	var cands []scored
 	if so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap) {
@@ -113,6 +133,12 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	stage(1)
+	if tr := so.trace; tr != nil {
+		for _, c := range cands {
+			tr.probed = append(tr.probed, c.num)
+		}
 	}
 
 	// Stage 3: centroid interaction over every token of each candidate.
@@ -130,6 +156,12 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 			cands[i].slot = int32(i)
 		}, 0)
 		cands = bestFirst(cands, keep3)
+	}
+	stage(2)
+	if tr := so.trace; tr != nil {
+		for _, c := range cands {
+			tr.centroid = append(tr.centroid, c.num)
+		}
 	}
 
 	// Stage 4: residual codes, scored through lookup tables, of the
@@ -176,6 +208,10 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	stage(3)
+	if tr := so.trace; tr != nil {
+		tr.residual = slices.Clone(cands)
+	}
 
 	// Stage 5: exact, from the stored tokens.
 	nExact := so.ExactCap
@@ -197,6 +233,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 			return nil, err
 		}
 	}
+	stage(4)
 	hits := make([]Hit, len(cands))
 	for i, c := range cands {
 		hits[i] = Hit{DocNum: c.num, Score: c.score}

@@ -52,6 +52,10 @@ type SearchOptions struct {
 	KPrime, CandidateCap, NProbe, ResidualCap, ExactCap int
 	// TokenPrune overrides Options.TokenPrune.
 	TokenPrune float32
+
+	// trace, when set (tests), records the candidates of each stage of
+	// a residual-code search.
+	trace *stageTrace
 }
 
 // Hit is one scored document.
