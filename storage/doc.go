@@ -1,9 +1,10 @@
-// Package storage is Tandem's source of truth, kept in Badger v4: documents,
-// metadata, vectors, token vectors, id maps, index snapshots and the change
-// log from which every derived index (Bleve, FAISS) is rebuilt or caught up.
+// Package storage is Tandem's source of truth, kept in Badger v4 and in
+// blob segment files beside it: documents, metadata, vectors, token
+// vectors, id maps, index snapshots and the change log from which every
+// derived index (Bleve, FAISS) is rebuilt or caught up.
 //
 // The main type is Store; writes go through a Batch committed by
-// Store.Write.
+// Store.Write. Store.ReadBlob reads a blob into a caller's buffer.
 //
 // # Invariants
 //
@@ -30,6 +31,38 @@
 //     loses nothing (the OS has the data), a machine crash may.
 //   - Blobs ("vec/<model>", "tok/<model>") belong to a document: a put
 //     replaces all of them, a delete removes them, in the same transaction.
+//   - Blobs of at least 4 KiB (Badger's value threshold, so that no blob
+//     reaches Badger's memory-mapped value log) are appended to blob
+//     segments, files under <dir>/blobs (000001.blob, ...), and Badger
+//     holds a pointer record under the blob's key: segment, offset,
+//     length and CRC-32C, with user-meta byte blobPointerMeta; smaller
+//     blobs, and those of collections written before segments existed,
+//     are held in Badger whole (user-meta 0) and read as they are. Badger
+//     stays the single record of which blobs are live: a segment byte no
+//     committed pointer refers to is garbage.
+//   - A Write appends its batch's large blobs to the active segment and
+//     fsyncs it (unless NoSync) before its transaction commits, so an
+//     acknowledged write's blobs are durable; a batch whose transaction
+//     fails before its commit truncates them away, and a crash before the
+//     commit leaves them as unreferenced garbage. Segment files are
+//     written through Options.FS and never rewritten in place.
+//   - Blob reads (Blob, ReadBlob, ScanBlobs, Backup) go through pread,
+//     never a memory map, and check the CRC-32C of every blob read: a
+//     mismatch, a short read, or a pointer into a segment that is missing
+//     or has a wrong header is ErrCorruption naming the segment and the
+//     offset. Such damage is found at read time; the rest of the
+//     collection opens and reads.
+//   - Open recomputes each segment's live bytes from the pointers (one
+//     pass over the blob keys) and removes the segments no pointer refers
+//     to. A segment of which at least half is garbage is compacted by GC
+//     (and the store's own GC loop): its live blobs are copied to a new
+//     segment, which is fsynced; each pointer is then swapped in a
+//     transaction only if it still points at the old place (a write that
+//     replaced or deleted the blob meanwhile wins); Badger is synced; the
+//     old segment is removed once no read or scan in progress uses it. A
+//     crash at any step leaves every live blob readable.
+//   - A Backup carries every blob's bytes, never a pointer; Restore puts
+//     large blobs back into segments.
 //   - Snapshots of derived indexes are files under <dir>/snapshots whose
 //     name, included sequence, length and CRC-32C are committed in Badger
 //     after the file and its directory are fsynced; the commit is the
@@ -44,8 +77,9 @@
 //     a full file system raises SIGBUS rather than an error. So a write
 //     that would leave less than Options.DiskReserve (DefaultDiskReserve,
 //     128 MiB) free fails with ErrDiskFull, which wraps syscall.ENOSPC,
-//     and stores nothing; snapshot commits are refused the same way. Once
-//     space is freed, writes succeed again.
+//     and stores nothing (its large blobs are counted before any is
+//     appended); snapshot commits and blob compactions are refused the
+//     same way. Once space is freed, writes succeed again.
 //   - The schema is stored in the collection. A non-strict schema grows
 //     when a document has a new field (its type is inferred); the new
 //     schema is committed with the batch that introduced the field.
@@ -54,7 +88,11 @@
 //
 // One-byte table tags, big-endian numbers: m<name> meta (schema, counters),
 // i<id> → docnum, n<docnum> → id, d<docnum> → document JSON,
-// b<docnum><name> → blob, l<seq> → change, s<name> → snapshot record.
+// b<docnum><name> → blob or pointer record (user-meta blobPointerMeta:
+// version 1, segment u32, offset u64, length u32, CRC-32C u32,
+// little-endian), l<seq> → change, s<name> → snapshot record.
+// Segment files under blobs/: a 16-byte header ("TBLB", version u32,
+// segment id u32, zero u32), then blob bytes back to back.
 //
 // # Usage
 //

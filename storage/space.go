@@ -25,7 +25,11 @@ const DefaultDiskReserve = 128 << 20
 // checkSpace fails with ErrDiskFull when writing need more bytes would
 // leave less than the reserve free. Each byte is counted twice: Badger
 // may hold it in its log and then in a table.
-func (s *Store) checkSpace(need int64) error {
+func (s *Store) checkSpace(need int64) error { return s.checkFree(2 * need) }
+
+// checkFree fails with ErrDiskFull when writing need bytes would leave
+// less than the reserve free. Blob segments hold each byte once.
+func (s *Store) checkFree(need int64) error {
 	if s.dir == "" || s.reserve < 0 {
 		return nil
 	}
@@ -33,8 +37,8 @@ func (s *Store) checkSpace(need int64) error {
 	if !ok {
 		return nil // unknown: let Badger try
 	}
-	if free < s.reserve+2*need {
-		return fmt.Errorf("%w: %d bytes free in %s; the write needs %d and %d are kept in reserve", ErrDiskFull, free, s.dir, 2*need, s.reserve)
+	if free < s.reserve+need {
+		return fmt.Errorf("%w: %d bytes free in %s; the write needs %d and %d are kept in reserve", ErrDiskFull, free, s.dir, need, s.reserve)
 	}
 	return nil
 }

@@ -67,9 +67,9 @@ type Options struct {
 	// turns the check off. A write that would leave less fails with
 	// ErrDiskFull before Badger sees it (see DefaultDiskReserve).
 	DiskReserve int64
-	// FS is the file system the store writes its snapshot files to (nil
-	// is the OS's); tests inject faults through it. Badger's own files
-	// always go to the OS.
+	// FS is the file system the store writes its snapshot files and blob
+	// segments to (nil is the OS's); tests inject faults through it.
+	// Badger's own files always go to the OS.
 	FS vfs.FS
 	// MemTableSize is the size of one of Badger's memtables, in bytes;
 	// 0 means DefaultMemTableSize. Badger keeps up to three (one taking
@@ -108,6 +108,9 @@ type Store struct {
 	dir     string
 	fs      vfs.FS
 	reserve int64 // see Options.DiskReserve; negative: no check
+	// blobs holds the large blobs (blobfile.go); nil for an in-memory
+	// store, which keeps every blob in Badger.
+	blobs *blobFiles
 
 	// stop ends the garbage-collection goroutine, which closes stopped.
 	stop, stopped chan struct{}
@@ -119,8 +122,10 @@ type Store struct {
 	closed bool // guarded by life
 
 	// writeMu serialises Write, which reads the counters, commits, then
-	// publishes new counters.
+	// publishes new counters, and the pointer swaps of blob compaction.
 	writeMu sync.Mutex
+	// compactMu serialises blob compactions (Store.GC).
+	compactMu sync.Mutex
 
 	// names maps every live docnum to its external id in memory, as the
 	// n<docnum> keys do on disk: IDs, which turns every search's hits
@@ -179,7 +184,18 @@ func Open(dir string, opts *Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if !o.InMemory {
+		live, err := livePointers(db)
+		if err == nil {
+			s.blobs, err = openBlobFiles(s.fs, filepath.Join(dir, "blobs"), !o.NoSync, live)
+		}
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	if err := s.removeOrphanSnapshots(); err != nil {
+		s.closeBlobs()
 		db.Close()
 		return nil, err
 	}
@@ -239,22 +255,24 @@ func (s *Store) collectGarbage() {
 	}
 }
 
-// GC rewrites the value-log files of which at least half is garbage
-// (values that later writes replaced or deleted), until none is left. The
-// store runs it every few minutes by itself.
+// GC compacts the blob segments of which at least half is garbage (see
+// compactBlobs), then rewrites the value-log files of which at least half
+// is garbage (values that later writes replaced or deleted), until none
+// is left. The store runs it every few minutes by itself.
 func (s *Store) GC() error {
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
+	cerr := s.compactBlobs()
 	for {
 		err := s.db.RunValueLogGC(0.5)
 		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
-			return nil
+			return cerr
 		}
 		if err != nil {
-			return fmt.Errorf("storage: value log GC: %w", err)
+			return errors.Join(cerr, fmt.Errorf("storage: value log GC: %w", err))
 		}
 	}
 }
@@ -346,10 +364,18 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	berr := s.closeBlobs()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close: %w", err)
 	}
-	return nil
+	return berr
+}
+
+func (s *Store) closeBlobs() error {
+	if s.blobs == nil {
+		return nil
+	}
+	return s.blobs.close()
 }
 
 // Schema returns a copy of the current schema.
@@ -508,15 +534,29 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 		norm[i] = d
 	}
 
+	// Large blobs go to the active segment first, and are synced before
+	// the transaction that points at them commits.
+	ptrs, app, err := s.appendBlobs(b)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	var added, freed []blobPtr
+	for _, m := range ptrs {
+		for _, p := range m {
+			added = append(added, p)
+		}
+	}
+
 	var res WriteResult
 	type named struct {
 		num uint64
 		id  string // "" for a delete
 	}
 	var names []named
-	var need int64 // bytes of documents and blobs, for checkSpace
-	err := s.db.Update(func(txn *badger.Txn) error {
-		need = 0
+	var need int64 // bytes of documents and blobs Badger stores, for checkSpace
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	err = func() error {
 		for i, op := range b.ops {
 			num, exists, err := lookupID(txn, op.doc.ID)
 			if err != nil {
@@ -526,7 +566,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 				if !exists {
 					continue
 				}
-				if err := deleteDoc(txn, op.doc.ID, num); err != nil {
+				if err := deleteDoc(txn, op.doc.ID, num, &freed); err != nil {
 					return err
 				}
 				names = append(names, named{num, ""})
@@ -539,7 +579,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 				continue
 			}
 			if exists {
-				if err := deleteBlobs(txn, num); err != nil {
+				if err := deleteBlobs(txn, num, &freed); err != nil {
 					return err
 				}
 			} else {
@@ -563,10 +603,14 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 			}
 			need += int64(len(body) + len(op.doc.ID))
 			for name, v := range op.blobs {
-				need += int64(len(v) + len(name))
-				if name == "" {
-					return &BatchError{Index: i, ID: op.doc.ID, Err: errors.New("empty blob name")}
+				if p, ok := ptrs.at(i, name); ok {
+					need += int64(pointerSize + len(name))
+					if err := txn.SetEntry(badger.NewEntry(blobKey(num, name), p.encode()).WithMeta(blobPointerMeta)); err != nil {
+						return err
+					}
+					continue
 				}
+				need += int64(len(v) + len(name))
 				if err := txn.Set(blobKey(num, name), v); err != nil {
 					return err
 				}
@@ -600,12 +644,22 @@ func (s *Store) Write(ctx context.Context, b *Batch) (WriteResult, error) {
 			}
 		}
 		return s.checkSpace(need)
-	})
+	}()
+	if err != nil {
+		// Nothing refers to the blobs the batch appended.
+		app.undo()
+	} else {
+		// A failed commit may leave the appended blobs as garbage.
+		err = txn.Commit()
+	}
 	if errors.Is(err, badger.ErrTxnTooBig) {
 		return WriteResult{}, fmt.Errorf("%w (%d operations): split it", ErrBatchTooLarge, len(b.ops))
 	}
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("storage: write batch: %w", err)
+	}
+	if s.blobs != nil {
+		s.blobs.account(added, freed)
 	}
 	s.names.Lock()
 	if n := int(nextDoc); n > len(s.names.ids) {
@@ -642,7 +696,7 @@ func lookupID(txn *badger.Txn, id string) (uint64, bool, error) {
 	return n, true, err
 }
 
-func deleteDoc(txn *badger.Txn, id string, num uint64) error {
+func deleteDoc(txn *badger.Txn, id string, num uint64, freed *[]blobPtr) error {
 	if err := txn.Delete(idKey(id)); err != nil {
 		return err
 	}
@@ -652,15 +706,26 @@ func deleteDoc(txn *badger.Txn, id string, num uint64) error {
 	if err := txn.Delete(numKey(num)); err != nil {
 		return err
 	}
-	return deleteBlobs(txn, num)
+	return deleteBlobs(txn, num, freed)
 }
 
-func deleteBlobs(txn *badger.Txn, num uint64) error {
+// deleteBlobs deletes the blobs of document num, adding the pointers of
+// those in segments to freed.
+func deleteBlobs(txn *badger.Txn, num uint64, freed *[]blobPtr) error {
 	prefix := blobPrefix(num)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	var keys [][]byte
 	for it.Rewind(); it.Valid(); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
+		item := it.Item()
+		keys = append(keys, item.KeyCopy(nil))
+		if item.UserMeta() == blobPointerMeta {
+			_ = item.Value(func(v []byte) error {
+				if p, err := decodePtr(v); err == nil {
+					*freed = append(*freed, p)
+				}
+				return nil
+			})
+		}
 	}
 	it.Close()
 	for _, k := range keys {
@@ -748,25 +813,6 @@ func getDoc(txn *badger.Txn, num uint64) (tandem.Doc, bool, error) {
 	return d, true, nil
 }
 
-// Blob returns a copy of the named blob of document num.
-func (s *Store) Blob(num uint64, name string) ([]byte, bool, error) {
-	var out []byte
-	var found bool
-	err := s.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(blobKey(num, name))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		out, err = item.ValueCopy(nil)
-		return err
-	})
-	return out, found, err
-}
-
 // ScanDocs calls fn for every live document in docnum order, from one
 // consistent snapshot. The Doc is fn's to keep.
 func (s *Store) ScanDocs(ctx context.Context, fn func(num uint64, doc tandem.Doc) error) error {
@@ -784,32 +830,6 @@ func (s *Store) ScanDocs(ctx context.Context, fn func(num uint64, doc tandem.Doc
 				return fmt.Errorf("%w: doc %d: %v", ErrCorruption, num, err)
 			}
 			if err := fn(num, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// ScanBlobs calls fn with every blob called name, in docnum order, from
-// one consistent snapshot. The value is only valid during the call.
-func (s *Store) ScanBlobs(ctx context.Context, name string, fn func(num uint64, value []byte) error) error {
-	return s.view(func(txn *badger.Txn) error {
-		// Keys are docnum-first (so a delete finds a document's blobs with
-		// one prefix scan); values are read only for the wanted name.
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagBlob}, PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			item := it.Item()
-			k := item.Key()
-			if string(k[9:]) != name {
-				continue
-			}
-			num := binary.BigEndian.Uint64(k[1:9])
-			if err := item.Value(func(v []byte) error { return fn(num, v) }); err != nil {
 				return err
 			}
 		}
@@ -838,31 +858,9 @@ func (s *Store) Mark(name string) ([]byte, bool, error) {
 	return v, v != nil, nil
 }
 
-// Backup writes a copy of every document, blob, mark, the schema and the
-// change log to w, read in one transaction, so it is the store as of one
-// committed batch even while batches commit. Restore makes a store of it.
-// Snapshots of derived indexes are not copied: a store restored from a
-// backup rebuilds them.
-func (s *Store) Backup(ctx context.Context, w io.Writer) error {
-	s.life.RLock()
-	defer s.life.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	st := s.db.NewStream()
-	st.LogPrefix = "storage.Backup"
-	// One producer: Badger's stream opens one read transaction per
-	// producer, and a single one reads a single committed state.
-	st.NumGo = 1
-	st.ChooseKey = func(item *badger.Item) bool { return item.Key()[0] != tagSnapshot }
-	if _, err := st.Backup(w, 0); err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
-	}
-	return ctx.Err()
-}
-
 // Restore creates the store in dir, which must not hold one, from a
-// Backup read from r.
+// Backup read from r. Large blobs go to blob segments, as writes put
+// them, whether the backup was written before segments existed or after.
 func Restore(dir string, r io.Reader, opts *Options) error {
 	if _, err := os.Stat(filepath.Join(dir, "badger")); err == nil {
 		return fmt.Errorf("storage: restore into %s: it holds a store already", dir)
@@ -872,15 +870,43 @@ func Restore(dir string, r io.Reader, opts *Options) error {
 		o = *opts
 	}
 	o.InMemory = false
+	fsys := o.FS
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	// No pointer refers to a segment yet: any left by a failed restore
+	// are removed.
+	bf, err := openBlobFiles(fsys, filepath.Join(dir, "blobs"), !o.NoSync, nil)
+	if err != nil {
+		return fmt.Errorf("storage: restore into %s: %w", dir, err)
+	}
+	defer bf.close()
 	db, err := badger.Open(tune(badger.DefaultOptions(filepath.Join(dir, "badger")), &o))
 	if err != nil {
 		return fmt.Errorf("storage: restore into %s: %w", dir, err)
 	}
-	if err := db.Load(r, 256); err != nil {
-		db.Close()
-		return fmt.Errorf("storage: restore into %s: %w", dir, err)
+	// Badger's loader reads the backup with its large blobs replaced by
+	// pointers, through a pipe from a goroutine that appends them.
+	app := &appender{b: bf, rollover: true}
+	pr, pw := io.Pipe()
+	converted := make(chan error, 1)
+	go func() {
+		err := segmentBackup(r, pw, app)
+		pw.CloseWithError(err)
+		converted <- err
+	}()
+	err = db.Load(pr, 256)
+	pr.CloseWithError(errors.New("storage: restore stopped"))
+	if cerr := <-converted; cerr != nil {
+		err = cerr
 	}
-	if err := db.Sync(); err != nil {
+	if err == nil {
+		err = app.sync()
+	}
+	if err == nil {
+		err = db.Sync()
+	}
+	if err != nil {
 		db.Close()
 		return fmt.Errorf("storage: restore into %s: %w", dir, err)
 	}
