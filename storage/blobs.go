@@ -318,6 +318,9 @@ func (s *Store) compactBlobs() error {
 	var firstErr error
 	var buf []byte
 	for _, id := range ids {
+		if s.stopping() {
+			return firstErr // Close: the next Open's GC goes on
+		}
 		lo, _ := slices.BinarySearchFunc(moves, id, func(m blobMove, id uint32) int { return cmp.Compare(m.old.seg, id) })
 		hi, _ := slices.BinarySearchFunc(moves, id+1, func(m blobMove, id uint32) int { return cmp.Compare(m.old.seg, id) })
 		mine := moves[lo:hi]
@@ -331,6 +334,9 @@ func (s *Store) compactBlobs() error {
 		stuck := false
 		kept := mine[:0]
 		for _, m := range mine {
+			if s.stopping() {
+				return firstErr // what was copied is garbage, nothing refers to it
+			}
 			buf, err = s.blobs.read(m.old, buf[:0])
 			if err != nil {
 				stuck = true
@@ -363,6 +369,16 @@ func (s *Store) compactBlobs() error {
 		}
 	}
 	return firstErr
+}
+
+// stopping reports whether Close has begun.
+func (s *Store) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // swapPointers points each move's key at its new place if it still points

@@ -224,18 +224,19 @@ func tune(bo badger.Options, o *Options) badger.Options {
 		WithBlockCacheSize(blockCache).WithValueLogFileSize(valueLogFileSize)
 }
 
-// valueThreshold is the size above which Badger keeps a value in its value
-// log instead of in the LSM tree. Badger's default (1 MiB) keeps token
-// matrices (a few hundred KiB each) in the tree, where every compaction
-// rewrites them: indexing SciFact wrote its 1.3 GB of token blobs about
-// five times over. Above this threshold a value is written once, and the
-// tree holds a pointer; documents and pooled vectors (1.5 KiB at 384-d)
-// stay in the tree, where scans read them fastest.
+// valueThreshold is the size from which Badger keeps a value in its value
+// log instead of in the LSM tree. Badger's default (1 MiB) keeps large
+// values in the tree, where every compaction rewrites them: indexing
+// SciFact wrote its 1.3 GB of token blobs about five times over, when they
+// were held in Badger. Blobs from this size go to blob segments instead
+// (blobThreshold), so only documents this large reach the value log;
+// smaller documents and pooled vectors (1.5 KiB at 384-d) stay in the
+// tree, where scans read them fastest.
 const valueThreshold = 4 << 10
 
-// gcInterval is how often the value log is garbage-collected: values that
-// updates and deletes replaced stay in it until a collection rewrites
-// their file.
+// gcInterval is how often blob segments and the value log are
+// garbage-collected: blobs and values that updates and deletes replaced
+// stay in them until a collection rewrites their file.
 const gcInterval = 5 * time.Minute
 
 // collectGarbage runs Badger's value-log garbage collection every
