@@ -172,3 +172,48 @@ func benchDirBytes(dir string) int64 {
 	})
 	return n
 }
+
+// BenchmarkOpenPointers times the pass Open makes over the blob keys to
+// count each segment's live bytes (livePointers), over a store holding
+// TANDEM_BLOB_BENCH_POINTERS pointer records (default 100,000; a
+// collection of n documents with one token matrix each holds n) and as
+// many small inline blobs, which the pass skips:
+//
+//	TANDEM_BLOB_BENCH_POINTERS=1000000 go test -run '^$' -bench OpenPointers -benchtime 3x ./storage/
+func BenchmarkOpenPointers(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("TANDEM_BLOB_BENCH_POINTERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("TANDEM_BLOB_BENCH_POINTERS=%q: want a positive number", v)
+		}
+	}
+	dir := b.TempDir()
+	s, err := Open(dir, &Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	wb := s.db.NewWriteBatch()
+	vec := make([]byte, smallBlob)
+	for i := range n {
+		p := blobPtr{seg: uint32(1 + i/1000), off: segmentHeader + int64(i%1000)*250_000, n: 250_000}
+		if err := wb.SetEntry(badger.NewEntry(blobKey(uint64(i), "tok/m"), p.encode()).WithMeta(blobPointerMeta)); err != nil {
+			b.Fatal(err)
+		}
+		if err := wb.Set(blobKey(uint64(i), "vec/m"), vec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		live, err := livePointers(s.db)
+		if err != nil || len(live) != (n+999)/1000 {
+			b.Fatalf("%d segments, %v", len(live), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/pointer")
+}
