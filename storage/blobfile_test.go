@@ -569,9 +569,10 @@ func TestRestoreBadgerBackup(t *testing.T) {
 	}
 }
 
-// Reads of every kind, in goroutines, while writers replace blobs and GC
-// compacts the segments under them: no read fails, and every blob read is
-// a whole version of its document. Run with -race.
+// Reads of every kind (ReadBlob from two goroutines, ScanBlobs, Backup),
+// while a writer replaces blobs and GC compacts the segments under them:
+// no read fails, every blob read is a whole version of its document, and
+// the last versions are the ones written. Run with -race.
 func TestReadBlobDuringCompaction(t *testing.T) {
 	smallSegments(t, 200<<10) // 5 blobs a segment
 	const docs = 20
@@ -631,6 +632,21 @@ func TestReadBlobDuringCompaction(t *testing.T) {
 			}
 		}
 	})
+	var backups atomic.Int64
+	wg.Go(func() {
+		for !stop.Load() {
+			var buf bytes.Buffer
+			if err := s.Backup(context.Background(), &buf); err != nil {
+				report(fmt.Errorf("Backup: %w", err))
+				return
+			}
+			if buf.Len() < docs*bigBlob {
+				report(fmt.Errorf("a backup of %d bytes, less than the blobs", buf.Len()))
+				return
+			}
+			backups.Add(1)
+		}
+	})
 	wg.Go(func() {
 		for !stop.Load() {
 			if err := s.GC(); err != nil {
@@ -660,7 +676,7 @@ func TestReadBlobDuringCompaction(t *testing.T) {
 	if reads.Load() == 0 || compactions.Load() == 0 {
 		t.Errorf("%d reads, %d GC passes", reads.Load(), compactions.Load())
 	}
-	t.Logf("%d reads, %d GC passes, %d segments compacted", reads.Load(), compactions.Load(), s.blobs.stats().Compacted)
+	t.Logf("%d reads, %d backups, %d GC passes, %d segments compacted", reads.Load(), backups.Load(), compactions.Load(), s.blobs.stats().Compacted)
 	if err := s.GC(); err != nil {
 		t.Fatal(err)
 	}
