@@ -390,7 +390,7 @@ func (b *blobFiles) release(seg *segment) {
 func (b *blobFiles) read(p blobPtr, dst []byte) ([]byte, error) {
 	seg, err := b.acquire(p.seg)
 	if err != nil {
-		return dst, err
+		return dst, fmt.Errorf("%w (blob of %d bytes at offset %d)", err, p.n, p.off)
 	}
 	defer b.release(seg)
 	n := len(dst)

@@ -359,7 +359,7 @@ func TestBlobCorruption(t *testing.T) {
 	for i, want := range map[int]string{
 		1: fmt.Sprintf("blobs/000001.blob: checksum %%08x of %d bytes at offset %d", bigBlob, segmentHeader+bigBlob),
 		5: fmt.Sprintf("blobs/000002.blob: 10 of %d bytes at offset %d (short file)", bigBlob, segmentHeader+2*bigBlob),
-		7: "blobs/000003.blob is missing",
+		7: fmt.Sprintf("blobs/000003.blob is missing (blob of %d bytes at offset %d)", bigBlob, segmentHeader+bigBlob),
 	} {
 		num, _, _ := s.Lookup(fmt.Sprint("d", i))
 		_, _, err := s.Blob(num, "tok/m")

@@ -35,7 +35,7 @@
 //     reaches Badger's memory-mapped value log) are appended to blob
 //     segments, files under <dir>/blobs (000001.blob, ...), and Badger
 //     holds a pointer record under the blob's key: segment, offset,
-//     length and CRC-32C, with user-meta byte blobPointerMeta; smaller
+//     length and CRC-32C, with Badger user-meta byte 0x42; smaller
 //     blobs, and those of collections written before segments existed,
 //     are held in Badger whole (user-meta 0) and read as they are. Badger
 //     stays the single record of which blobs are live: a segment byte no
@@ -46,12 +46,12 @@
 //     fails before its commit truncates them away, and a crash before the
 //     commit leaves them as unreferenced garbage. Segment files are
 //     written through Options.FS and never rewritten in place.
-//   - Blob reads (Blob, ReadBlob, ScanBlobs, Backup) go through pread,
-//     never a memory map, and check the CRC-32C of every blob read: a
-//     mismatch, a short read, or a pointer into a segment that is missing
-//     or has a wrong header is ErrCorruption naming the segment and the
-//     offset. Such damage is found at read time; the rest of the
-//     collection opens and reads.
+//   - Blobs in segments are read (by Blob, ReadBlob, ScanBlobs and Backup)
+//     with pread, never through a memory map, and every read checks the
+//     blob's CRC-32C: a mismatch, a short read, or a pointer into a
+//     segment that is missing or has a wrong header is ErrCorruption
+//     naming the segment and the offset. Such damage is found at read
+//     time; the rest of the collection opens and reads.
 //   - Open recomputes each segment's live bytes from the pointers (one
 //     pass over the blob keys) and removes the segments no pointer refers
 //     to. A segment of which at least half is garbage is compacted by GC
@@ -88,7 +88,7 @@
 //
 // One-byte table tags, big-endian numbers: m<name> meta (schema, counters),
 // i<id> → docnum, n<docnum> → id, d<docnum> → document JSON,
-// b<docnum><name> → blob or pointer record (user-meta blobPointerMeta:
+// b<docnum><name> → blob, or pointer record (user-meta 0x42:
 // version 1, segment u32, offset u64, length u32, CRC-32C u32,
 // little-endian), l<seq> → change, s<name> → snapshot record.
 // Segment files under blobs/: a 16-byte header ("TBLB", version u32,
