@@ -473,7 +473,8 @@ type Stats struct {
 	Dense []dense.Stats `json:"dense,omitempty"`
 	Late  []LateStats   `json:"late,omitempty"`
 	// DiskBytes is the size on disk of each part of the collection
-	// directory: badger, bleve, snapshots.
+	// directory: badger, blobs (storage's blob segments), bleve,
+	// snapshots, derived.
 	DiskBytes map[string]int64 `json:"disk_bytes"`
 }
 
@@ -531,7 +532,7 @@ func (e *Engine) Stats() (Stats, error) {
 				TokenFileBytes: ls.TokenFileBytes, TokenFileErrors: ls.TokenFileErrors})
 		}
 	}
-	for _, part := range []string{"badger", "bleve", "snapshots", "derived"} {
+	for _, part := range []string{"badger", "blobs", "bleve", "snapshots", "derived"} {
 		s.DiskBytes[part] = dirSize(filepath.Join(e.dir, part))
 	}
 	return s, nil

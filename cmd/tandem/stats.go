@@ -68,7 +68,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory (%.1f bytes/token), %s of it token blobs\n",
 			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, size(l.MemoryBytes), l.BytesPerToken, size(l.StoredBytes))
 	}
-	fmt.Fprintf(stdout, "disk        badger %s, bleve %s, snapshots %s, derived %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]), size(s.DiskBytes["derived"]))
+	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s, derived %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["blobs"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]), size(s.DiskBytes["derived"]))
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
 	return nil
 }

@@ -1,11 +1,16 @@
 // Package vfs is the small file-system interface through which Tandem
 // writes and reads the files it manages itself, rather than through Badger
-// or Bleve: the snapshots of derived indexes (storage) and the residual
+// or Bleve: the snapshots of derived indexes and the blob segments that
+// hold large blobs such as token matrices (storage), and the residual
 // late-interaction index's token file (latecollect). OS is the real file
 // system; Faulty wraps one to inject I/O errors, torn writes and flipped
 // bytes in tests.
 //
 // # Invariant
+//
+// Blob segments are append-only: bytes are appended and synced before the
+// Badger commit that points at them, and a segment is removed only after
+// compaction has moved its live blobs and the pointer swaps are synced.
 //
 // A file that replaces another is written under a temporary name, synced,
 // and only then made current, by a rename or by a record committed in
