@@ -99,13 +99,17 @@ func (f *residualFamily) search(ctx context.Context, query []float32, so SearchO
 //  4. those are scored from centroid + residual code;
 //  5. the best ExactCap are rescored exactly from the stored tokens.
 //
-// Each hit carries the score of the last stage it reached: exact for the
-// hits of stage 5, residual-code scores for the others.
+// The caps grow with K (depthCaps), so that the list fusion takes (K =
+// the depth, 100 by default) ranks as the exhaustive search would. Every
+// hit is one of the documents of stage 5 and carries its exact score;
+// with a negative ExactCap (no exact stage) hits carry residual-code
+// scores.
 func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
 	r := f.rc
 	if r == nil || so.K == 0 {
 		return nil, nil
 	}
+	so.CandidateCap, so.ResidualCap = depthCaps(so.K, so.CandidateCap, so.ResidualCap)
 	start := time.Now()
 	stage := func(i int) {
 		if so.trace != nil {
@@ -216,7 +220,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	// Stage 5: exact, from the stored tokens.
 	nExact := so.ExactCap
 	if nExact == 0 {
-		nExact = f.exactCapLocked()
+		nExact = max(f.exactCapLocked(), depthExact(so.K))
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
@@ -234,11 +238,43 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 		}
 	}
 	stage(4)
+	if so.ExactCap >= 0 {
+		// Only exact scores are ranked: a residual-code score is no
+		// bound on the exact one in either direction.
+		cands = cands[:nExact]
+	}
 	hits := make([]Hit, len(cands))
 	for i, c := range cands {
 		hits[i] = Hit{DocNum: c.num, Score: c.score}
 	}
 	return topHits(hits, so.K), nil
+}
+
+// The residual-code search's caps per hit asked for: with K hits, at
+// least DepthCandidates·K documents go through the centroid
+// interaction, DepthResidual·K through the residual codes, and
+// depthExact(K) are rescored exactly. Measured on SciFact at K=100 (the
+// fusion depth; README, "At the depth fusion uses"): 2048, 1024 and 128
+// rank as the exhaustive search does by the qrels (nDCG@10 0.7473, R@100
+// 0.9617 against 0.9667) where the caps set for K=10 (1024, 512, 32)
+// lost 0.002 and 0.02.
+const (
+	DepthCandidates = 20
+	DepthResidual   = 10
+)
+
+// depthCaps returns the candidate and residual caps for K hits: the
+// configured ones, raised to DepthCandidates·K and DepthResidual·K.
+func depthCaps(k, candidates, residual int) (int, int) {
+	return max(candidates, min(k, 1<<20)*DepthCandidates), max(residual, min(k, 1<<20)*DepthResidual)
+}
+
+// depthExact is the fewest documents rescored exactly for K hits: K and a
+// quarter more, so that the K-th by exact score is rarely past the
+// documents rescored (128 for K=100).
+func depthExact(k int) int {
+	k = min(k, 1<<20)
+	return k + (k+3)/4 + 3
 }
 
 // exactCapLocked is the automatic ExactCap: the documents that make up
