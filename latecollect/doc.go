@@ -92,7 +92,10 @@
 // the listed documents are ranked by their best probed centroids; the
 // best CandidateCap are scored through the centroids of all their tokens;
 // the best ResidualCap from centroid plus residual code; and the best
-// ExactCap exactly from their full-precision tokens.
+// ExactCap exactly from their full-precision tokens. The caps grow with
+// the hits asked for (DepthCandidates and DepthResidual per hit, a quarter
+// more exact than hits), so that a fusion's list of 100 ranks as the
+// exhaustive search would.
 //
 //   - Residual codes are never decoded: a token's score is its centroid's
 //     score plus one looked-up value per 4-bit nibble of its code, in
@@ -121,8 +124,9 @@
 //     run is provisional and retrained where the next run starts, so the
 //     index does not depend on how the log was cut into Apply calls.
 //     Retraining is synchronous: it holds the write lock.
-//   - A hit's score is the score of the last stage it reached: exact for
-//     the ExactCap best, residual-code scores below them. Exhaustive mode
+//   - Every hit is one of the documents the exact stage rescored, and its
+//     score is exact, as with FAISS token keys (a negative ExactCap, for
+//     measurements, ranks residual-code scores instead). Exhaustive mode
 //     scores every document exactly from the token file.
 //   - Docnums must be below 2^32 and the dimension a multiple of 8.
 //
