@@ -126,13 +126,14 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	stage(0)
 
 	var cands []scored
-	if so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap) {
+	switch {
+	case so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap):
 		for it := so.Allow.Iterator(); it.HasNext(); {
 			if num := it.Next(); f.has(num) {
 				cands = append(cands, scored{num: num})
 			}
 		}
-	} else {
+	default:
 		cands = f.probeLocked(table, nq, stride, so)
 	}
 	if err := ctx.Err(); err != nil {
@@ -220,7 +221,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	// Stage 5: exact, from the stored tokens.
 	nExact := so.ExactCap
 	if nExact == 0 {
-		nExact = max(f.exactCapLocked(), depthExact(so.K))
+		nExact = max(f.exactCapLocked(), f.depthExactLocked(so.K))
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
@@ -252,29 +253,40 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 
 // The residual-code search's caps per hit asked for: with K hits, at
 // least DepthCandidates·K documents go through the centroid
-// interaction, DepthResidual·K through the residual codes, and
-// depthExact(K) are rescored exactly. Measured on SciFact at K=100 (the
-// fusion depth; README, "At the depth fusion uses"): 2048, 1024 and 128
-// rank as the exhaustive search does by the qrels (nDCG@10 0.7473, R@100
-// 0.9617 against 0.9667) where the caps set for K=10 (1024, 512, 32)
-// lost 0.002 and 0.02.
+// interaction, DepthResidual·K through the residual codes, and the exact
+// stage rescores K and a quarter more documents, and at least
+// DepthExactValues·K full-precision values' worth. Measured at K=100 (the
+// fusion depth; README, "At the depth fusion uses"): on SciFact 2048,
+// 1024 and 128 (327 tokens of 384 values a document) rank as the
+// exhaustive search does by the qrels (nDCG@10 0.7473, R@100 0.9617
+// against 0.9667) where the caps set for K=10 (1024, 512, 32) lost 0.002
+// and 0.02; Cranfield's shorter documents (213 tokens), coded against
+// fewer centroids, needed about 196 exact for R@100 within 0.005.
 const (
-	DepthCandidates = 20
-	DepthResidual   = 10
+	DepthCandidates  = 20
+	DepthResidual    = 10
+	DepthExactValues = 160_000
 )
 
 // depthCaps returns the candidate and residual caps for K hits: the
 // configured ones, raised to DepthCandidates·K and DepthResidual·K.
 func depthCaps(k, candidates, residual int) (int, int) {
-	return max(candidates, min(k, 1<<20)*DepthCandidates), max(residual, min(k, 1<<20)*DepthResidual)
+	k = min(k, 1<<20)
+	return max(candidates, k*DepthCandidates), max(residual, k*DepthResidual)
 }
 
-// depthExact is the fewest documents rescored exactly for K hits: K and a
-// quarter more, so that the K-th by exact score is rarely past the
-// documents rescored (128 for K=100).
-func depthExact(k int) int {
+// depthExactLocked is the fewest documents rescored exactly for K hits:
+// K and a quarter more, and as many as hold DepthExactValues·K values at
+// the index's mean document length.
+func (f *residualFamily) depthExactLocked(k int) int {
 	k = min(k, 1<<20)
-	return k + (k+3)/4 + 3
+	n := k + (k+3)/4 + 3
+	r := f.rc
+	if len(r.docs) > 0 && r.tokens > 0 {
+		perDoc := float64(r.tokens) / float64(len(r.docs)) * float64(f.opts.Dim)
+		n = max(n, int(math.Ceil(float64(k)*DepthExactValues/perDoc)))
+	}
+	return n
 }
 
 // exactCapLocked is the automatic ExactCap: the documents that make up
