@@ -121,7 +121,7 @@ bench-ingest: build
 # default (tandem bench late): build time, bytes per token, peak RSS,
 # latencies with and without filters, recall@10 against late-exact.
 # LATE_DOCS=100000 is the acceptance run; LATE_FLAGS adds flags, e.g.
-# LATE_FLAGS='--late-index ""' for the FAISS index.
+# LATE_FLAGS='--late-index FAISS' for the FAISS index.
 LATE_DOCS ?= 100000
 LATE_FLAGS ?=
 bench-late: build
@@ -173,7 +173,7 @@ bench-collections: build
 # operation or any disagreement among Badger, Bleve, FAISS and the token
 # index. TORTURE_DIR keeps the collection and ledger (default: a temporary
 # directory, removed when the run passes); TORTURE_FLAGS adds flags, e.g.
-# --duration 30m, --seed N, --late-index "". make test runs 30 kills
+# --duration 30m, --seed N, --late-index FAISS. make test runs 30 kills
 # (cmd/tandem TestTorture).
 # The replication layers issue #17 weighs, side by side on loopback
 # (cluster/consensusbench, a module of its own; docs/cluster.md):

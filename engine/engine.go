@@ -56,8 +56,10 @@ type Options struct {
 	// the installed models from its clients.
 	Dense, Late []string
 	// LateIndex describes the late-interaction index of the models in
-	// Late (latecollect.Options.Description; "Residual" for residual
-	// codes). Stored with the collection like Late.
+	// Late (latecollect.Options.Description): empty for the default,
+	// residual codes ("Residual", see DefaultLateIndex); "FAISS" or a
+	// FAISS factory string for FAISS token keys. Stored with the
+	// collection like Late, the default spelled out.
 	LateIndex string
 	// EncoderThreads caps the threads an encoder takes: a query runs on
 	// this many ONNX Runtime threads, and documents in bulk as up to this
@@ -232,6 +234,16 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		schema = schema.Clone()
 		// Models the schema declares itself (external ones) come first.
 		schema.Models = append(schema.Models, specs...)
+	}
+	if !exists && schema != nil {
+		// A new collection records the late-interaction index of each
+		// late model, the default spelled out (DefaultLateIndex).
+		schema = schema.Clone()
+		for i, m := range schema.Models {
+			if m.Late {
+				schema.Models[i].LateIndex = DefaultLateIndex(m.LateIndex, m.TokenDim)
+			}
+		}
 	}
 	defer func() {
 		for _, enc := range loaded { // those the collection did not take

@@ -99,10 +99,11 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 			if enc.TokenDim() == 0 {
 				return fmt.Errorf("%w %q: cannot serve late interaction: %w", ErrModel, name, encoder.ErrNoTokens)
 			}
-			if err := latecollect.CheckDescription(o.LateIndex, enc.TokenDim()); err != nil {
+			desc := DefaultLateIndex(o.LateIndex, enc.TokenDim())
+			if err := latecollect.CheckDescription(desc, enc.TokenDim()); err != nil {
 				return fmt.Errorf("%w: late-interaction index %q for %q: %w", ErrBadRequest, o.LateIndex, name, err)
 			}
-			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex = true, enc.TokenDim(), o.LateIndex
+			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex = true, enc.TokenDim(), desc
 		} else {
 			if enc.Dim() == 0 {
 				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval (request it for late interaction only, e.g. late:%s)", ErrModel, name, enc.Pooling(), name)
@@ -302,3 +303,20 @@ func docText(fields []tandem.Field, doc tandem.Doc) string {
 // read at most a few hundred tokens (bge-small 512, about 3 KB of English),
 // so a longer text only costs tokenization.
 const maxEncodeBytes = 64 << 10
+
+// DefaultLateIndex is the late-interaction index a new collection records
+// for a model of tokenDim-value tokens when desc (Options.LateIndex, a
+// schema model's LateIndex) is empty: residual codes ("Residual") when
+// tokenDim is a multiple of 8, which they need, else FAISS token keys
+// ("FAISS"). A collection keeps what it recorded, so one created before
+// residual codes were the default (its LateIndex is empty) keeps FAISS.
+func DefaultLateIndex(desc string, tokenDim int) string {
+	switch {
+	case desc != "":
+		return desc
+	case tokenDim > 0 && tokenDim%8 == 0:
+		return "Residual"
+	default:
+		return "FAISS"
+	}
+}

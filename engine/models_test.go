@@ -499,3 +499,61 @@ func TestSharedModelConcurrent(t *testing.T) {
 		t.Fatalf("b holds %d documents, want %d", b.Count(), 3*len(animals))
 	}
 }
+
+// TestDefaultLateIndex: a new collection that names no late-interaction
+// index gets residual codes and records them, one that asks for FAISS
+// keeps FAISS, and a collection whose schema recorded no index (made
+// before residual codes were the default) keeps FAISS token keys.
+func TestDefaultLateIndex(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	desc := func(dir string, o *Options) string {
+		t.Helper()
+		e := openT(t, dir, o)
+		defer e.Close()
+		if _, err := e.Index(ctx, animals[:2]); err != nil {
+			t.Fatal(err)
+		}
+		s, err := e.Stats()
+		if err != nil || len(s.Late) != 1 {
+			t.Fatalf("stats %+v, %v", s, err)
+		}
+		return s.Late[0].Description
+	}
+	dir := t.TempDir()
+	if got := desc(dir, modelOpts()); !strings.HasPrefix(got, "Residual") {
+		t.Errorf("default: late index %q, want residual codes", got)
+	}
+	e := openT(t, dir, nil)
+	if m := e.Schema().Models[0]; m.LateIndex != "Residual" {
+		t.Errorf("default: the schema records late_index %q, want Residual", m.LateIndex)
+	}
+	e.Close()
+	o := modelOpts()
+	o.LateIndex = "FAISS"
+	if got := desc(t.TempDir(), o); strings.HasPrefix(got, "Residual") {
+		t.Errorf("FAISS asked: late index %q", got)
+	}
+	// An older collection: its stored schema's model has no late_index.
+	e = openT(t, t.TempDir(), modelOpts())
+	schema := e.Schema()
+	e.Close()
+	schema.Models[0].LateIndex = ""
+	oldDir := t.TempDir()
+	st, err := storage.Open(oldDir, &storage.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := desc(oldDir, nil); strings.HasPrefix(got, "Residual") {
+		t.Errorf("collection recorded without a late index: %q, want FAISS kept", got)
+	}
+	if got := DefaultLateIndex("", 384); got != "Residual" {
+		t.Errorf("DefaultLateIndex(\"\", 384) = %q", got)
+	}
+	if got := DefaultLateIndex("", 12); got != "FAISS" {
+		t.Errorf("DefaultLateIndex(\"\", 12) = %q, want FAISS (residual codes need a multiple of 8)", got)
+	}
+}

@@ -30,7 +30,7 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	queryTokens := fset.Int("query-tokens", 32, "tokens per query")
 	queries := fset.Int("queries", 200, "queries per measured search configuration")
 	recallQueries := fset.Int("recall-queries", 50, "queries (the first of --queries) whose top 10 is compared with the exhaustive one; 0 for none")
-	lateIndex := fset.String("late-index", "Residual", `late-interaction index: "Residual" or "Residual<n>" for residual codes, "" for the engine's default (FAISS over every token key), or a FAISS description`)
+	lateIndex := fset.String("late-index", "Residual", `late-interaction index: "Residual" or "Residual<n>" for residual codes, "FAISS" or a FAISS description for FAISS over every token key`)
 	batch := fset.Int("batch", 0, "documents per atomic batch (default: the engine's)")
 	keep := fset.Bool("keep", false, "keep the collection afterwards")
 	quiet := fset.Bool("quiet", false, "no progress output")

@@ -35,7 +35,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	corpus := fs.String("corpus", "", "JSONL file to index ('-' for stdin)")
 	batch := fs.Int("batch", 0, "documents per atomic batch (default 1000, or 256 when encoding)")
 	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed or --external is given)")
-	lateIndex := fs.String("late-index", "", "new collection: late-interaction index, 'Residual' for residual codes (centroid ids and 1-bit residuals in memory, full-precision tokens on disk); default: FAISS over every token key")
+	lateIndex := fs.String("late-index", "", "new collection: late-interaction index, 'Residual' for residual codes (centroid ids and 1-bit residuals in memory, full-precision tokens on disk; the default), 'FAISS' or a FAISS factory string for FAISS over every token key")
 	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
 	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")

@@ -346,7 +346,7 @@ func (w *soakWorld) schema() *tandem.Schema {
 		late := w.tgen.Corpus().ModelSpec()
 		late.LateIndex = w.c.LateIndex
 		faiss := late
-		faiss.Name, faiss.LateIndex = soakLateFAISS, ""
+		faiss.Name, faiss.LateIndex = soakLateFAISS, "FAISS"
 		s.Models = []tandem.Model{w.dense, late, faiss}
 	}
 	return s

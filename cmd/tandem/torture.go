@@ -106,7 +106,7 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.ids, "ids", 2000, "size of the pool of document ids (bounds the collection)")
 	fs.IntVar(&c.maxBatch, "max-batch", 0, "largest batch of one call (default 300, or 32 with --model)")
 	fs.IntVar(&c.closeEvery, "close-every", 15, "the writer closes and reopens the engine once in this many operations, on average")
-	fs.StringVar(&c.lateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "" (FAISS)`)
+	fs.StringVar(&c.lateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "FAISS"`)
 	fs.StringVar(&c.model, "model", "", "index with this installed model (e.g. bge-small-en-v1.5) on short texts instead of supplied vectors; slower")
 	fs.DurationVar(&c.progress, "progress", 10*time.Second, "interval between progress lines")
 	if err := parseFlags(fs, args); err != nil {
