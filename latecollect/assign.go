@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -322,8 +323,8 @@ func (t *twoLevel) Close() error { return nil }
 // with seed; a centroid left without points takes half of the largest
 // cluster (a copy of its centroid, the two moved apart slightly), as
 // FAISS's k-means does. It needs k ≤ n.
-func twoLevelKMeans(x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
-	return sphericalKMeans(x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
+func twoLevelKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
+	return sphericalKMeans(ctx, x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
 		return newTwoLevel(cent, dim, twoLevelProbe)
 	})
 }
@@ -331,15 +332,16 @@ func twoLevelKMeans(x []float32, dim, k, iters int, seed uint64) ([]float32, err
 // exactKMeans is the same k-means with exact assignment (exactAssigner),
 // on every core: FAISS's spherical k-means, whose assignment runs its
 // products on one.
-func exactKMeans(x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
-	return sphericalKMeans(x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
+func exactKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
+	return sphericalKMeans(ctx, x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
 		return newExactAssigner(cent, dim)
 	})
 }
 
 // sphericalKMeans is Lloyd's k-means with centroids renormalised to unit
 // length, each iteration's assignment by newAssigner; see twoLevelKMeans.
-func sphericalKMeans(x []float32, dim, k, iters int, seed uint64, newAssigner func([]float32) (assigner, error)) ([]float32, error) {
+// It stops between iterations when ctx ends.
+func sphericalKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64, newAssigner func([]float32) (assigner, error)) ([]float32, error) {
 	n := len(x) / dim
 	if k <= 0 || k > n {
 		return nil, fmt.Errorf("k-means: %d points for %d centroids", n, k)
@@ -354,6 +356,9 @@ func sphericalKMeans(x []float32, dim, k, iters int, seed uint64, newAssigner fu
 	sums := make([]float64, k*dim)
 	counts := make([]int, k)
 	for it := range iters {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		a, err := newAssigner(cent)
 		if err != nil {
 			return nil, fmt.Errorf("k-means, iteration %d: %w", it, err)

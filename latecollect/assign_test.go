@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -58,7 +59,7 @@ func TestTwoLevelKMeans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := twoLevelKMeans(x, dim, k, kmeansIterations, kmeansSeed)
+	got, err := twoLevelKMeans(context.Background(), x, dim, k, kmeansIterations, kmeansSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestTwoLevelKMeans(t *testing.T) {
 			t.Fatalf("centroid %d has squared norm %v, want 1", c, ss)
 		}
 	}
-	ours, err := exactKMeans(x, dim, k, kmeansIterations, kmeansSeed)
+	ours, err := exactKMeans(context.Background(), x, dim, k, kmeansIterations, kmeansSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +84,14 @@ func TestTwoLevelKMeans(t *testing.T) {
 	if goExact < exact-0.002 {
 		t.Errorf("exact k-means: mean inner product %.4f, FAISS's %.4f", goExact, exact)
 	}
-	again, err := twoLevelKMeans(x, dim, k, kmeansIterations, kmeansSeed)
+	again, err := twoLevelKMeans(context.Background(), x, dim, k, kmeansIterations, kmeansSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(again, got) {
 		t.Error("two-level k-means gave other centroids for the same seed")
 	}
-	if _, err := twoLevelKMeans(x[:10*dim], dim, 11, 1, 1); err == nil {
+	if _, err := twoLevelKMeans(context.Background(), x[:10*dim], dim, 11, 1, 1); err == nil {
 		t.Error("11 centroids from 10 points: no error")
 	}
 }
@@ -248,14 +249,14 @@ func BenchmarkKMeans(b *testing.B) {
 	})
 	b.Run("exact", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := exactKMeans(x, dim, k, kmeansIterations, kmeansSeed); err != nil {
+			if _, err := exactKMeans(context.Background(), x, dim, k, kmeansIterations, kmeansSeed); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("two-level", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := twoLevelKMeans(x, dim, k, kmeansIterations, kmeansSeed); err != nil {
+			if _, err := twoLevelKMeans(context.Background(), x, dim, k, kmeansIterations, kmeansSeed); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -123,7 +124,7 @@ func (cb *codebook) codeBytes() int { return cb.dim / 8 }
 // trainCodebook trains nlist centroids (spherical k-means: exactKMeans, or
 // from twoLevelCentroids on twoLevelKMeans) and the residual quantiser on
 // sample, rows of dim values.
-func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, error) {
+func trainCodebook(ctx context.Context, sample []float32, dim, nlist int, trained int64) (*codebook, error) {
 	if dim%8 != 0 {
 		return nil, fmt.Errorf("%w: residual codes need a dimension divisible by 8, have %d", ErrBadOptions, dim)
 	}
@@ -135,9 +136,9 @@ func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, 
 	var cent []float32
 	var err error
 	if nlist >= twoLevelFrom {
-		cent, err = twoLevelKMeans(sample, dim, nlist, kmeansIterations, kmeansSeed)
+		cent, err = twoLevelKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
 	} else {
-		cent, err = exactKMeans(sample, dim, nlist, kmeansIterations, kmeansSeed)
+		cent, err = exactKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("train codebook: %w", err)

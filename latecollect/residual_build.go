@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -24,11 +25,20 @@ type residualFamily struct {
 	source
 
 	rc       *residualIndex // nil while no document has tokens
-	retrains int            // retrainings since Open
+	retrains int            // retrainings started since Open
 	skipped  []error        // bad blobs met while building, newest last
 	// tokenFileErrors counts exact-stage reads of the token file that
 	// failed (the store was read instead).
 	tokenFileErrors atomic.Int64
+
+	// Retraining in the background (residual_retrain.go). lock is the
+	// Index's, which the family's fields are read and written under, and
+	// onSwap tells the Index that a job swapped new codes in (under it).
+	lock       *sync.RWMutex
+	onSwap     func()
+	job        *retrainJob // running, nil when none
+	retrainErr error       // why the last job failed
+	wg         sync.WaitGroup
 }
 
 // newResidualFamily returns an empty residual family; load or build then
@@ -73,6 +83,7 @@ func (f *residualFamily) docNums() *roaring64.Bitmap {
 
 func (f *residualFamily) stats(s *Stats) {
 	s.Description, s.Skipped, s.Retrains = f.description(), len(f.skipped), f.retrains
+	s.Retraining, s.RetrainErr = f.job != nil, f.retrainErr
 	if r := f.rc; r != nil {
 		s.Docs, s.Tokens, s.TokenKeys = len(r.docs), r.tokens, r.tokens
 		s.IndexBytes = uint64(r.memoryBytes())
@@ -85,6 +96,7 @@ func (f *residualFamily) stats(s *Stats) {
 }
 
 func (f *residualFamily) close() error {
+	f.stopBackground()() // Index.Close has waited already
 	f.rc.close()
 	f.rc = nil
 	return nil
@@ -159,7 +171,7 @@ func (f *residualFamily) buildResidual(ctx context.Context, keep func(uint64) bo
 	if len(sample) == 0 {
 		return nil, skipped, nil
 	}
-	cb, err := trainCodebook(sample, dim, nlist, total)
+	cb, err := trainCodebook(ctx, sample, dim, nlist, total)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build residual codes: %w", err)
 	}
@@ -219,15 +231,25 @@ type batchEncoder struct {
 	counts []int
 	rows   []float32
 	blobs  [][]byte
+	locs   []tokenLoc
 }
 
 // add gathers a document. Its blob goes to the token file at flush, so it
 // must stay valid until then (a copy, when it comes from a scan).
 func (b *batchEncoder) add(num uint64, e docEntry) {
+	b.addAt(num, e, tokenLoc{})
+	b.blobs[len(b.blobs)-1] = e.blob
+}
+
+// addAt gathers a document whose blob is already in the token file at loc
+// (a retraining's index, which has no token file of its own until it is
+// swapped in): e is used now and not kept.
+func (b *batchEncoder) addAt(num uint64, e docEntry, loc tokenLoc) {
 	b.nums = append(b.nums, num)
 	b.counts = append(b.counts, e.h.count)
 	b.rows = appendRows(b.rows, e, e.h.count)
-	b.blobs = append(b.blobs, e.blob)
+	b.blobs = append(b.blobs, nil)
+	b.locs = append(b.locs, loc)
 }
 
 // flush encodes the gathered documents into r and empties b.
@@ -255,7 +277,8 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 			sum += float64(v)
 		}
 		d.normSum = float32(sum)
-		if r.tf != nil {
+		d.loc = b.locs[i]
+		if r.tf != nil && b.blobs[i] != nil {
 			loc, err := r.tf.append(b.blobs[i])
 			if err != nil {
 				return err
@@ -265,7 +288,7 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 		r.put(num, d)
 		off += c
 	}
-	b.nums, b.counts, b.rows, b.blobs = b.nums[:0], b.counts[:0], b.rows[:0], b.blobs[:0]
+	b.nums, b.counts, b.rows, b.blobs, b.locs = b.nums[:0], b.counts[:0], b.rows[:0], b.blobs[:0], b.locs[:0]
 	return nil
 }
 
@@ -276,15 +299,17 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newRun bool) ([]error, error) {
 	if newRun && f.rc != nil {
 		// A provisional codebook was trained on whatever part of a run
-		// came first; retraining it where the next run starts makes the
-		// index the same however the caller cut the log.
-		if prov := f.rc.cb.provisional; prov || f.shouldRetrainLocked() {
-			if err := f.retrainLocked(ctx); err != nil {
+		// came first; retraining it where the next run starts (now: it
+		// holds one run at most) makes the index the same however the
+		// caller cut the log. Others retrain in the background.
+		switch {
+		case f.rc.cb.provisional:
+			if err := f.retrainNowLocked(ctx); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: %w", err)
 			}
-			if !prov {
-				f.retrains++
-			}
+		case f.shouldRetrainLocked():
+			f.startRetrainLocked()
+			f.retrains++
 		}
 	}
 	var (
@@ -293,6 +318,9 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 	)
 	for _, c := range final {
 		num := c.DocNum
+		if f.job != nil {
+			f.job.changed[num] = struct{}{}
+		}
 		if f.rc != nil {
 			f.rc.drop(num)
 		}
@@ -318,7 +346,7 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		if want := trainPerCentroid * nlist * f.opts.Dim; len(sample) > want {
 			sample = everyNthRow(sample, f.opts.Dim, len(sample)/want)
 		}
-		cb, err := trainCodebook(sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))
+		cb, err := trainCodebook(ctx, sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))
 		if err != nil {
 			return nil, fmt.Errorf("latecollect: apply: %w", err)
 		}
@@ -363,25 +391,17 @@ func (f *residualFamily) description() string {
 // shouldRetrainLocked reports whether the centroids no longer fit: the
 // automatic number of centroids is at least double the current one (the
 // tokens grew about RetrainGrowth-fold), or the mean residual norm rose by
-// RetrainDrift over the training sample's.
+// RetrainDrift over the training sample's. While a retraining runs,
+// growth is measured against the codebook it trains, and drift (a
+// measure of the old codes) is not.
 func (f *residualFamily) shouldRetrainLocked() bool {
 	r := f.rc
-	if f.configuredCentroids() == 0 && autoCentroids(r.tokens) >= 2*r.cb.nlist && r.tokens >= RetrainGrowth*r.cb.trained {
+	nlist, trained := r.cb.nlist, r.cb.trained
+	if f.job != nil {
+		nlist, trained = f.job.nlist, f.job.trained
+	}
+	if f.configuredCentroids() == 0 && autoCentroids(r.tokens) >= 2*nlist && r.tokens >= RetrainGrowth*trained {
 		return true
 	}
-	return r.tokens >= 1000 && r.drift() > RetrainDrift
-}
-
-// retrainLocked retrains the centroids on the documents held and
-// re-encodes them from their current blobs.
-func (f *residualFamily) retrainLocked(ctx context.Context) error {
-	held := f.rc.docs
-	r, skipped, err := f.buildResidual(ctx, func(num uint64) bool { _, ok := held[num]; return ok })
-	if err != nil {
-		return err
-	}
-	f.skipped = append(f.skipped, skipped...)
-	f.rc.close() // r is nil when no held document has tokens any more
-	f.rc = r
-	return nil
+	return f.job == nil && r.tokens >= 1000 && r.drift() > RetrainDrift
 }
