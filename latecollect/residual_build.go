@@ -52,12 +52,88 @@ func newResidualFamily(s source) (*residualFamily, error) {
 	return &residualFamily{source: s}, nil
 }
 
-// build trains a codebook on every document's blob in the store and codes
-// them.
+// build codes every document with a usable blob in the store, as a
+// retraining codes the documents held (trainAndCode): one scan of the
+// store copies the blobs to a new token file, then the sample and the
+// coding read them from there.
 func (f *residualFamily) build(ctx context.Context) error {
-	r, skipped, err := f.buildResidual(ctx, nil)
+	var tf *tokenFile
+	final := ""
+	if dir := f.st.Dir(); dir != "" {
+		final = tokenFilePath(dir, f.opts.Model)
+		var err error
+		if tf, err = createTokenFile(f.st.FS(), final+".build"); err != nil {
+			return fmt.Errorf("build residual codes: %w", err)
+		}
+	}
+	fail := func(err error) error {
+		if tf != nil {
+			tf.close()
+			f.st.FS().Remove(tf.path)
+		}
+		return fmt.Errorf("build residual codes: %w", err)
+	}
+	var (
+		held    []heldDoc
+		total   int64
+		skipped []error
+	)
+	err := f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
+		e, err := f.entryNoCopy(num, value)
+		if err != nil {
+			skipped = append(skipped, err)
+			return nil
+		}
+		h := heldDoc{num: num, count: e.h.count, held: true}
+		if tf != nil {
+			if h.loc, err = tf.append(value); err != nil {
+				return err
+			}
+		}
+		held = append(held, h)
+		total += int64(e.h.count)
+		return nil
+	})
 	if err != nil {
-		return err
+		return fail(fmt.Errorf("scan token matrices: %w", err))
+	}
+	if total == 0 {
+		if tf != nil {
+			tf.close()
+			f.st.FS().Remove(tf.path)
+		}
+		f.rc, f.skipped = nil, skipped
+		return nil
+	}
+	nlist := f.configuredCentroids()
+	if nlist == 0 {
+		nlist = autoCentroids(total)
+	}
+	r, missing, err := f.trainAndCode(ctx, held, tf, nlist, total)
+	if err != nil {
+		return fail(err)
+	}
+	for _, num := range missing {
+		skipped = append(skipped, fmt.Errorf("document %d: blob %s gone while building", num, f.blob))
+	}
+	if tf != nil {
+		err = tf.sync()
+		if err == nil {
+			err = f.st.FS().Rename(tf.path, final)
+		}
+		if err == nil {
+			tf.path = final
+			err = f.st.FS().SyncDir(filepath.Dir(final))
+		}
+		if err != nil {
+			r.close()
+			return fail(err)
+		}
+	}
+	r.tf = tf
+	if r.tokens == 0 {
+		r.close()
+		r = nil
 	}
 	f.rc, f.skipped = r, skipped
 	return nil
@@ -107,121 +183,6 @@ func (f *residualFamily) close() error {
 func (f *residualFamily) configuredCentroids() int {
 	n, _ := residualLists(f.opts.Description)
 	return n
-}
-
-// buildResidual trains a codebook and encodes documents from their
-// current blobs in the store: those keep accepts (every document with a
-// blob when keep is nil). Blobs that cannot be used are returned as
-// errors, their documents left out. It reads the store three times (token
-// counts, training sample, encoding), so memory stays at the sample and
-// one batch of tokens.
-func (f *residualFamily) buildResidual(ctx context.Context, keep func(uint64) bool) (*residualIndex, []error, error) {
-	dim := f.opts.Dim
-	var (
-		skipped []error
-		counts  = map[uint64]int{}
-		total   int64
-	)
-	err := f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
-		if keep != nil && !keep(num) {
-			return nil
-		}
-		e, err := f.entryNoCopy(num, value)
-		if err != nil {
-			skipped = append(skipped, err)
-			return nil
-		}
-		counts[num] = e.h.count
-		total += int64(e.h.count)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("build residual codes: scan token matrices: %w", err)
-	}
-	nlist := f.configuredCentroids()
-	if nlist == 0 {
-		nlist = autoCentroids(total)
-	}
-	want := int64(trainPerCentroid * nlist)
-	stride := max(int64(1), total/max(want, 1))
-	var sample []float32
-	var row int64
-	buf := make([]float32, dim)
-	err = f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
-		n, ok := counts[num]
-		if !ok {
-			return nil
-		}
-		e, err := f.entryNoCopy(num, value)
-		if err != nil || e.h.count != n {
-			return fmt.Errorf("document %d changed while building", num)
-		}
-		for t := range n {
-			if row%stride == 0 {
-				decodeRows(e.blob, e.h, t, t+1, buf)
-				sample = append(sample, buf...)
-			}
-			row++
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("build residual codes: sample: %w", err)
-	}
-	if len(sample) == 0 {
-		return nil, skipped, nil
-	}
-	cb, err := trainCodebook(ctx, sample, dim, nlist, total)
-	if err != nil {
-		return nil, nil, fmt.Errorf("build residual codes: %w", err)
-	}
-	sample = nil
-	r := newResidualIndex(cb)
-	final := ""
-	if dir := f.st.Dir(); dir != "" {
-		final = tokenFilePath(dir, f.opts.Model)
-		if r.tf, err = createTokenFile(f.st.FS(), final+".build"); err != nil {
-			r.close()
-			return nil, nil, fmt.Errorf("build residual codes: %w", err)
-		}
-	}
-	var pend batchEncoder
-	err = f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
-		if _, ok := counts[num]; !ok {
-			return nil
-		}
-		e, err := f.entryNoCopy(num, value)
-		if err != nil {
-			return err
-		}
-		if r.tf != nil {
-			e.blob = slices.Clone(value) // valid only during the scan
-		}
-		pend.add(num, e)
-		if len(pend.rows) >= encodeBatchTokens*dim {
-			return pend.flush(r)
-		}
-		return nil
-	})
-	if err == nil {
-		err = pend.flush(r)
-	}
-	if err == nil && r.tf != nil {
-		if err = r.tf.sync(); err == nil {
-			if err = f.st.FS().Rename(r.tf.path, final); err == nil {
-				r.tf.path = final
-				err = f.st.FS().SyncDir(filepath.Dir(final))
-			}
-		}
-	}
-	if err != nil {
-		if r.tf != nil && r.tf.path != final {
-			f.st.FS().Remove(r.tf.path)
-		}
-		r.close()
-		return nil, nil, fmt.Errorf("build residual codes: encode: %w", err)
-	}
-	return r, skipped, nil
 }
 
 // batchEncoder gathers the tokens of several documents so that they are
