@@ -134,10 +134,19 @@ func (a *exactAssigner) Assign(rows []float32, out []int32) error {
 }
 
 // maxOf returns the largest value of v (-Inf for none; NaNs are passed
-// over), with eight independent maxima so that the loop is not one chain
-// of dependent comparisons.
+// over): with AVX2, 32 lanes at a time; else with eight independent maxima
+// so that the loop is not one chain of dependent comparisons.
 func maxOf(v []float32) float32 {
 	inf := float32(math.Inf(-1))
+	if n := len(v) &^ 31; useAVX2 && n > 0 {
+		m := maxF32AVX2(&v[0], n)
+		for _, x := range v[n:] {
+			if x > m {
+				m = x
+			}
+		}
+		return m
+	}
 	m0, m1, m2, m3, m4, m5, m6, m7 := inf, inf, inf, inf, inf, inf, inf, inf
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
