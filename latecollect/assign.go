@@ -39,15 +39,19 @@ type assigner interface {
 	Close() error
 }
 
-// twoLevelFrom is twoLevelCentroids; tests lower it to build small
-// indexes with two-level assignment.
-var twoLevelFrom = twoLevelCentroids
+// twoLevelFrom is twoLevelCentroids and twoLevelProbes twoLevelProbe;
+// tests lower the first to build small indexes with two-level assignment,
+// and measurements set both (TANDEM_TWO_LEVEL_FROM, _PROBE).
+var (
+	twoLevelFrom   = twoLevelCentroids
+	twoLevelProbes = twoLevelProbe
+)
 
 // newAssigner returns the assigner for a set of centroids: exact below
 // twoLevelCentroids, the two-level one from there.
 func newAssigner(cent []float32, dim int) (assigner, error) {
 	if len(cent)/dim >= twoLevelFrom {
-		return newTwoLevel(cent, dim, twoLevelProbe)
+		return newTwoLevel(cent, dim, twoLevelProbes)
 	}
 	return newExactAssigner(cent, dim)
 }
@@ -334,7 +338,7 @@ func (t *twoLevel) Close() error { return nil }
 // FAISS's k-means does. It needs k ≤ n.
 func twoLevelKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
 	return sphericalKMeans(ctx, x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
-		return newTwoLevel(cent, dim, twoLevelProbe)
+		return newTwoLevel(cent, dim, twoLevelProbes)
 	})
 }
 
