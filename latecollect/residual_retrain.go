@@ -87,15 +87,18 @@ func (f *residualFamily) startRetrainLocked() {
 	go func() {
 		defer f.wg.Done()
 		defer close(job.done)
-		defer cancel()
 		err := f.runRetrain(job, held, tf)
-		if err != nil && job.ctx.Err() == nil {
-			f.lock.Lock()
-			if f.job == job {
-				f.job, f.retrainErr = nil, err
+		// However it ended, it is no longer running (before done closes,
+		// which WaitRetrain waits for).
+		f.lock.Lock()
+		if f.job == job {
+			f.job = nil
+			if err != nil && job.ctx.Err() == nil {
+				f.retrainErr = err
 			}
-			f.lock.Unlock()
 		}
+		f.lock.Unlock()
+		cancel()
 	}()
 }
 
@@ -145,7 +148,7 @@ func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc, tf *tokenFi
 	}
 	for pass := 0; ; pass++ {
 		f.lock.Lock()
-		if job.ctx.Err() != nil || f.job != job {
+		if job.ctx.Err() != nil || f.job != job || f.rc == nil {
 			f.lock.Unlock()
 			next.close()
 			return job.ctx.Err()
@@ -161,7 +164,7 @@ func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc, tf *tokenFi
 			f.skipGone(gone)
 			if err == nil {
 				f.swapLocked(next)
-				f.job = nil
+				f.job, f.retrainErr = nil, nil
 			}
 			f.lock.Unlock()
 			if err != nil {
