@@ -13,11 +13,11 @@ import (
 // retrainJob and goes on coding documents with the centroids in use. The
 // job, off the Index's lock:
 //
-//  1. trains a codebook on a sample of the documents held when it started
-//     (whole documents chosen by a hash of their docnum, about
-//     trainPerCentroid tokens per centroid: only the sample is read, once);
+//  1. trains a codebook on a sample of the tokens held when it started
+//     (every stride-th, about trainPerCentroid per centroid), read from the
+//     token file;
 //  2. codes every document held then with it into a new residualIndex,
-//     reading each blob once;
+//     reading each blob once more;
 //  3. codes again the documents applied meanwhile (apply records them in
 //     changed), in passes off the lock while there are many.
 //
@@ -211,12 +211,23 @@ func (f *residualFamily) swapLocked(next *residualIndex) {
 // cannot be used), to be coded again under the lock.
 func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *tokenFile, nlist int, total int64) (*residualIndex, []uint64, error) {
 	dim := f.opts.Dim
+	// The sample is every stride-th token of the documents in docnum
+	// order, about trainPerCentroid per centroid, as a build from the
+	// store took it. (Whole documents chosen by a hash of their docnum,
+	// which would read only the sample's blobs, made worse codes on
+	// SciFact: recall@100 against exhaustive 0.685 against 0.75, see
+	// README.) Blobs without a sampled token are not read.
 	want := int64(trainPerCentroid * nlist)
+	stride := max(1, total/max(want, 1))
 	var sample []float32
 	var missing []uint64
 	var buf []byte
+	row := make([]float32, dim)
+	var at int64
 	for _, h := range held {
-		if total > want && sampleHash(h.num) >= float64(want)/float64(total) {
+		first := (stride - at%stride) % stride
+		at += int64(h.count)
+		if first >= int64(h.count) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -226,23 +237,12 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *t
 		if err != nil {
 			return nil, nil, err
 		}
-		if ok {
-			sample = appendRows(sample, e, e.h.count)
+		if !ok {
+			continue
 		}
-	}
-	if len(sample) == 0 {
-		// Every sampled blob is gone: train on the first documents.
-		for _, h := range held {
-			e, ok, err := f.heldEntry(tf, h, &buf)
-			if err != nil {
-				return nil, nil, err
-			}
-			if ok {
-				sample = appendRows(sample, e, e.h.count)
-			}
-			if int64(len(sample)/dim) >= want {
-				break
-			}
+		for t := int(first); t < e.h.count; t += int(stride) {
+			decodeRows(e.blob, e.h, t, t+1, row)
+			sample = append(sample, row...)
 		}
 	}
 	if len(sample) == 0 {
@@ -337,17 +337,6 @@ func (f *residualFamily) heldEntry(tf *tokenFile, h heldDoc, buf *[]byte) (docEn
 	}
 	e, err := f.entryNoCopy(h.num, value)
 	return e, err == nil, nil
-}
-
-// sampleHash maps a docnum to [0, 1) (SplitMix64's finaliser): the
-// documents below a fraction are a sample of about that fraction that
-// depends on the docnums alone.
-func sampleHash(num uint64) float64 {
-	z := num + 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11) / (1 << 53)
 }
 
 // stopBackground cancels a running job and returns a function that waits
