@@ -556,12 +556,9 @@ func dirSize(dir string) int64 {
 
 // Retraining returns the names of the late-interaction indexes whose
 // residual codes are retraining in the background ("late:<model>"), none
-// when none is.
+// when none is or the engine is closed. It takes no engine lock (the
+// models are fixed at Open), so an ingest's Progress callback may call it.
 func (e *Engine) Retraining() []string {
-	if err := e.enter(); err != nil {
-		return nil
-	}
-	defer e.mu.RUnlock()
 	var out []string
 	for _, m := range e.models {
 		if m.late == nil {
