@@ -507,11 +507,14 @@ type LateStats struct {
 	// training sample's, retrainings since Open, and the file of
 	// full-precision tokens with the reads of it that failed (those
 	// documents were read from the store instead).
-	Centroids       int     `json:"centroids,omitempty"`
-	Drift           float64 `json:"drift,omitempty"`
-	Retrains        int     `json:"retrains,omitempty"`
-	TokenFileBytes  int64   `json:"token_file_bytes,omitempty"`
-	TokenFileErrors int64   `json:"token_file_errors,omitempty"`
+	Centroids int     `json:"centroids,omitempty"`
+	Drift     float64 `json:"drift,omitempty"`
+	Retrains  int     `json:"retrains,omitempty"`
+	// Retraining is set while the residual codes retrain in the
+	// background (searches and writes go on with the codes in use).
+	Retraining      bool  `json:"retraining,omitempty"`
+	TokenFileBytes  int64 `json:"token_file_bytes,omitempty"`
+	TokenFileErrors int64 `json:"token_file_errors,omitempty"`
 }
 
 // Stats reports counts, sequences, models and sizes.
@@ -540,7 +543,7 @@ func (e *Engine) Stats() (Stats, error) {
 			}
 			s.Late = append(s.Late, LateStats{Model: m.spec.Name, Docs: ls.Docs, Tokens: ls.Tokens, TokenKeys: ls.TokenKeys,
 				StoredBytes: ls.StoredBytes, IndexBytes: ls.IndexBytes, MemoryBytes: ls.MemoryBytes, BytesPerToken: ls.BytesPerToken,
-				Description: ls.Description, Centroids: ls.Centroids, Drift: ls.Drift, Retrains: ls.Retrains,
+				Description: ls.Description, Centroids: ls.Centroids, Drift: ls.Drift, Retrains: ls.Retrains, Retraining: ls.Retraining,
 				TokenFileBytes: ls.TokenFileBytes, TokenFileErrors: ls.TokenFileErrors})
 		}
 	}
@@ -562,6 +565,48 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// Retraining returns the names of the late-interaction indexes whose
+// residual codes are retraining in the background ("late:<model>"), none
+// when none is or the engine is closed. It takes no engine lock (the
+// models are fixed at Open), so an ingest's Progress callback may call it.
+func (e *Engine) Retraining() []string {
+	var out []string
+	for _, m := range e.models {
+		if m.late == nil {
+			continue
+		}
+		if ls, err := m.late.Stats(); err == nil && ls.Retraining {
+			out = append(out, m.late.Name())
+		}
+	}
+	return out
+}
+
+// WaitRetrain waits until no late-interaction index retrains in the
+// background, or ctx ends. Close cancels a retraining (the next Open starts
+// it again); a batch load that should leave the collection finished, such
+// as tandem index, waits first.
+func (e *Engine) WaitRetrain(ctx context.Context) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	var late []*latecollect.Index
+	for _, m := range e.models {
+		if m.late != nil {
+			late = append(late, m.late)
+		}
+	}
+	// Not under the engine's lock, which Close takes: a closed index's
+	// retraining is cancelled, and waiting for it then returns.
+	e.mu.RUnlock()
+	for _, x := range late {
+		if err := x.WaitRetrain(ctx); err != nil {
+			return fmt.Errorf("engine: %s: %w", x.Name(), err)
+		}
+	}
+	return nil
 }
 
 // Store exposes the source of truth, for retrievers that read blobs and

@@ -248,7 +248,8 @@ func closeModels(ms []*model) error {
 }
 
 // snapshotModels saves the snapshot of every model index that applied
-// changes since its last one, so that the next Open loads it instead of
+// changes since its last one (or, for late interaction, swapped in the
+// codes of a background retraining), so that the next Open loads it instead of
 // rebuilding (for late interaction, a rebuild retrains the token index).
 func snapshotModels(ctx context.Context, ms []*model) error {
 	var errs []error
@@ -260,7 +261,7 @@ func snapshotModels(ctx context.Context, ms []*model) error {
 				m.denseSnap = m.dense.AppliedSeq()
 			}
 		}
-		if m.late != nil && m.late.AppliedSeq() != m.lateSnap {
+		if m.late != nil && (m.late.AppliedSeq() != m.lateSnap || m.late.Unsaved()) {
 			if err := m.late.Snapshot(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("engine: snapshot %s: %w", m.late.Name(), err))
 			} else {

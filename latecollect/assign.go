@@ -1,12 +1,14 @@
 package latecollect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync/atomic"
 
 	"github.com/tandemsearch/tandem/internal/blas"
 	"github.com/tandemsearch/tandem/internal/faiss"
@@ -37,18 +39,162 @@ type assigner interface {
 	Close() error
 }
 
-// twoLevelFrom is twoLevelCentroids; tests lower it to build small
-// indexes with two-level assignment.
-var twoLevelFrom = twoLevelCentroids
+// twoLevelFrom is twoLevelCentroids and twoLevelProbes twoLevelProbe;
+// tests lower the first to build small indexes with two-level assignment,
+// and measurements set both (TANDEM_TWO_LEVEL_FROM, _PROBE).
+var (
+	twoLevelFrom   = twoLevelCentroids
+	twoLevelProbes = twoLevelProbe
+)
 
-// newAssigner returns the assigner for a set of centroids: FAISS's exact
-// flat index below twoLevelCentroids, the two-level one from there.
+// newAssigner returns the assigner for a set of centroids: exact below
+// twoLevelCentroids, the two-level one from there.
 func newAssigner(cent []float32, dim int) (assigner, error) {
 	if len(cent)/dim >= twoLevelFrom {
-		return newTwoLevel(cent, dim, twoLevelProbe)
+		return newTwoLevel(cent, dim, twoLevelProbes)
 	}
-	return faiss.NewQuantizer(cent, dim)
+	return newExactAssigner(cent, dim)
 }
+
+// exactAssigner compares every row with every centroid: one matrix
+// product per chunk of rows (internal/blas, single-threaded), the chunks
+// taken by one goroutine per core as each finishes its last, so that a
+// core busy elsewhere (the encoder) does not hold the others back. FAISS's
+// flat search does the same products on one core (Debian's FAISS 1.7.3
+// calls sgemm serially, and internal/blas pins OpenBLAS to one thread).
+type exactAssigner struct {
+	dim  int
+	cent []float32
+	k    int
+}
+
+func newExactAssigner(cent []float32, dim int) (*exactAssigner, error) {
+	if dim <= 0 || len(cent) == 0 || len(cent)%dim != 0 {
+		return nil, fmt.Errorf("exact assignment: %d centroid values of dimension %d", len(cent), dim)
+	}
+	return &exactAssigner{dim: dim, cent: cent, k: len(cent) / dim}, nil
+}
+
+// exactRows and exactCents are the blocks of one product: rows ×
+// centroids, as FAISS's flat search cuts them (a product with few rows
+// spends its time packing the centroids).
+const (
+	exactRows  = 1024
+	exactCents = 1024
+)
+
+// Assign sets out[i] to the centroid with the largest inner product with
+// row i, the lowest id among equals.
+func (a *exactAssigner) Assign(rows []float32, out []int32) error {
+	dim := a.dim
+	if len(rows)%dim != 0 || len(out) != len(rows)/dim {
+		return fmt.Errorf("exact assignment: %d values and %d outputs for dimension %d", len(rows), len(out), dim)
+	}
+	n := len(out)
+	// Small batches are cut finer so that every core has a share.
+	procs := runtime.GOMAXPROCS(0)
+	chunk := max(16, min(exactRows, (n+procs-1)/procs))
+	chunks := (n + chunk - 1) / chunk
+	var next atomic.Int64
+	workers := max(1, min(procs, chunks))
+	errs := make([]error, workers)
+	inParts(workers, workers, func(p, _, _ int) {
+		cb := min(exactCents, a.k)
+		scores := make([]float32, chunk*cb)
+		best := make([]float32, chunk)
+		for {
+			c := int(next.Add(1) - 1)
+			if c >= chunks {
+				return
+			}
+			from, to := c*chunk, min(n, (c+1)*chunk)
+			m := to - from
+			for i := range m {
+				best[i] = float32(math.Inf(-1))
+				out[from+i] = -1
+			}
+			for c0 := 0; c0 < a.k; c0 += cb {
+				nc := min(cb, a.k-c0)
+				if err := blas.MulT(rows[from*dim:to*dim], m, a.cent[c0*dim:(c0+nc)*dim], nc, dim, scores, nc); err != nil {
+					errs[p] = fmt.Errorf("exact assignment: %w", err)
+					return
+				}
+				for i := range m {
+					row := scores[i*nc : (i+1)*nc]
+					if v := maxOf(row); v > best[i] {
+						best[i], out[from+i] = v, int32(c0+slices.Index(row, v))
+					}
+				}
+			}
+			for i := range m {
+				if out[from+i] < 0 {
+					errs[p] = fmt.Errorf("exact assignment: row %d matched no centroid (not finite?)", from+i)
+					return
+				}
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// maxOf returns the largest value of v (-Inf for none; NaNs are passed
+// over): with AVX2, 32 lanes at a time; else with eight independent maxima
+// so that the loop is not one chain of dependent comparisons.
+func maxOf(v []float32) float32 {
+	inf := float32(math.Inf(-1))
+	if n := len(v) &^ 31; useAVX2 && n > 0 {
+		m := maxF32AVX2(&v[0], n)
+		for _, x := range v[n:] {
+			if x > m {
+				m = x
+			}
+		}
+		return m
+	}
+	m0, m1, m2, m3, m4, m5, m6, m7 := inf, inf, inf, inf, inf, inf, inf, inf
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8 : i+8]
+		if w[0] > m0 {
+			m0 = w[0]
+		}
+		if w[1] > m1 {
+			m1 = w[1]
+		}
+		if w[2] > m2 {
+			m2 = w[2]
+		}
+		if w[3] > m3 {
+			m3 = w[3]
+		}
+		if w[4] > m4 {
+			m4 = w[4]
+		}
+		if w[5] > m5 {
+			m5 = w[5]
+		}
+		if w[6] > m6 {
+			m6 = w[6]
+		}
+		if w[7] > m7 {
+			m7 = w[7]
+		}
+	}
+	for ; i < len(v); i++ {
+		if v[i] > m0 {
+			m0 = v[i]
+		}
+	}
+	for _, m := range [...]float32{m1, m2, m3, m4, m5, m6, m7} {
+		if m > m0 {
+			m0 = m
+		}
+	}
+	return m0
+}
+
+// Close releases nothing native: the centroids are Go memory.
+func (a *exactAssigner) Close() error { return nil }
 
 // twoLevel assigns through groups of centroids; see above.
 type twoLevel struct {
@@ -190,10 +336,28 @@ func (t *twoLevel) Close() error { return nil }
 // with seed; a centroid left without points takes half of the largest
 // cluster (a copy of its centroid, the two moved apart slightly), as
 // FAISS's k-means does. It needs k ≤ n.
-func twoLevelKMeans(x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
+func twoLevelKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
+	return sphericalKMeans(ctx, x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
+		return newTwoLevel(cent, dim, twoLevelProbes)
+	})
+}
+
+// exactKMeans is the same k-means with exact assignment (exactAssigner),
+// on every core: FAISS's spherical k-means, whose assignment runs its
+// products on one.
+func exactKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
+	return sphericalKMeans(ctx, x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
+		return newExactAssigner(cent, dim)
+	})
+}
+
+// sphericalKMeans is Lloyd's k-means with centroids renormalised to unit
+// length, each iteration's assignment by newAssigner; see twoLevelKMeans.
+// It stops between iterations when ctx ends.
+func sphericalKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64, newAssigner func([]float32) (assigner, error)) ([]float32, error) {
 	n := len(x) / dim
 	if k <= 0 || k > n {
-		return nil, fmt.Errorf("two-level k-means: %d points for %d centroids", n, k)
+		return nil, fmt.Errorf("k-means: %d points for %d centroids", n, k)
 	}
 	r := rand.New(rand.NewPCG(seed, 0x6b6d))
 	cent := make([]float32, k*dim)
@@ -205,12 +369,17 @@ func twoLevelKMeans(x []float32, dim, k, iters int, seed uint64) ([]float32, err
 	sums := make([]float64, k*dim)
 	counts := make([]int, k)
 	for it := range iters {
-		a, err := newTwoLevel(cent, dim, twoLevelProbe)
-		if err != nil {
-			return nil, fmt.Errorf("two-level k-means, iteration %d: %w", it, err)
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		if err := a.Assign(x, assign); err != nil {
-			return nil, fmt.Errorf("two-level k-means, iteration %d: %w", it, err)
+		a, err := newAssigner(cent)
+		if err != nil {
+			return nil, fmt.Errorf("k-means, iteration %d: %w", it, err)
+		}
+		err = a.Assign(x, assign)
+		a.Close()
+		if err != nil {
+			return nil, fmt.Errorf("k-means, iteration %d: %w", it, err)
 		}
 		clear(sums)
 		clear(counts)

@@ -81,8 +81,10 @@
 // # Residual codes
 //
 // With Options.Description "Residual" (or "Residual<n>") the index keeps
-// no token key in FAISS and no token matrix in memory (FAISS only trains
-// the centroids and assigns tokens to them). Each document token
+// no token key in FAISS and no token matrix in memory (centroids are
+// trained by spherical k-means and tokens assigned to them with BLAS
+// products on every core, two-level from twoLevelCentroids). Each document
+// token
 // is its nearest centroid's id (16 bits) and its residual from that
 // centroid quantised to one bit per dimension (per-dimension cut-off at
 // the training median, reconstructed as the mean of the training residuals
@@ -122,8 +124,17 @@
 //     tokens) or the mean residual norm has risen RetrainDrift times over
 //     the training sample's; a codebook trained on the first part of a
 //     run is provisional and retrained where the next run starts, so the
-//     index does not depend on how the log was cut into Apply calls.
-//     Retraining is synchronous: it holds the write lock.
+//     index does not depend on how the log was cut into Apply calls
+//     (once a retraining has swapped its codes in: see WaitRetrain).
+//   - Only a provisional codebook is retrained under the write lock. Other
+//     retrainings run in the background (Stats.Retraining): the codebook
+//     is trained on every stride-th token held when it started, every
+//     document held then is coded again from the token file, and the
+//     documents applied meanwhile are coded again before the new codes are
+//     swapped in under the lock, at once. Until then searches and Apply
+//     use the old codes, which stay valid. The token file is shared, not
+//     rewritten (nor compacted while a retraining runs). Close cancels a
+//     retraining; the next Open starts it again.
 //   - Every hit is one of the documents the exact stage rescored, and its
 //     score is exact, as with FAISS token keys (a negative ExactCap, for
 //     measurements, ranks residual-code scores instead). Exhaustive mode

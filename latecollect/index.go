@@ -172,6 +172,9 @@ type Index struct {
 		applied   uint64
 		sinceSnap int
 		snapErr   error // why the last automatic snapshot failed
+		// unsaved is set when a background retraining swapped new codes
+		// in since the last snapshot (see Unsaved).
+		unsaved bool
 	}
 }
 
@@ -254,6 +257,7 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	if err != nil {
 		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
 	}
+	x.lockFor(f)
 	loaded, seq, err := f.load()
 	x.loadedSnapshot = loaded && err == nil
 	if x.loadedSnapshot {
@@ -269,6 +273,11 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	if err := x.CatchUp(ctx); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
+	}
+	if b, ok := f.(backgrounder); ok {
+		x.mu.Lock()
+		b.openedLocked()
+		x.mu.Unlock()
 	}
 	return x, nil
 }
@@ -433,8 +442,14 @@ type Stats struct {
 	// Drift the mean residual norm over that of the training sample.
 	Centroids int
 	Drift     float64
-	// Retrains counts the residual codes' retrainings since Open.
-	Retrains int
+	// Retrains counts the residual codes' retrainings started since Open
+	// (a provisional codebook's aside). Retraining is set while one runs
+	// in the background; searches and Apply use the codes in use until it
+	// swaps its own in. RetrainErr is why the last one failed, if it did
+	// (the next run of the log that calls for one starts it again).
+	Retrains   int
+	Retraining bool
+	RetrainErr error
 	// TokenFileBytes is the size of the residual codes' file of
 	// full-precision tokens (garbage included), TokenFileErrors the
 	// reads of it that failed its checksum or I/O (the store was read
@@ -467,12 +482,32 @@ func (x *Index) Stats() (Stats, error) {
 
 // Close frees the token index. It is idempotent and does not close the
 // Store.
+//
+// A retraining running in the background is cancelled (Close waits for it
+// to stop): the index keeps the codes in use, and the next Open starts the
+// retraining again. WaitRetrain first lets it finish.
 func (x *Index) Close() error {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.mu.closed {
+		x.mu.Unlock()
 		return nil
 	}
 	x.mu.closed = true
+	if b, ok := x.mu.fam.(backgrounder); ok {
+		wait := b.stopBackground()
+		x.mu.Unlock()
+		wait() // the job may be waiting for the lock
+		x.mu.Lock()
+	}
+	defer x.mu.Unlock()
 	return x.mu.fam.close()
+}
+
+// Unsaved reports whether the index changed since its last snapshot
+// without applying changes: a background retraining swapped new codes in.
+// (AppliedSeq tells whether it applied changes.)
+func (x *Index) Unsaved() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.mu.unsaved
 }

@@ -529,6 +529,13 @@ func testApplyCut(t *testing.T, desc string) {
 			t.Fatal(err)
 		}
 	}
+	// Retrainings run in the background; each ends with the codes of the
+	// documents as the log left them, however the log was cut.
+	for _, x := range []*Index{x1, x2} {
+		if err := x.WaitRetrain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s1, _ := x1.Stats()
 	s2, _ := x2.Stats()
 	wantPrefix := "IVF"

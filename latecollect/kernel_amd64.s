@@ -347,3 +347,43 @@ sbad:
 	MOVB $0, ok+64(FP)
 	VZEROUPPER
 	RET
+
+// func maxF32AVX2(p *float32, n int) float32
+//
+// The largest of n values at p, n a positive multiple of 32, in four
+// accumulators of 8 lanes. Each step keeps the accumulator when the value
+// is NaN (VMAXPS returns its second source then), so NaNs are passed over;
+// the result is -Inf when every value is NaN or -Inf.
+TEXT ·maxF32AVX2(SB), NOSPLIT, $0-20
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0xff800000, AX
+	MOVL AX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+maxloop:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMAXPS Y0, Y4, Y0
+	VMAXPS Y1, Y5, Y1
+	VMAXPS Y2, Y6, Y2
+	VMAXPS Y3, Y7, Y3
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JNZ maxloop
+	VMAXPS Y0, Y1, Y0
+	VMAXPS Y2, Y3, Y2
+	VMAXPS Y0, Y2, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X0, X1, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X0, X1, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X0, X1, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET

@@ -26,3 +26,7 @@ func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *
 func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint16, n int, out *int32) (int, bool) {
 	panic("latecollect: selectTokensAVX2 without amd64")
 }
+
+func maxF32AVX2(p *float32, n int) float32 {
+	panic("latecollect: maxF32AVX2 without amd64")
+}

@@ -144,3 +144,33 @@ func TestMaxSimBlobMatchesWhole(t *testing.T) {
 		}
 	}
 }
+
+// maxOf with AVX2 and without gives the largest value, passing over NaNs,
+// at every length and position of the largest.
+func TestMaxOfAVX2MatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 9))
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	for _, n := range []int{0, 1, 7, 31, 32, 33, 64, 100, 1024, 1031} {
+		for trial := range 20 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+				if trial%3 == 0 && r.IntN(10) == 0 {
+					v[i] = float32(math.NaN())
+				}
+			}
+			want := float32(math.Inf(-1))
+			for _, x := range v {
+				if x > want {
+					want = x
+				}
+			}
+			for _, avx := range []bool{false, haveAVX2()} {
+				useAVX2 = avx
+				if got := maxOf(v); got != want {
+					t.Fatalf("n %d, trial %d, AVX2 %v: max %v, want %v", n, trial, avx, got, want)
+				}
+			}
+		}
+	}
+}

@@ -1,13 +1,12 @@
 package latecollect
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/tandemsearch/tandem/internal/faiss"
 )
 
 // The residual-code index (PLAID's layout, ColBERTv2's compression): each
@@ -122,10 +121,10 @@ func (cb *codebook) assign(rows []float32, out []int32) error {
 // codeBytes is the size of one token's residual code.
 func (cb *codebook) codeBytes() int { return cb.dim / 8 }
 
-// trainCodebook trains nlist centroids (spherical k-means: FAISS's, or
+// trainCodebook trains nlist centroids (spherical k-means: exactKMeans, or
 // from twoLevelCentroids on twoLevelKMeans) and the residual quantiser on
 // sample, rows of dim values.
-func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, error) {
+func trainCodebook(ctx context.Context, sample []float32, dim, nlist int, trained int64) (*codebook, error) {
 	if dim%8 != 0 {
 		return nil, fmt.Errorf("%w: residual codes need a dimension divisible by 8, have %d", ErrBadOptions, dim)
 	}
@@ -137,9 +136,9 @@ func trainCodebook(sample []float32, dim, nlist int, trained int64) (*codebook, 
 	var cent []float32
 	var err error
 	if nlist >= twoLevelFrom {
-		cent, err = twoLevelKMeans(sample, dim, nlist, kmeansIterations, kmeansSeed)
+		cent, err = twoLevelKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
 	} else {
-		cent, err = faiss.KMeans(sample, dim, nlist, faiss.KMeansOptions{Iterations: kmeansIterations, Spherical: true, Seed: kmeansSeed})
+		cent, err = exactKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("train codebook: %w", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -24,30 +25,117 @@ type residualFamily struct {
 	source
 
 	rc       *residualIndex // nil while no document has tokens
-	retrains int            // retrainings since Open
+	retrains int            // retrainings started since Open
 	skipped  []error        // bad blobs met while building, newest last
 	// tokenFileErrors counts exact-stage reads of the token file that
 	// failed (the store was read instead).
 	tokenFileErrors atomic.Int64
+
+	// Retraining in the background (residual_retrain.go). lock is the
+	// Index's, which the family's fields are read and written under, and
+	// onSwap tells the Index that a job swapped new codes in (under it).
+	lock       *sync.RWMutex
+	onSwap     func()
+	job        *retrainJob // running, nil when none
+	retrainErr error       // why the last job failed
+	wg         sync.WaitGroup
 }
 
 // newResidualFamily returns an empty residual family; load or build then
 // fills it.
 func newResidualFamily(s source) (*residualFamily, error) {
-	// Residual codes need FAISS only to train and assign, once documents
-	// arrive: without it, fail now rather than after the first commit.
+	// Residual codes need the native stack (OpenBLAS for training and
+	// assignment, FAISS's k-means to group centroids for two-level
+	// assignment) once documents arrive: without it, fail now rather than
+	// after the first commit.
 	if err := faiss.Available(); err != nil {
 		return nil, fmt.Errorf("residual codes: %w", err)
 	}
 	return &residualFamily{source: s}, nil
 }
 
-// build trains a codebook on every document's blob in the store and codes
-// them.
+// build codes every document with a usable blob in the store, as a
+// retraining codes the documents held (trainAndCode): one scan of the
+// store copies the blobs to a new token file, then the sample and the
+// coding read them from there.
 func (f *residualFamily) build(ctx context.Context) error {
-	r, skipped, err := f.buildResidual(ctx, nil)
+	var tf *tokenFile
+	final := ""
+	if dir := f.st.Dir(); dir != "" {
+		final = tokenFilePath(dir, f.opts.Model)
+		var err error
+		if tf, err = createTokenFile(f.st.FS(), final+".build"); err != nil {
+			return fmt.Errorf("build residual codes: %w", err)
+		}
+	}
+	fail := func(err error) error {
+		if tf != nil {
+			tf.close()
+			f.st.FS().Remove(tf.path)
+		}
+		return fmt.Errorf("build residual codes: %w", err)
+	}
+	var (
+		held    []heldDoc
+		total   int64
+		skipped []error
+	)
+	err := f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
+		e, err := f.entryNoCopy(num, value)
+		if err != nil {
+			skipped = append(skipped, err)
+			return nil
+		}
+		h := heldDoc{num: num, count: e.h.count, held: true}
+		if tf != nil {
+			if h.loc, err = tf.append(value); err != nil {
+				return err
+			}
+		}
+		held = append(held, h)
+		total += int64(e.h.count)
+		return nil
+	})
 	if err != nil {
-		return err
+		return fail(fmt.Errorf("scan token matrices: %w", err))
+	}
+	if total == 0 {
+		if tf != nil {
+			tf.close()
+			f.st.FS().Remove(tf.path)
+		}
+		f.rc, f.skipped = nil, skipped
+		return nil
+	}
+	nlist := f.configuredCentroids()
+	if nlist == 0 {
+		nlist = autoCentroids(total)
+	}
+	r, missing, err := f.trainAndCode(ctx, held, tf, nlist, total)
+	if err != nil {
+		return fail(err)
+	}
+	for _, num := range missing {
+		skipped = append(skipped, fmt.Errorf("document %d: blob %s gone while building", num, f.blob))
+	}
+	if tf != nil {
+		err = tf.sync()
+		if err == nil {
+			err = f.st.FS().Rename(tf.path, final)
+		}
+		if err == nil {
+			tf.path = final
+			err = f.st.FS().SyncDir(filepath.Dir(final))
+		}
+		if err != nil {
+			r.close()
+			return fail(err)
+		}
+	}
+	r.tf = tf
+	if r.tokens == 0 {
+		r.close()
+		r = nil
 	}
 	f.rc, f.skipped = r, skipped
 	return nil
@@ -73,6 +161,7 @@ func (f *residualFamily) docNums() *roaring64.Bitmap {
 
 func (f *residualFamily) stats(s *Stats) {
 	s.Description, s.Skipped, s.Retrains = f.description(), len(f.skipped), f.retrains
+	s.Retraining, s.RetrainErr = f.job != nil, f.retrainErr
 	if r := f.rc; r != nil {
 		s.Docs, s.Tokens, s.TokenKeys = len(r.docs), r.tokens, r.tokens
 		s.IndexBytes = uint64(r.memoryBytes())
@@ -85,6 +174,7 @@ func (f *residualFamily) stats(s *Stats) {
 }
 
 func (f *residualFamily) close() error {
+	f.stopBackground()() // Index.Close has waited already
 	f.rc.close()
 	f.rc = nil
 	return nil
@@ -97,121 +187,6 @@ func (f *residualFamily) configuredCentroids() int {
 	return n
 }
 
-// buildResidual trains a codebook and encodes documents from their
-// current blobs in the store: those keep accepts (every document with a
-// blob when keep is nil). Blobs that cannot be used are returned as
-// errors, their documents left out. It reads the store three times (token
-// counts, training sample, encoding), so memory stays at the sample and
-// one batch of tokens.
-func (f *residualFamily) buildResidual(ctx context.Context, keep func(uint64) bool) (*residualIndex, []error, error) {
-	dim := f.opts.Dim
-	var (
-		skipped []error
-		counts  = map[uint64]int{}
-		total   int64
-	)
-	err := f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
-		if keep != nil && !keep(num) {
-			return nil
-		}
-		e, err := f.entryNoCopy(num, value)
-		if err != nil {
-			skipped = append(skipped, err)
-			return nil
-		}
-		counts[num] = e.h.count
-		total += int64(e.h.count)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("build residual codes: scan token matrices: %w", err)
-	}
-	nlist := f.configuredCentroids()
-	if nlist == 0 {
-		nlist = autoCentroids(total)
-	}
-	want := int64(trainPerCentroid * nlist)
-	stride := max(int64(1), total/max(want, 1))
-	var sample []float32
-	var row int64
-	buf := make([]float32, dim)
-	err = f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
-		n, ok := counts[num]
-		if !ok {
-			return nil
-		}
-		e, err := f.entryNoCopy(num, value)
-		if err != nil || e.h.count != n {
-			return fmt.Errorf("document %d changed while building", num)
-		}
-		for t := range n {
-			if row%stride == 0 {
-				decodeRows(e.blob, e.h, t, t+1, buf)
-				sample = append(sample, buf...)
-			}
-			row++
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("build residual codes: sample: %w", err)
-	}
-	if len(sample) == 0 {
-		return nil, skipped, nil
-	}
-	cb, err := trainCodebook(sample, dim, nlist, total)
-	if err != nil {
-		return nil, nil, fmt.Errorf("build residual codes: %w", err)
-	}
-	sample = nil
-	r := newResidualIndex(cb)
-	final := ""
-	if dir := f.st.Dir(); dir != "" {
-		final = tokenFilePath(dir, f.opts.Model)
-		if r.tf, err = createTokenFile(f.st.FS(), final+".build"); err != nil {
-			r.close()
-			return nil, nil, fmt.Errorf("build residual codes: %w", err)
-		}
-	}
-	var pend batchEncoder
-	err = f.st.ScanBlobs(ctx, f.blob, func(num uint64, value []byte) error {
-		if _, ok := counts[num]; !ok {
-			return nil
-		}
-		e, err := f.entryNoCopy(num, value)
-		if err != nil {
-			return err
-		}
-		if r.tf != nil {
-			e.blob = slices.Clone(value) // valid only during the scan
-		}
-		pend.add(num, e)
-		if len(pend.rows) >= encodeBatchTokens*dim {
-			return pend.flush(r)
-		}
-		return nil
-	})
-	if err == nil {
-		err = pend.flush(r)
-	}
-	if err == nil && r.tf != nil {
-		if err = r.tf.sync(); err == nil {
-			if err = f.st.FS().Rename(r.tf.path, final); err == nil {
-				r.tf.path = final
-				err = f.st.FS().SyncDir(filepath.Dir(final))
-			}
-		}
-	}
-	if err != nil {
-		if r.tf != nil && r.tf.path != final {
-			f.st.FS().Remove(r.tf.path)
-		}
-		r.close()
-		return nil, nil, fmt.Errorf("build residual codes: encode: %w", err)
-	}
-	return r, skipped, nil
-}
-
 // batchEncoder gathers the tokens of several documents so that they are
 // assigned to centroids in one call.
 type batchEncoder struct {
@@ -219,15 +194,25 @@ type batchEncoder struct {
 	counts []int
 	rows   []float32
 	blobs  [][]byte
+	locs   []tokenLoc
 }
 
 // add gathers a document. Its blob goes to the token file at flush, so it
 // must stay valid until then (a copy, when it comes from a scan).
 func (b *batchEncoder) add(num uint64, e docEntry) {
+	b.addAt(num, e, tokenLoc{})
+	b.blobs[len(b.blobs)-1] = e.blob
+}
+
+// addAt gathers a document whose blob is already in the token file at loc
+// (a retraining's index, which has no token file of its own until it is
+// swapped in): e is used now and not kept.
+func (b *batchEncoder) addAt(num uint64, e docEntry, loc tokenLoc) {
 	b.nums = append(b.nums, num)
 	b.counts = append(b.counts, e.h.count)
 	b.rows = appendRows(b.rows, e, e.h.count)
-	b.blobs = append(b.blobs, e.blob)
+	b.blobs = append(b.blobs, nil)
+	b.locs = append(b.locs, loc)
 }
 
 // flush encodes the gathered documents into r and empties b.
@@ -255,7 +240,8 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 			sum += float64(v)
 		}
 		d.normSum = float32(sum)
-		if r.tf != nil {
+		d.loc = b.locs[i]
+		if r.tf != nil && b.blobs[i] != nil {
 			loc, err := r.tf.append(b.blobs[i])
 			if err != nil {
 				return err
@@ -265,7 +251,7 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 		r.put(num, d)
 		off += c
 	}
-	b.nums, b.counts, b.rows, b.blobs = b.nums[:0], b.counts[:0], b.rows[:0], b.blobs[:0]
+	b.nums, b.counts, b.rows, b.blobs, b.locs = b.nums[:0], b.counts[:0], b.rows[:0], b.blobs[:0], b.locs[:0]
 	return nil
 }
 
@@ -276,15 +262,17 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newRun bool) ([]error, error) {
 	if newRun && f.rc != nil {
 		// A provisional codebook was trained on whatever part of a run
-		// came first; retraining it where the next run starts makes the
-		// index the same however the caller cut the log.
-		if prov := f.rc.cb.provisional; prov || f.shouldRetrainLocked() {
-			if err := f.retrainLocked(ctx); err != nil {
+		// came first; retraining it where the next run starts (now: it
+		// holds one run at most) makes the index the same however the
+		// caller cut the log. Others retrain in the background.
+		switch {
+		case f.rc.cb.provisional:
+			if err := f.retrainNowLocked(ctx); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: %w", err)
 			}
-			if !prov {
-				f.retrains++
-			}
+		case f.shouldRetrainLocked():
+			f.startRetrainLocked()
+			f.retrains++
 		}
 	}
 	var (
@@ -293,6 +281,9 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 	)
 	for _, c := range final {
 		num := c.DocNum
+		if f.job != nil {
+			f.job.changed[num] = struct{}{}
+		}
 		if f.rc != nil {
 			f.rc.drop(num)
 		}
@@ -318,7 +309,7 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		if want := trainPerCentroid * nlist * f.opts.Dim; len(sample) > want {
 			sample = everyNthRow(sample, f.opts.Dim, len(sample)/want)
 		}
-		cb, err := trainCodebook(sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))
+		cb, err := trainCodebook(ctx, sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))
 		if err != nil {
 			return nil, fmt.Errorf("latecollect: apply: %w", err)
 		}
@@ -363,25 +354,17 @@ func (f *residualFamily) description() string {
 // shouldRetrainLocked reports whether the centroids no longer fit: the
 // automatic number of centroids is at least double the current one (the
 // tokens grew about RetrainGrowth-fold), or the mean residual norm rose by
-// RetrainDrift over the training sample's.
+// RetrainDrift over the training sample's. While a retraining runs,
+// growth is measured against the codebook it trains, and drift (a
+// measure of the old codes) is not.
 func (f *residualFamily) shouldRetrainLocked() bool {
 	r := f.rc
-	if f.configuredCentroids() == 0 && autoCentroids(r.tokens) >= 2*r.cb.nlist && r.tokens >= RetrainGrowth*r.cb.trained {
+	nlist, trained := r.cb.nlist, r.cb.trained
+	if f.job != nil {
+		nlist, trained = f.job.nlist, f.job.trained
+	}
+	if f.configuredCentroids() == 0 && autoCentroids(r.tokens) >= 2*nlist && r.tokens >= RetrainGrowth*trained {
 		return true
 	}
-	return r.tokens >= 1000 && r.drift() > RetrainDrift
-}
-
-// retrainLocked retrains the centroids on the documents held and
-// re-encodes them from their current blobs.
-func (f *residualFamily) retrainLocked(ctx context.Context) error {
-	held := f.rc.docs
-	r, skipped, err := f.buildResidual(ctx, func(num uint64) bool { _, ok := held[num]; return ok })
-	if err != nil {
-		return err
-	}
-	f.skipped = append(f.skipped, skipped...)
-	f.rc.close() // r is nil when no held document has tokens any more
-	f.rc = r
-	return nil
+	return f.job == nil && r.tokens >= 1000 && r.drift() > RetrainDrift
 }

@@ -54,7 +54,8 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 			return err
 		}
 		if r.tf != nil {
-			if r.tf.garbage > r.tf.size/2 {
+			// A retraining running reads the file: compaction waits.
+			if r.tf.garbage > r.tf.size/2 && f.job == nil {
 				order := slices.Sorted(maps.Keys(r.docs))
 				tf, err := compactTokenFile(r.tf, r.docs, order)
 				if err != nil {

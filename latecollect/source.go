@@ -34,7 +34,7 @@ func (x *source) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, e
 	if c.Op != storage.OpPut || c.Doc == nil {
 		return docEntry{}, false, nil
 	}
-	value, ok, err := x.st.Blob(c.DocNum, x.blob)
+	value, ok, err := x.storedBlob(c.DocNum)
 	if err != nil {
 		return docEntry{}, false, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, c.DocNum, err)
 	}
@@ -47,6 +47,11 @@ func (x *source) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, e
 		return docEntry{}, false, nil
 	}
 	return e, true, nil
+}
+
+// storedBlob reads document num's current blob from the store (a copy).
+func (x *source) storedBlob(num uint64) ([]byte, bool, error) {
+	return x.st.Blob(num, x.blob)
 }
 
 // appendRows appends the first n decoded rows of e.

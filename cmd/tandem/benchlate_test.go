@@ -45,7 +45,7 @@ func TestBenchLate(t *testing.T) {
 		"| documents | 1500 (32 tokens of 64 values each",
 		"| tokens | 48000 in the late index (48000 supplied) |",
 		"| late index | Residual",
-		"| build (ingest until the late index applied everything) | ",
+		"| build (ingest until the late index applied everything and finished retraining) | ",
 		"| close (snapshots) | ",
 		"| late token file (full precision, on disk) | ",
 		"| open from snapshot | ",

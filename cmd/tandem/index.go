@@ -111,12 +111,12 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 				return
 			}
 			last = time.Now()
-			fmt.Fprintln(stderr, progressLine(p, size))
+			fmt.Fprintln(stderr, progressLine(p, size, e.Retraining()))
 		},
 	}
 	p, err := e.IndexJSONL(context.Background(), in, opts)
 	if !*quiet {
-		fmt.Fprintln(stderr, progressLine(p, size))
+		fmt.Fprintln(stderr, progressLine(p, size, e.Retraining()))
 	}
 	if err != nil {
 		var le *engine.LineError
@@ -125,8 +125,48 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if err := waitRetrain(e, *quiet, stderr); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "indexed %d documents (%d lines, %d skipped) in %s\n", p.Docs, p.Lines, p.Skipped, p.Elapsed.Round(time.Millisecond))
 	return nil
+}
+
+// waitRetrain lets a retraining of residual codes that the load started
+// finish, so that the collection is saved with its new codes (Close would
+// cancel it and the next Open would start it again), saying so every few
+// seconds.
+func waitRetrain(e *engine.Engine, quiet bool, stderr io.Writer) error {
+	names := e.Retraining()
+	if len(names) == 0 {
+		return nil
+	}
+	start := time.Now()
+	if !quiet {
+		fmt.Fprintf(stderr, "%s: retraining the centroids of the residual codes (in the background; searches and writes would go on)\n", strings.Join(names, ", "))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.WaitRetrain(ctx) }()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				fmt.Fprintf(stderr, "retraining done after %s\n", time.Since(start).Round(time.Second))
+			}
+			return nil
+		case <-tick.C:
+			if !quiet {
+				fmt.Fprintf(stderr, "still retraining %s (%s)\n", strings.Join(e.Retraining(), ", "), time.Since(start).Round(time.Second))
+			}
+		}
+	}
 }
 
 // modelNames turns --models into the models of dense and of late
@@ -207,7 +247,9 @@ func (f *externalFlags) Set(s string) error {
 	return nil
 }
 
-func progressLine(p engine.Progress, size int64) string {
+// progressLine describes a load's progress; retraining names the late
+// indexes retraining in the background.
+func progressLine(p engine.Progress, size int64, retraining []string) string {
 	secs := p.Elapsed.Seconds()
 	rate := 0.0
 	if secs > 0 {
@@ -224,6 +266,9 @@ func progressLine(p engine.Progress, size int64) string {
 	}
 	if p.Skipped > 0 {
 		s += fmt.Sprintf(", %d skipped", p.Skipped)
+	}
+	if len(retraining) > 0 {
+		s += ", retraining " + strings.Join(retraining, ", ")
 	}
 	return s
 }
