@@ -95,6 +95,17 @@ func rankings(t *testing.T, e *Engine, queries []string, vectors func(q string) 
 	return out
 }
 
+// settle waits for e's late-interaction indexes to finish retraining in
+// the background: until a retraining swaps its codes in, searches use the
+// codes of before, so two collections of the same documents compare only
+// once both have settled.
+func settle(t *testing.T, e *Engine) {
+	t.Helper()
+	if err := e.WaitRetrain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var vectorQueries = []string{"kitten", "heart attack", "puppy", "sweet insects", "night birds", "musical instruments", "baking"}
 
 // TestSuppliedVectorsRankExactly indexes a corpus twice, once encoded by
@@ -111,6 +122,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 	if _, err := encoded.Index(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
+	settle(t, encoded)
 	vecs := storedVectors(t, encoded, docs, model)
 	withVectors := make([]tandem.Doc, len(docs))
 	for i, d := range docs {
@@ -134,6 +146,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 		if p.Tokens != 0 {
 			t.Errorf("%d tokens encoded; every document brought its vectors", p.Tokens)
 		}
+		settle(t, e)
 		compareRankings(t, rankings(t, e, vectorQueries, nil, ""), want)
 		compareRankings(t, rankings(t, e, vectorQueries, nil, filter), wantFiltered)
 	})
@@ -147,6 +160,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 		if _, err := e.IndexJSONL(ctx, strings.NewReader(sb.String()), JSONLOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		settle(t, e)
 		compareRankings(t, rankings(t, e, vectorQueries, nil, ""), want)
 	})
 	t.Run("External", func(t *testing.T) {
@@ -157,6 +171,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 		if _, err := e.Index(ctx, withVectors); err != nil {
 			t.Fatal(err)
 		}
+		settle(t, e)
 		// The queries' vectors come from the model, as a caller's own
 		// encoder would make them.
 		enc, err := loadEncoder(model, &Options{EncoderThreads: 1})
@@ -185,6 +200,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 		// Reopened, it still needs no encoder.
 		e.Close()
 		e = openT(t, e.dir, nil)
+		settle(t, e)
 		compareRankings(t, rankings(t, e, vectorQueries, queryVecs, ""), want)
 	})
 }

@@ -19,11 +19,19 @@ import (
 // Format version 1, little endian: magic, version (u32), dim (u32), the
 // configured description (u16 length, bytes), centroids (u32; 0 when no
 // document has tokens, and nothing follows but the document count), mean
-// training residual norm (f32), tokens when trained (i64), centroids
+// training residual norm (f32), tokens when trained (i64; the top bit
+// marks a provisional codebook, provisionalBit), centroids
 // (centroids × dim f32), cut-offs, low and high values (dim f32 each),
 // document count (u64), then per document in docnum order: docnum (u64),
 // token count (u32), residual norm sum (f32), centroid ids (u16 each),
 // residual codes (dim/8 bytes each); then residualEnd.
+// provisionalBit, set in the snapshot's count of tokens when trained,
+// marks a provisional codebook (one trained on the first part of a run,
+// retrained where the next run starts): a reopened index keeps retraining
+// it as the index that was never closed would, not in the background.
+// Snapshots without it read as before.
+const provisionalBit = 1 << 63
+
 const (
 	residualMagic   = "TLCR"
 	residualEnd     = "TLCE"
@@ -70,7 +78,11 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 		cb := r.cb
 		b = le.AppendUint32(b, uint32(cb.nlist))
 		b = le.AppendUint32(b, math.Float32bits(cb.meanRes))
-		b = le.AppendUint64(b, uint64(cb.trained))
+		trained := uint64(cb.trained)
+		if cb.provisional {
+			trained |= provisionalBit
+		}
+		b = le.AppendUint64(b, trained)
 		for _, v := range [][]float32{cb.cent, cb.cutoff, cb.lo, cb.hi} {
 			b = appendF32s(b, v)
 		}
@@ -161,7 +173,8 @@ func (f *residualFamily) load() (bool, uint64, error) {
 	}
 	cb := &codebook{dim: dim, nlist: nlist}
 	cb.meanRes = math.Float32frombits(rd.u32())
-	cb.trained = int64(rd.u64())
+	trained := rd.u64()
+	cb.trained, cb.provisional = int64(trained&^provisionalBit), trained&provisionalBit != 0
 	cb.cent = rd.f32s(nlist * dim)
 	cb.cutoff, cb.lo, cb.hi = rd.f32s(dim), rd.f32s(dim), rd.f32s(dim)
 	tfID, tfSize := rd.u64(), int64(rd.u64())
