@@ -99,11 +99,10 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 			if enc.TokenDim() == 0 {
 				return fmt.Errorf("%w %q: cannot serve late interaction: %w", ErrModel, name, encoder.ErrNoTokens)
 			}
-			desc := DefaultLateIndex(o.LateIndex, enc.TokenDim())
-			if err := latecollect.CheckDescription(desc, enc.TokenDim()); err != nil {
+			if err := latecollect.CheckDescription(o.LateIndex, enc.TokenDim()); err != nil {
 				return fmt.Errorf("%w: late-interaction index %q for %q: %w", ErrBadRequest, o.LateIndex, name, err)
 			}
-			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex = true, enc.TokenDim(), desc
+			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex = true, enc.TokenDim(), o.LateIndex
 		} else {
 			if enc.Dim() == 0 {
 				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval (request it for late interaction only, e.g. late:%s)", ErrModel, name, enc.Pooling(), name)
