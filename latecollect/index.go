@@ -59,11 +59,13 @@ type Options struct {
 	// default DefaultResidualCandidates. Residual codes only.
 	ResidualCap int
 	// ExactCap is the number of documents rescored exactly from the
-	// stored tokens, negative for none. The default (0) is as many as
-	// make up ExactBudget full-precision values at the index's mean
-	// document length, at least DefaultExactCandidates and at most
-	// MaxExactCandidates: short or low-dimensional documents, whose
-	// residual codes carry fewer bits, get more. Residual codes only.
+	// stored tokens, at least the hits asked for (only they are ranked),
+	// negative for none. The default (0) is as many as make up
+	// ExactBudget full-precision values at the index's mean document
+	// length, at least DefaultExactCandidates and at most
+	// MaxExactCandidates (short or low-dimensional documents, whose
+	// residual codes carry fewer bits, get more), and at least the depth
+	// rule's (DepthExactValues). Residual codes only.
 	ExactCap int
 	// TokenPrune skips, at the residual stage, the tokens of a document
 	// whose centroid scores against every query token are more than

@@ -220,8 +220,11 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 
 	// Stage 5: exact, from the stored tokens.
 	nExact := so.ExactCap
-	if nExact == 0 {
+	switch {
+	case nExact == 0:
 		nExact = max(f.exactCapLocked(), f.depthExactLocked(so.K))
+	case nExact > 0:
+		nExact = max(nExact, so.K) // only these are ranked
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
@@ -281,23 +284,30 @@ func depthCaps(k, candidates, residual int) (int, int) {
 func (f *residualFamily) depthExactLocked(k int) int {
 	k = min(k, 1<<20)
 	n := k + (k+3)/4 + 3
-	r := f.rc
-	if len(r.docs) > 0 && r.tokens > 0 {
-		perDoc := float64(r.tokens) / float64(len(r.docs)) * float64(f.opts.Dim)
+	if perDoc := f.valuesPerDocLocked(); perDoc > 0 {
 		n = max(n, int(math.Ceil(float64(k)*DepthExactValues/perDoc)))
 	}
 	return n
+}
+
+// valuesPerDocLocked is the mean number of token values of a document the
+// index holds, 0 when it holds none.
+func (f *residualFamily) valuesPerDocLocked() float64 {
+	r := f.rc
+	if len(r.docs) == 0 || r.tokens == 0 {
+		return 0
+	}
+	return float64(r.tokens) / float64(len(r.docs)) * float64(f.opts.Dim)
 }
 
 // exactCapLocked is the automatic ExactCap: the documents that make up
 // ExactBudget token values at the mean document length, within
 // [DefaultExactCandidates, MaxExactCandidates].
 func (f *residualFamily) exactCapLocked() int {
-	r := f.rc
-	if len(r.docs) == 0 || r.tokens == 0 {
+	perDoc := f.valuesPerDocLocked()
+	if perDoc == 0 {
 		return DefaultExactCandidates
 	}
-	perDoc := float64(r.tokens) / float64(len(r.docs)) * float64(f.opts.Dim)
 	return min(MaxExactCandidates, max(DefaultExactCandidates, int(ExactBudget/perDoc)))
 }
 
