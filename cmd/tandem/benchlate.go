@@ -37,6 +37,7 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	quiet := fset.Bool("quiet", false, "no progress output")
 	cpuProfile := fset.String("cpuprofile", "", "write a CPU profile of the ingest to this file")
 	searchProfile := fset.String("search-cpuprofile", "", "write a CPU profile of the measured searches (not the exhaustive ones) to this file")
+	memProfile := fset.String("memprofile", "", "write a heap profile (allocations during the ingest and retraining) to this file")
 	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
@@ -160,6 +161,11 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	}
 	build := max(p.Elapsed, time.Since(start))
 	stopProfile()
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
 	peakIngest := peakRSS()
 	built, err := lateStats(e, model.Name)
 	if err != nil {
