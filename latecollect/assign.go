@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tandemsearch/tandem/internal/blas"
@@ -256,18 +257,26 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 	dim := t.dim
 	ncoarse := len(t.ids)
 	n := len(out)
-	best := make([]float32, n)
+	sc := twoLevelScratchPool.Get().(*twoLevelScratch)
+	defer twoLevelScratchPool.Put(sc)
+	sc.best = slices.Grow(sc.best[:0], n)[:n]
+	best := sc.best
 	for i := range best {
 		best[i] = float32(math.Inf(-1))
 		out[i] = -1
 	}
+	if len(sc.probers) < ncoarse {
+		sc.probers = make([][]int32, ncoarse)
+	}
+	sc.order = slices.Grow(sc.order[:0], ncoarse)[:ncoarse]
 	var (
-		cs      []float32
-		order   = make([]int32, ncoarse)
-		probers = make([][]int32, ncoarse)
-		gather  []float32
-		scores  []float32
+		cs      = sc.cs
+		order   = sc.order
+		probers = sc.probers[:ncoarse]
+		gather  = sc.gather
+		scores  = sc.scores
 	)
+	defer func() { sc.cs, sc.gather, sc.scores = cs, gather, scores }()
 	for from := 0; from < n; from += assignBatch {
 		to := min(n, from+assignBatch)
 		b := to - from
@@ -328,6 +337,18 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 
 // Close releases nothing native: the groups are Go memory.
 func (t *twoLevel) Close() error { return nil }
+
+// twoLevelScratch is assignRange's working memory, kept between calls
+// (twoLevelScratchPool): a build assigns each applied batch, and k-means
+// each iteration, and allocating it anew for each was most of what a
+// build allocated after the token rows.
+type twoLevelScratch struct {
+	best, cs, gather, scores []float32
+	order                    []int32
+	probers                  [][]int32
+}
+
+var twoLevelScratchPool = sync.Pool{New: func() any { return new(twoLevelScratch) }}
 
 // twoLevelKMeans is spherical k-means (Lloyd's iterations, centroids
 // renormalised to unit length) whose assignment step is two-level: for k

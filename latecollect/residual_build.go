@@ -27,6 +27,7 @@ type residualFamily struct {
 	rc       *residualIndex // nil while no document has tokens
 	retrains int            // retrainings started since Open
 	skipped  []error        // bad blobs met while building, newest last
+	pend     batchEncoder   // apply's, reused (under the write lock)
 	// tokenFileErrors counts exact-stage reads of the token file that
 	// failed (the store was read instead).
 	tokenFileErrors atomic.Int64
@@ -215,6 +216,24 @@ func (b *batchEncoder) addAt(num uint64, e docEntry, loc tokenLoc) {
 	b.locs = append(b.locs, loc)
 }
 
+// full reports whether b holds a batch's worth of tokens (of dim values),
+// to be flushed before more are added: a caller with many documents
+// flushes as it goes, so that what it gathers stays bounded.
+func (b *batchEncoder) full(dim int) bool {
+	return len(b.rows) >= encodeBatchTokens*dim
+}
+
+// reset empties b, keeping its buffers unless they grew past a batch.
+func (b *batchEncoder) reset(dim int) {
+	b.nums, b.counts, b.blobs, b.locs = b.nums[:0], b.counts[:0], b.blobs[:0], b.locs[:0]
+	if cap(b.rows) > 2*encodeBatchTokens*dim {
+		b.rows = nil
+	} else {
+		b.rows = b.rows[:0]
+	}
+	clear(b.blobs[:cap(b.blobs)])
+}
+
 // flush encodes the gathered documents into r and empties b.
 func (b *batchEncoder) flush(r *residualIndex) error {
 	if len(b.nums) == 0 {
@@ -251,7 +270,7 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 		r.put(num, d)
 		off += c
 	}
-	b.nums, b.counts, b.rows, b.blobs, b.locs = b.nums[:0], b.counts[:0], b.rows[:0], b.blobs[:0], b.locs[:0]
+	b.reset(cb.dim)
 	return nil
 }
 
@@ -275,10 +294,11 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 			f.retrains++
 		}
 	}
-	var (
-		bad  []error
-		pend batchEncoder
-	)
+	var bad []error
+	// One encoder, kept between runs: gathering each run's rows into a new
+	// one allocated several times the tokens' bytes as it grew.
+	pend := &f.pend
+	defer pend.reset(f.opts.Dim)
 	for _, c := range final {
 		num := c.DocNum
 		if f.job != nil {
@@ -297,6 +317,11 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		}
 		if ok {
 			pend.add(num, e)
+		}
+		if f.rc != nil && pend.full(f.opts.Dim) {
+			if err := pend.flush(f.rc); err != nil {
+				return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
+			}
 		}
 	}
 	if f.rc == nil && len(pend.rows) > 0 {

@@ -270,7 +270,7 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *t
 			continue
 		}
 		pend.addAt(h.num, e, h.loc)
-		if len(pend.rows) >= encodeBatchTokens*dim {
+		if pend.full(dim) {
 			if err := pend.flush(next); err != nil {
 				next.close()
 				return nil, nil, fmt.Errorf("retrain: encode: %w", err)
@@ -304,10 +304,17 @@ func (f *residualFamily) codeDelta(next *residualIndex, delta []heldDoc, tf *tok
 			gone = append(gone, h.num)
 			continue
 		}
+		if next.cb.nlist == 0 {
+			return nil, errors.New("retrain: no codebook for the documents applied meanwhile")
+		}
 		pend.addAt(h.num, e, h.loc)
-	}
-	if next.cb.nlist == 0 && len(pend.nums) > 0 {
-		return nil, errors.New("retrain: no codebook for the documents applied meanwhile")
+		// Flushed as it goes: the documents applied while a long job ran
+		// can be most of the collection.
+		if pend.full(next.cb.dim) {
+			if err := pend.flush(next); err != nil {
+				return nil, fmt.Errorf("retrain: encode: %w", err)
+			}
+		}
 	}
 	if err := pend.flush(next); err != nil {
 		return nil, fmt.Errorf("retrain: encode: %w", err)
