@@ -170,11 +170,11 @@ func trainCodebook(ctx context.Context, sample []float32, dim, nlist int, traine
 		for i := range n {
 			col[i] = res[i*dim+j]
 		}
-		slices.Sort(col)
-		cut := col[n/2]
+		cut := nthSmallest(col, n/2)
 		var loSum, hiSum float64
 		var loN, hiN int
-		for _, r := range col {
+		for i := range n {
+			r := res[i*dim+j]
 			if r > cut {
 				hiSum += float64(r)
 				hiN++
@@ -193,6 +193,47 @@ func trainCodebook(ctx context.Context, sample []float32, dim, nlist int, traine
 		}
 	}
 	return cb, nil
+}
+
+// nthSmallest returns the k-th smallest value of v (from 0), which it
+// reorders: quickselect, in linear time on average where sorting each
+// dimension's residuals took 2% of a SciFact build. v holds no NaN.
+func nthSmallest(v []float32, k int) float32 {
+	lo, hi := 0, len(v)-1
+	for lo < hi {
+		// Median of three as the pivot; Hoare partition.
+		mid := lo + (hi-lo)/2
+		a, b, c := v[lo], v[mid], v[hi]
+		p := b
+		if (a < b) != (a < c) {
+			p = a
+		} else if (c < a) != (c < b) {
+			p = c
+		}
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < p {
+				i++
+			}
+			for v[j] > p {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
 }
 
 // encode assigns rows (n × dim values) to centroids and quantises their

@@ -331,3 +331,36 @@ func BenchmarkTopCentroids(b *testing.B) {
 		})
 	}
 }
+
+// TestNthSmallest checks quickselect against sorting, with and without
+// repeated values, at every rank of small slices and some of large ones.
+func TestNthSmallest(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 2, 3, 5, 8, 31, 100, 1000, 100_000} {
+		for _, levels := range []int{2, 7, 0} {
+			v := make([]float32, n)
+			for i := range v {
+				if levels > 0 {
+					v[i] = float32(r.IntN(levels)) - 3
+				} else {
+					v[i] = float32(r.NormFloat64())
+				}
+			}
+			sorted := slices.Clone(v)
+			slices.Sort(sorted)
+			ks := []int{0, n / 2, n - 1}
+			if n <= 100 {
+				ks = ks[:0]
+				for k := range n {
+					ks = append(ks, k)
+				}
+			}
+			for _, k := range ks {
+				w := slices.Clone(v)
+				if got := nthSmallest(w, k); got != sorted[k] {
+					t.Fatalf("n %d, levels %d: rank %d is %v, sorted says %v", n, levels, k, got, sorted[k])
+				}
+			}
+		}
+	}
+}
