@@ -136,8 +136,15 @@ func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 			binary.LittleEndian.PutUint32(p[4*i:], math.Float32bits(v))
 		}
 	case F16:
-		for i, v := range vecs {
-			binary.LittleEndian.PutUint16(p[2*i:], float16Bits(v))
+		done := 0
+		if useF16C && len(vecs) >= 8 {
+			// The same bits as float16Bits for every finite value
+			// (TestEncodeF16F16C); non-finite ones were refused above.
+			done = len(vecs) &^ 7
+			encodeF16F16C(&p[0], &vecs[0], done)
+		}
+		for i := done; i < len(vecs); i++ {
+			binary.LittleEndian.PutUint16(p[2*i:], float16Bits(vecs[i]))
 		}
 	case I8:
 		for r := range n {

@@ -14,6 +14,13 @@ func dot4x2AVX2(q0, q1, q2, q3, d0, d1 *float32, n int, out *[8]float32)
 //go:noescape
 func decodeF16F16C(dst *float32, src *byte, n int)
 
+// encodeF16F16C converts n float32 values at src to little-endian
+// float16 at dst with VCVTPS2PH, rounding to nearest even; n must be a
+// multiple of 8.
+//
+//go:noescape
+func encodeF16F16C(dst *byte, src *float32, n int)
+
 // maxF32AVX2 returns the largest of n values at p, NaNs passed over (-Inf
 // for none); n must be a positive multiple of 32. Implemented in
 // kernel_amd64.s.

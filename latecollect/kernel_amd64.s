@@ -103,6 +103,29 @@ done:
 	VZEROUPPER
 	RET
 
+// func encodeF16F16C(dst *byte, src *float32, n int)
+//
+// Converts n float32 values to float16 (little endian), rounding to
+// nearest even (immediate 0, whatever MXCSR says), n a multiple of 8.
+TEXT ·encodeF16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   encdone
+
+encode:
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       encode
+
+encdone:
+	VZEROUPPER
+	RET
+
 // func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
 //
 // best[j] = max(best[j], table[c*stride+j]) for the n ids c at cids and

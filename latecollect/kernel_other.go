@@ -30,3 +30,7 @@ func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint
 func maxF32AVX2(p *float32, n int) float32 {
 	panic("latecollect: maxF32AVX2 without amd64")
 }
+
+func encodeF16F16C(dst *byte, src *float32, n int) {
+	panic("latecollect: encodeF16F16C without amd64")
+}

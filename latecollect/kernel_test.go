@@ -174,3 +174,44 @@ func TestMaxOfAVX2MatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeF16F16C compares the F16C conversion with float16Bits on the
+// float32 values that round to float16 differently: for every exponent
+// from below float16's subnormals to its largest, every mantissa whose low
+// 13 bits are 0, 0x0fff, 0x1000 (a tie) or 0x1001 and whose high bits are
+// any of 64 patterns, both signs, and a million random finite values in
+// range.
+func TestEncodeF16F16C(t *testing.T) {
+	if !useF16C {
+		t.Skip("skipping: no F16C on this CPU")
+	}
+	var vals []float32
+	for exp := uint32(127 - 26); exp <= 127+15; exp++ {
+		for hi := uint32(0); hi < 64; hi++ {
+			for _, lo := range []uint32{0, 0x0fff, 0x1000, 0x1001, 0x1fff} {
+				m := (hi*0x1ffff/63)<<13&0x7fe000 | lo
+				for _, sign := range []uint32{0, 1 << 31} {
+					v := math.Float32frombits(sign | exp<<23 | m)
+					if math.Abs(float64(v)) <= MaxF16 {
+						vals = append(vals, v)
+					}
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 1 << 20 {
+		vals = append(vals, float32((r.Float64()*2-1)*math.Pow(2, float64(r.IntN(40)-24)))*MaxF16/65536)
+	}
+	vals = append(vals, 0, float32(math.Copysign(0, -1)), MaxF16, -MaxF16, math.SmallestNonzeroFloat32)
+	for len(vals)%8 != 0 {
+		vals = append(vals, 1)
+	}
+	got := make([]byte, 2*len(vals))
+	encodeF16F16C(&got[0], &vals[0], len(vals))
+	for i, v := range vals {
+		if g, w := uint16(got[2*i])|uint16(got[2*i+1])<<8, float16Bits(v); g != w {
+			t.Fatalf("%v (%#08x): F16C gives %#04x, float16Bits %#04x", v, math.Float32bits(v), g, w)
+		}
+	}
+}
