@@ -104,6 +104,13 @@ func checkDocs(t *testing.T, s *Store, want map[int]int) {
 			if got, whole := checkBlob(out[len(buf):], i, size); !whole || got != v {
 				t.Errorf("ReadBlob(d%d, %s): version %d whole %v, want version %d", i, name, got, whole, v)
 			}
+			out, crc, ok, err := s.ReadBlobCRC(num, name, buf)
+			if err != nil || !ok || !bytes.Equal(out[:len(buf)], buf) {
+				t.Fatalf("ReadBlobCRC(d%d, %s): %v %v, prefix %q", i, name, ok, err, out[:min(len(out), len(buf))])
+			}
+			if got, whole := checkBlob(out[len(buf):], i, size); !whole || got != v || crc != crc32.Checksum(out[len(buf):], castagnoli) {
+				t.Errorf("ReadBlobCRC(d%d, %s): version %d whole %v, CRC %08x; want version %d, the blob's CRC-32C", i, name, got, whole, crc, v)
+			}
 		}
 	}
 	seen := 0
@@ -169,6 +176,9 @@ func TestBlobSegmentsRoundTrip(t *testing.T) {
 	}
 	if _, ok, err := s.ReadBlob(12345, "tok/m", nil); ok || err != nil {
 		t.Errorf("ReadBlob of no document: %v %v", ok, err)
+	}
+	if out, crc, ok, err := s.ReadBlobCRC(12345, "tok/m", nil); ok || err != nil || crc != 0 || out != nil {
+		t.Errorf("ReadBlobCRC of no document: %q, %08x, %v %v", out, crc, ok, err)
 	}
 	s.Close()
 	s = openTest(t, dir)

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 
@@ -99,10 +100,21 @@ func (s *Store) Blob(num uint64, name string) ([]byte, bool, error) {
 // ErrCorruption, naming the segment and offset. It is safe for
 // concurrent use.
 func (s *Store) ReadBlob(num uint64, name string, dst []byte) ([]byte, bool, error) {
+	out, _, ok, err := s.ReadBlobCRC(num, name, dst)
+	return out, ok, err
+}
+
+// ReadBlobCRC is ReadBlob that also returns the blob's CRC-32C
+// (Castagnoli): for a blob in a segment the one its pointer records,
+// which the read has checked, for a blob held in Badger computed. A
+// caller that recorded a blob's length and CRC (a derived index, of the
+// blob it was built from) tells whether the blob read is still that one
+// without checksumming it a second time.
+func (s *Store) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed {
-		return dst, false, ErrClosed
+		return dst, 0, false, ErrClosed
 	}
 	key := blobKey(num, name)
 	n := len(dst)
@@ -131,19 +143,23 @@ func (s *Store) ReadBlob(num uint64, name string, dst []byte) ([]byte, bool, err
 			})
 		})
 		if err != nil {
-			return dst[:n], false, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
+			return dst[:n], 0, false, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
 		}
 		if !ptr {
-			return dst, found, nil
+			var crc uint32
+			if found {
+				crc = crc32.Checksum(dst[n:], castagnoli)
+			}
+			return dst, crc, found, nil
 		}
 		out, err := s.readPointer(p, dst)
 		if errors.Is(err, errSegmentGone) && attempt < 3 {
 			continue // compacted since: the pointer has moved
 		}
 		if err != nil {
-			return dst[:n], true, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
+			return dst[:n], 0, true, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
 		}
-		return out, true, nil
+		return out, p.crc, true, nil
 	}
 }
 

@@ -4,7 +4,8 @@
 // derived index (Bleve, FAISS) is rebuilt or caught up.
 //
 // The main type is Store; writes go through a Batch committed by
-// Store.Write. Store.ReadBlob reads a blob into a caller's buffer.
+// Store.Write. Store.ReadBlob reads a blob into a caller's buffer;
+// Store.ReadBlobCRC also returns its CRC-32C.
 //
 // # Invariants
 //
