@@ -14,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tandemsearch/tandem/internal/blas"
+	"github.com/tandemsearch/tandem/storage"
 )
 
 // Defaults of the residual-code search: the cheapest setting measured on
@@ -574,35 +575,37 @@ type exactScratch struct {
 
 func newExactScratch() *exactScratch { return new(exactScratch) }
 
-// exactScore scores a document from its stored tokens, as Exhaustive
-// mode does.
+// exactScore scores a document held from its stored tokens, as
+// Exhaustive mode does, when the store's blob is the one its codes were
+// made from (docCodes.matches). When it is not (the document changed or
+// was deleted since: a change the index has not applied yet), the
+// document is scored from its codes instead, as the index applied it,
+// and so is one whose blob cannot be read (storage.ErrCorruption): the
+// rest of the search goes on, and Stats counts both. Any other read error
+// fails the search.
 func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *exactScratch) (float32, error) {
-	var blob []byte
-	if r := f.rc; r != nil && r.tf != nil {
-		if d, ok := r.docs[num]; ok && d.loc.size > 0 {
-			b, err := r.tf.read(d.loc, sc.blob)
-			if err == nil {
-				blob, sc.blob = b, b
-			} else {
-				f.tokenFileErrors.Add(1) // read the store instead
-			}
+	d := f.rc.docs[num]
+	blob, crc, ok, err := f.st.ReadBlobCRC(num, f.blob, sc.blob[:0])
+	if ok && err == nil {
+		sc.blob = blob
+	}
+	var e docEntry
+	switch {
+	case errors.Is(err, storage.ErrCorruption):
+		f.exactReadErrors.Add(1)
+		err = fmt.Errorf("latecollect: exact stage: read %s of document %d: %w", f.blob, num, err)
+		f.exactReadErr.Store(&err)
+		return f.codedScore(query, d, s, sc), nil
+	case err != nil:
+		return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", f.blob, num, err)
+	case ok:
+		if e, err = f.entryNoCopy(num, blob); err == nil && d.matches(len(blob), crc, e.h.count) {
+			break
 		}
-	}
-	ok := blob != nil
-	if !ok {
-		var err error
-		if blob, ok, err = f.st.Blob(num, f.blob); err != nil {
-			return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", f.blob, num, err)
-		}
-	}
-	if !ok {
-		// Deleted since the index applied it: it scores as empty until
-		// the delete is applied.
-		return float32(math.Inf(-1)), nil
-	}
-	e, err := f.entryNoCopy(num, blob)
-	if err != nil {
-		return 0, fmt.Errorf("latecollect: search: %w", err)
+		fallthrough
+	default:
+		f.exactStale.Add(1)
+		return f.codedScore(query, d, s, sc), nil
 	}
 	nq := len(query) / f.opts.Dim
 	if cap(sc.best) < nq {
@@ -610,6 +613,44 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 	}
 	sc.rows = maxSimBlob(query, e.blob, e.h, sc.best[:nq], sc.rows)
 	return combine(s, sc.best[:nq]), nil
+}
+
+// codedScore scores a document from its codes: each token decoded to its
+// centroid plus its residual's reconstruction (the low or high value of
+// each dimension), the vectors the residual stage scores, then scored as
+// exactScore scores stored tokens, a block of rows at a time.
+func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *exactScratch) float32 {
+	cb := f.rc.cb
+	dim, cbytes := cb.dim, cb.codeBytes()
+	block := max(1, exactBlockBytes/(4*dim))
+	if cap(sc.rows) < block*dim {
+		sc.rows = make([]float32, block*dim)
+	}
+	nq := len(query) / dim
+	if cap(sc.best) < nq {
+		sc.best = make([]float32, nq)
+	}
+	best := sc.best[:nq]
+	fillInf(best)
+	for from := 0; from < len(d.cids); from += block {
+		to := min(len(d.cids), from+block)
+		rows := sc.rows[:(to-from)*dim]
+		for t := from; t < to; t++ {
+			c := int(d.cids[t])
+			cent := cb.cent[c*dim : (c+1)*dim]
+			code := d.codes[t*cbytes : (t+1)*cbytes]
+			row := rows[(t-from)*dim : (t-from+1)*dim]
+			for j := range row {
+				r := cb.lo[j]
+				if code[j>>3]>>(j&7)&1 != 0 {
+					r = cb.hi[j]
+				}
+				row[j] = cent[j] + r
+			}
+		}
+		maxSimInto(query, rows, dim, nil, best)
+	}
+	return combine(s, best)
 }
 
 // parallel calls fn(i, scratch) for i in [0, n) over at most
