@@ -116,51 +116,108 @@ func (s *Store) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, uint32
 	if s.closed {
 		return dst, 0, false, ErrClosed
 	}
-	key := blobKey(num, name)
-	n := len(dst)
 	for attempt := 0; ; attempt++ {
-		var p blobPtr
-		var found, ptr bool
+		var out []byte
+		var crc uint32
+		var found bool
 		err := s.db.View(func(txn *badger.Txn) error {
-			item, err := txn.Get(key)
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			found = true
-			if item.UserMeta() != blobPointerMeta {
-				return item.Value(func(v []byte) error {
-					dst = append(dst, v...)
-					return nil
-				})
-			}
-			ptr = true
-			return item.Value(func(v []byte) error {
-				p, err = decodePtr(v)
-				return err
-			})
+			var err error
+			out, crc, found, err = s.readBlobTxn(txn, num, name, dst)
+			return err
 		})
-		if err != nil {
-			return dst[:n], 0, false, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
-		}
-		if !ptr {
-			var crc uint32
-			if found {
-				crc = crc32.Checksum(dst[n:], castagnoli)
-			}
-			return dst, crc, found, nil
-		}
-		out, err := s.readPointer(p, dst)
 		if errors.Is(err, errSegmentGone) && attempt < 3 {
 			continue // compacted since: the pointer has moved
 		}
-		if err != nil {
-			return dst[:n], 0, true, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
-		}
-		return out, p.crc, true, nil
+		return out, crc, found, err
 	}
+}
+
+// readBlobTxn is ReadBlobCRC in txn.
+func (s *Store) readBlobTxn(txn *badger.Txn, num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
+	n := len(dst)
+	var p blobPtr
+	item, err := txn.Get(blobKey(num, name))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return dst, 0, false, nil
+	}
+	if err == nil {
+		if item.UserMeta() != blobPointerMeta {
+			err = item.Value(func(v []byte) error {
+				dst = append(dst, v...)
+				return nil
+			})
+			if err == nil {
+				return dst, crc32.Checksum(dst[n:], castagnoli), true, nil
+			}
+		} else {
+			err = item.Value(func(v []byte) error {
+				p, err = decodePtr(v)
+				return err
+			})
+		}
+	}
+	if err != nil {
+		return dst[:n], 0, false, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
+	}
+	out, err := s.readPointer(p, dst)
+	if errors.Is(err, errSegmentGone) {
+		return dst[:n], 0, true, err
+	}
+	if err != nil {
+		return dst[:n], 0, true, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
+	}
+	return out, p.crc, true, nil
+}
+
+// BlobReader reads blobs as the store was when it was opened, for a
+// caller that reads many in a row (a search's exact stage): one Badger
+// read transaction serves them all, where ReadBlob and ReadBlobCRC open
+// one per blob. It is not safe for concurrent use; each goroutine opens
+// its own. Until Close, the store's Close waits for it and compacted
+// segments are kept, so keep it for a search, not longer.
+type BlobReader struct {
+	s   *Store
+	txn *badger.Txn
+}
+
+// NewBlobReader returns a reader of the store as it is now.
+func (s *Store) NewBlobReader() (*BlobReader, error) {
+	s.life.RLock()
+	if s.closed {
+		s.life.RUnlock()
+		return nil, ErrClosed
+	}
+	if s.blobs != nil {
+		s.blobs.pinScan() // before the transaction, as ScanBlobs does
+	}
+	return &BlobReader{s: s, txn: s.db.NewTransaction(false)}, nil
+}
+
+// ReadBlobCRC is Store.ReadBlobCRC as of the reader's opening.
+func (r *BlobReader) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
+	if r.txn == nil {
+		return dst, 0, false, ErrClosed
+	}
+	out, crc, ok, err := r.s.readBlobTxn(r.txn, num, name, dst)
+	if errors.Is(err, errSegmentGone) {
+		// Segments are pinned while the reader is open: a pointer it
+		// reads cannot lead into a removed one.
+		err = fmt.Errorf("%w: blob %q of document %d: %w", ErrCorruption, name, num, err)
+	}
+	return out, crc, ok, err
+}
+
+// Close releases the reader. It is idempotent.
+func (r *BlobReader) Close() {
+	if r.txn == nil {
+		return
+	}
+	r.txn.Discard()
+	r.txn = nil
+	if r.s.blobs != nil {
+		r.s.blobs.unpinScan()
+	}
+	r.s.life.RUnlock()
 }
 
 // readPointer appends the blob p points to to dst.
