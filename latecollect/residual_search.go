@@ -229,7 +229,9 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	parallelWith(f.opts.Parallelism, nExact, newExactScratch, func(i int, sc *exactScratch) {
+	var workers exactWorkers
+	defer workers.close()
+	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
 		if err != nil {
 			errs[i] = err
@@ -566,14 +568,37 @@ type residualScratch struct {
 
 // exactScratch is one worker's buffers for exactScore, kept across the
 // documents it scores: a blob is hundreds of kilobytes, and rows holds
-// the block of it being scored (maxSimBlob).
+// the block of it being scored (maxSimBlob). rd, opened at the first
+// read, reads every blob the worker scores in one Badger transaction.
 type exactScratch struct {
 	blob []byte
 	rows []float32
 	best []float32
+	rd   *storage.BlobReader
 }
 
-func newExactScratch() *exactScratch { return new(exactScratch) }
+// exactWorkers hands out the exact stage's scratches, one per worker,
+// and closes their blob readers once the stage is done.
+type exactWorkers struct {
+	mu  sync.Mutex
+	all []*exactScratch
+}
+
+func (w *exactWorkers) scratch() *exactScratch {
+	sc := new(exactScratch)
+	w.mu.Lock()
+	w.all = append(w.all, sc)
+	w.mu.Unlock()
+	return sc
+}
+
+func (w *exactWorkers) close() {
+	for _, sc := range w.all {
+		if sc.rd != nil {
+			sc.rd.Close()
+		}
+	}
+}
 
 // exactScore scores a document held from its stored tokens, as
 // Exhaustive mode does, when the store's blob is the one its codes were
@@ -585,7 +610,14 @@ func newExactScratch() *exactScratch { return new(exactScratch) }
 // fails the search.
 func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *exactScratch) (float32, error) {
 	d := f.rc.docs[num]
-	blob, crc, ok, err := f.st.ReadBlobCRC(num, f.blob, sc.blob[:0])
+	if sc.rd == nil {
+		rd, err := f.st.NewBlobReader()
+		if err != nil {
+			return 0, fmt.Errorf("latecollect: search: %w", err)
+		}
+		sc.rd = rd
+	}
+	blob, crc, ok, err := sc.rd.ReadBlobCRC(num, f.blob, sc.blob[:0])
 	if ok && err == nil {
 		sc.blob = blob
 	}
@@ -733,7 +765,9 @@ func (f *residualFamily) exhaustiveFromStoreLocked(ctx context.Context, query []
 func (f *residualFamily) rescore(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	parallelWith(f.opts.Parallelism, len(nums), newExactScratch, func(i int, sc *exactScratch) {
+	var workers exactWorkers
+	defer workers.close()
+	parallelWith(f.opts.Parallelism, len(nums), workers.scratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {
 			return
 		}
