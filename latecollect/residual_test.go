@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -259,6 +260,71 @@ func TestResidualDamagedBlobs(t *testing.T) {
 	st.Close()
 	if _, err := x.Search(ctx, q, &so); !errors.Is(err, storage.ErrClosed) {
 		t.Errorf("search over a closed store: %v, want storage.ErrClosed", err)
+	}
+}
+
+// TestResidualStoreClosedDuringSearch closes the store while searches
+// read blobs on several workers: Close returns, and each search either
+// completes or fails with storage.ErrClosed, none hangs.
+func TestResidualStoreClosedDuringSearch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := storage.Open(dir, &storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(12, 12))
+	c := &synthCorpus{dim: 32, vecs: map[string][]float32{}}
+	for i := range 200 {
+		c.vecs[fmt.Sprintf("d%03d", i)] = randomUnit(r, 40, 32) // 5 KiB: in a segment
+	}
+	c.write(t, st, F32)
+	x, err := Open(ctx, st, &Options{Model: testModel, Dim: 32, Description: "Residual", SnapshotEvery: -1, Parallelism: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	q := randomUnit(r, 4, 32)
+	errs := make(chan error, 4)
+	started := make(chan struct{}, 4)
+	for range 4 {
+		go func() {
+			so := everything
+			so.K = 10
+			for i := 0; ; i++ {
+				if i == 2 {
+					started <- struct{}{}
+				}
+				if _, err := x.Search(ctx, q, &so); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-started
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	deadline := time.After(30 * time.Second)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-deadline:
+		t.Fatal("the store's Close hung behind searches")
+	}
+	for range 4 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, storage.ErrClosed) {
+				t.Errorf("search as the store closed: %v, want storage.ErrClosed", err)
+			}
+		case <-deadline:
+			t.Fatal("a search hung after the store closed")
+		}
 	}
 }
 

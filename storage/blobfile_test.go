@@ -274,7 +274,8 @@ func TestBlobCompaction(t *testing.T) {
 
 // A BlobReader reads the store as it was when opened: a later write does
 // not show, and a segment compacted while it is open stays readable until
-// it closes, then goes. Its CRCs are the blobs'. Reads after Close fail.
+// it closes, then goes. Its CRCs are the blobs'. Reads after its Close or
+// the store's fail.
 func TestBlobReader(t *testing.T) {
 	smallSegments(t, 400<<10) // 10 blobs a segment
 	dir := t.TempDir()
@@ -335,7 +336,17 @@ func TestBlobReader(t *testing.T) {
 		want[i] = 1
 	}
 	checkDocs(t, s, want)
+	// A reader does not hold the store open: Close goes ahead, and the
+	// reader's reads then fail.
+	r, err = s.NewBlobReader()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
+	if _, _, _, err := r.ReadBlobCRC(nums[0], "tok/m", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("read after the store closed: %v, want ErrClosed", err)
+	}
+	r.Close()
 	if _, err := s.NewBlobReader(); !errors.Is(err, ErrClosed) {
 		t.Errorf("NewBlobReader on a closed store: %v, want ErrClosed", err)
 	}

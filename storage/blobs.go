@@ -173,8 +173,10 @@ func (s *Store) readBlobTxn(txn *badger.Txn, num uint64, name string, dst []byte
 // caller that reads many in a row (a search's exact stage): one Badger
 // read transaction serves them all, where ReadBlob and ReadBlobCRC open
 // one per blob. It is not safe for concurrent use; each goroutine opens
-// its own. Until Close, the store's Close waits for it and compacted
-// segments are kept, so keep it for a search, not longer.
+// its own. Until Close, segments compacted since it opened are kept, so
+// keep it for a search, not longer. It does not hold the store open:
+// once the store is closed its reads return ErrClosed (and Close only
+// forgets it).
 type BlobReader struct {
 	s   *Store
 	txn *badger.Txn
@@ -183,8 +185,8 @@ type BlobReader struct {
 // NewBlobReader returns a reader of the store as it is now.
 func (s *Store) NewBlobReader() (*BlobReader, error) {
 	s.life.RLock()
+	defer s.life.RUnlock()
 	if s.closed {
-		s.life.RUnlock()
 		return nil, ErrClosed
 	}
 	if s.blobs != nil {
@@ -195,7 +197,9 @@ func (s *Store) NewBlobReader() (*BlobReader, error) {
 
 // ReadBlobCRC is Store.ReadBlobCRC as of the reader's opening.
 func (r *BlobReader) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
-	if r.txn == nil {
+	r.s.life.RLock()
+	defer r.s.life.RUnlock()
+	if r.txn == nil || r.s.closed {
 		return dst, 0, false, ErrClosed
 	}
 	out, crc, ok, err := r.s.readBlobTxn(r.txn, num, name, dst)
@@ -209,15 +213,18 @@ func (r *BlobReader) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, u
 
 // Close releases the reader. It is idempotent.
 func (r *BlobReader) Close() {
+	r.s.life.RLock()
+	defer r.s.life.RUnlock()
 	if r.txn == nil {
 		return
 	}
-	r.txn.Discard()
-	r.txn = nil
-	if r.s.blobs != nil {
-		r.s.blobs.unpinScan()
+	if !r.s.closed { // a closed store has let go of both
+		r.txn.Discard()
+		if r.s.blobs != nil {
+			r.s.blobs.unpinScan()
+		}
 	}
-	r.s.life.RUnlock()
+	r.txn = nil
 }
 
 // readPointer appends the blob p points to to dst.
