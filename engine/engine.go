@@ -84,7 +84,7 @@ type Options struct {
 	FilterLimits filter.Limits
 
 	// fs is the file system of the files Tandem writes itself (snapshots,
-	// token files); nil is the OS's. Tests inject faults through it.
+	// blob segments); nil is the OS's. Tests inject faults through it.
 	fs vfs.FS
 }
 
@@ -486,7 +486,7 @@ type Stats struct {
 	Late  []LateStats   `json:"late,omitempty"`
 	// DiskBytes is the size on disk of each part of the collection
 	// directory: badger, blobs (storage's blob segments), bleve,
-	// snapshots, derived.
+	// snapshots.
 	DiskBytes map[string]int64 `json:"disk_bytes"`
 }
 
@@ -504,17 +504,20 @@ type LateStats struct {
 	BytesPerToken float64 `json:"bytes_per_token"`
 	Description   string  `json:"description"`
 	// Residual codes only: centroids, mean residual norm over the
-	// training sample's, retrainings since Open, and the file of
-	// full-precision tokens with the reads of it that failed (those
-	// documents were read from the store instead).
+	// training sample's, retrainings since Open, and the documents the
+	// exact stage scored from their codes instead of their stored tokens:
+	// stale ones (changed since they were coded: a change not applied
+	// yet) and unreadable ones (a damaged blob), with the latest read
+	// error.
 	Centroids int     `json:"centroids,omitempty"`
 	Drift     float64 `json:"drift,omitempty"`
 	Retrains  int     `json:"retrains,omitempty"`
 	// Retraining is set while the residual codes retrain in the
 	// background (searches and writes go on with the codes in use).
-	Retraining      bool  `json:"retraining,omitempty"`
-	TokenFileBytes  int64 `json:"token_file_bytes,omitempty"`
-	TokenFileErrors int64 `json:"token_file_errors,omitempty"`
+	Retraining      bool   `json:"retraining,omitempty"`
+	ExactStale      int64  `json:"exact_stale,omitempty"`
+	ExactReadErrors int64  `json:"exact_read_errors,omitempty"`
+	ExactReadError  string `json:"exact_read_error,omitempty"`
 }
 
 // Stats reports counts, sequences, models and sizes.
@@ -544,10 +547,13 @@ func (e *Engine) Stats() (Stats, error) {
 			s.Late = append(s.Late, LateStats{Model: m.spec.Name, Docs: ls.Docs, Tokens: ls.Tokens, TokenKeys: ls.TokenKeys,
 				StoredBytes: ls.StoredBytes, IndexBytes: ls.IndexBytes, MemoryBytes: ls.MemoryBytes, BytesPerToken: ls.BytesPerToken,
 				Description: ls.Description, Centroids: ls.Centroids, Drift: ls.Drift, Retrains: ls.Retrains, Retraining: ls.Retraining,
-				TokenFileBytes: ls.TokenFileBytes, TokenFileErrors: ls.TokenFileErrors})
+				ExactStale: ls.ExactStale, ExactReadErrors: ls.ExactReadErrors})
+			if ls.ExactReadErr != nil {
+				s.Late[len(s.Late)-1].ExactReadError = ls.ExactReadErr.Error()
+			}
 		}
 	}
-	for _, part := range []string{"badger", "blobs", "bleve", "snapshots", "derived"} {
+	for _, part := range []string{"badger", "blobs", "bleve", "snapshots"} {
 		s.DiskBytes[part] = dirSize(filepath.Join(e.dir, part))
 	}
 	return s, nil

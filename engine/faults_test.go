@@ -194,94 +194,74 @@ func TestSnapshotReadFaults(t *testing.T) {
 	}
 }
 
-// TestTokenFileFaults injects faults into the residual index's token file:
-// an append failing while a batch is applied (the batch stays committed,
-// the error names the index, and the next write catches it up), a failed
-// fsync and a failed rename while Close compacts it, and flipped bytes
-// when searches read it (each read is checked and the store answers).
-func TestTokenFileFaults(t *testing.T) {
-	t.Run("append", func(t *testing.T) {
-		fsys := &vfs.Faulty{}
-		c := newFaultCollection(t, "Residual", fsys)
-		e := c.open()
-		defer e.Close()
-		if err := c.write(e, 40, 0); err != nil {
-			t.Fatal(err)
-		}
-		fsys.Inject(vfs.Rule{Op: vfs.OpWrite, Match: ".tokens", At: 0, Err: syscall.ENOSPC})
-		err := c.write(e, 20, 5)
-		fsys.Clear()
-		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "late:"+faultModel) {
-			t.Fatalf("write with a failing token file: %v", err)
-		}
-		if err := c.write(e, 5, 0); err != nil { // catches the index up
-			t.Fatal(err)
-		}
-		checkConsistent(t, e, c.acked)
-	})
-	for _, rule := range []vfs.Rule{
-		{Op: vfs.OpSync, Match: ".tokens"},
-		{Op: vfs.OpRename, Match: ".tokens"},
-		{Op: vfs.OpWrite, Match: ".tokens.tmp", At: 5000},
-	} {
-		t.Run("compact/"+rule.String(), func(t *testing.T) {
-			fsys := &vfs.Faulty{}
-			c := newFaultCollection(t, "Residual", fsys)
-			e := c.open()
-			if err := c.write(e, 40, 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			e = c.open()
-			// Replacing every document makes the file mostly garbage:
-			// the next snapshot compacts it.
-			if err := c.write(e, 0, 40); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.write(e, 0, 40); err != nil {
-				t.Fatal(err)
-			}
-			fsys.Inject(rule)
-			err := e.Close()
-			fsys.Clear()
-			if err == nil || fsys.Hits() == 0 {
-				t.Fatalf("close with %v: %v (%d faults)", rule, err, fsys.Hits())
-			}
-			e = c.open()
-			defer e.Close()
-			checkConsistent(t, e, c.acked)
-		})
+// TestBlobReadFaults injects faults into the reads of the blob segments,
+// where the residual index's exact stage reads the full-precision tokens:
+// a flipped byte (each read is checked: the document it falls in is scored
+// from its codes, counted, and searches go on, returning only acknowledged
+// documents), then an I/O error (the search fails with it, naming the
+// index). Once reads are sound again, everything is consistent.
+func TestBlobReadFaults(t *testing.T) {
+	fsys := &vfs.Faulty{}
+	c := newFaultCollection(t, "Residual", fsys)
+	e := c.open()
+	defer e.Close()
+	if err := c.write(e, 40, 0); err != nil {
+		t.Fatal(err)
 	}
-	t.Run("flipped read", func(t *testing.T) {
-		fsys := &vfs.Faulty{}
-		c := newFaultCollection(t, "Residual", fsys)
-		e := c.open()
-		defer e.Close()
-		if err := c.write(e, 40, 0); err != nil {
-			t.Fatal(err)
+	var q tandem.Doc
+	for _, d := range c.acked {
+		q = d
+		break
+	}
+	search := func(mode string) ([]tandem.Hit, error) {
+		res, err := e.Search(context.Background(), Request{K: len(c.acked), IDsOnly: true, Retrievers: []string{mode},
+			Vectors: map[string]tandem.Vectors{faultModel: q.Vectors[faultModel]}})
+		if err != nil {
+			return nil, err
 		}
-		for off := int64(100); off < 40*6000; off += 997 {
-			fsys.Inject(vfs.Rule{Op: vfs.OpRead, Match: ".tokens", At: off, Flip: true})
+		return res.Hits, nil
+	}
+	fsys.Inject(vfs.Rule{Op: vfs.OpRead, Match: ".blob", At: 100, Flip: true})
+	for _, mode := range []string{"late", "late-exact"} {
+		hits, err := search(mode)
+		if err != nil {
+			t.Fatalf("%s with a flipped byte: %v", mode, err)
 		}
-		checkConsistent(t, e, c.acked)
-		if fsys.Hits() == 0 {
-			t.Fatal("no flipped byte was read")
+		for _, h := range hits {
+			if _, ok := c.acked[h.ID]; !ok {
+				t.Errorf("%s with a flipped byte: hit %s was never acknowledged", mode, h.ID)
+			}
 		}
-		ls, _ := e.models[0].late.Stats()
-		if ls.TokenFileErrors == 0 {
-			t.Error("flipped token-file bytes went unnoticed")
+		if len(hits) != len(c.acked) {
+			t.Errorf("%s with a flipped byte: %d hits, want %d", mode, len(hits), len(c.acked))
 		}
-	})
+	}
+	fsys.Clear()
+	if fsys.Hits() == 0 {
+		t.Fatal("no flipped byte was read")
+	}
+	s, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := s.Late[0]; l.ExactReadErrors != 2 || !strings.Contains(l.ExactReadError, "000001.blob") {
+		t.Errorf("late stats %+v: want 2 unreadable documents (one per search), the error naming the segment", l)
+	}
+
+	fsys.Inject(vfs.Rule{Op: vfs.OpRead, Match: ".blob", Err: syscall.EIO})
+	_, err = search("late")
+	fsys.Clear()
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "late:"+faultModel) {
+		t.Errorf("late with failing reads: %v, want EIO naming the index", err)
+	}
+	checkConsistent(t, e, c.acked)
 }
 
 // TestDamagedSnapshots closes a collection cleanly, damages its snapshot
 // files on disk (truncated to half, one byte flipped in the middle,
 // replaced by zeros, deleted) and reopens it: the damage is detected, the
 // index rebuilt from Badger, nothing is lost, and the exact rankings are
-// those from before the damage. The residual index's token file is damaged
-// the same ways.
+// those from before the damage.
 func TestDamagedSnapshots(t *testing.T) {
 	damages := map[string]func(path string) error{
 		"truncated": func(p string) error {
@@ -309,11 +289,7 @@ func TestDamagedSnapshots(t *testing.T) {
 		"deleted": os.Remove,
 	}
 	for _, late := range []string{"", "Residual"} {
-		targets := []string{"snapshots/dense-", "snapshots/late-"}
-		if late == "Residual" {
-			targets = append(targets, "derived/late-")
-		}
-		for _, target := range targets {
+		for _, target := range []string{"snapshots/dense-", "snapshots/late-"} {
 			for name, damage := range damages {
 				t.Run("late="+late+"/"+target+"/"+name, func(t *testing.T) {
 					c := newFaultCollection(t, late, nil)
@@ -355,9 +331,6 @@ func TestDamagedSnapshots(t *testing.T) {
 					}
 					checkConsistent(t, e, c.acked)
 					compareRankings(t, exactRankings(t, e, c.acked), before)
-					if ls, _ := e.models[0].late.Stats(); target == "derived/late-" && name == "flipped" && ls.TokenFileErrors == 0 {
-						t.Error("the flipped token-file byte went unnoticed")
-					}
 				})
 			}
 		}

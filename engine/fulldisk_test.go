@@ -28,7 +28,7 @@ const (
 	faultModel    = "ext"
 	faultDim      = 32
 	faultTokenDim = 32
-	faultTokens   = 48 // 48×32 float32 = 6 KiB: token blobs go to Badger's value log
+	faultTokens   = 96 // 96×32 float16 = 6 KiB: token blobs go to blob segments
 )
 
 func faultSchema(lateIndex string) *tandem.Schema {

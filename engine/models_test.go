@@ -322,27 +322,37 @@ func TestResidualLateIndex(t *testing.T) {
 	if err != nil || len(s2.Late) != 1 || !strings.HasPrefix(s2.Late[0].Description, "Residual") {
 		t.Fatalf("reopened stats %+v, %v: want the residual late index kept", s2.Late, err)
 	}
-	if s2.Late[0].TokenFileBytes == 0 || s2.Late[0].TokenFileErrors != 0 {
-		t.Errorf("reopened stats %+v: want a token file and no failed read", s2.Late[0])
+	if l := s2.Late[0]; l.ExactStale != 0 || l.ExactReadErrors != 0 || s2.DiskBytes["blobs"] == 0 {
+		t.Errorf("reopened stats %+v, disk %v: want the tokens in blob segments, every document scored exactly", l, s2.DiskBytes)
 	}
-	// A damaged token file costs reads from the store, not results, and
-	// the stats count them.
-	tf := filepath.Join(dir, "derived", "late-"+s2.Late[0].Model+".tokens")
-	b, err := os.ReadFile(tf)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(dir, "derived")); !os.IsNotExist(err) {
+		t.Errorf("derived/: %v, want none (the tokens are stored once, in the blob segments)", err)
 	}
-	for i := range b {
-		b[i] ^= 0x5a
+	// Damaged blob segments cost the exact scores, not the search: each
+	// document whose blob fails its checksum is scored from its codes,
+	// and the stats count them and name the segment.
+	segs, _ := filepath.Glob(filepath.Join(dir, "blobs", "*.blob"))
+	if len(segs) == 0 {
+		t.Fatal("no blob segment")
 	}
-	if err := os.WriteFile(tf, b, 0o644); err != nil {
-		t.Fatal(err)
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 16; i < len(b); i++ { // past the header
+			b[i] ^= 0x5a
+		}
+		if err := os.WriteFile(seg, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := search(e2, "late", "kitten"); fmt.Sprint(got) != fmt.Sprint(before) {
-		t.Errorf("token file damaged: %v, before %v", got, before)
+	if got := search(e2, "late", "kitten"); len(got) != len(before) {
+		t.Errorf("blob segments damaged: %v, before %v", got, before)
 	}
-	if s3, err := e2.Stats(); err != nil || s3.Late[0].TokenFileErrors == 0 {
-		t.Errorf("token file damaged: stats %+v, %v: want failed reads counted", s3.Late, err)
+	s3, err := e2.Stats()
+	if err != nil || s3.Late[0].ExactReadErrors < int64(len(animals)) || !strings.Contains(s3.Late[0].ExactReadError, "checksum") {
+		t.Errorf("blob segments damaged: stats %+v, %v: want every document's failed read counted", s3.Late, err)
 	}
 	// A late index that cannot be built is refused before anything is
 	// created.

@@ -99,24 +99,32 @@
 // more exact than hits), so that a fusion's list of 100 ranks as the
 // exhaustive search would.
 //
-//   - Residual codes are never decoded: a token's score is its centroid's
-//     score plus one looked-up value per 4-bit nibble of its code, in
-//     16-bit integers with a scale per query token chosen so that no sum
-//     leaves the range (the rounding error is bounded and small against
-//     the 1-bit quantisation's).
+//   - The residual stage does not decode codes: a token's score is its
+//     centroid's score plus one looked-up value per 4-bit nibble of its
+//     code, in 16-bit integers with a scale per query token chosen so
+//     that no sum leaves the range (the rounding error is bounded and
+//     small against the 1-bit quantisation's).
 //   - At the residual stage a document's tokens whose centroid scores are
 //     more than TokenPrune below its best centroid score, for every query
 //     token, are skipped: pruning only lowers residual-code scores, never
 //     raises them, and the exact stage scores every token.
-//   - The full-precision tokens are the blobs, copied byte for byte to a
-//     file of the index's own (Store.Dir()/derived/late-<model>.tokens)
-//     and read with pread, so they cost page cache, not process memory.
-//     Each read is checked against the blob's CRC-32C; a failed read
-//     falls back to the store and is counted in Stats.
-//   - The snapshot holds the codebook, every document's codes and token-
-//     file location, and the file's id and length. Open truncates what
-//     was appended after the snapshot (the catch-up appends it again) and
-//     recopies the file from the store when it is missing or another.
+//   - The full-precision tokens are stored once, as the store's blobs:
+//     the exact stage reads each candidate's with Store.ReadBlobCRC (pread
+//     from a blob segment, checked against its CRC-32C, never mapped), so
+//     they cost page cache, not process memory.
+//   - Each document records the length and CRC-32C of the blob its codes
+//     were made from. The exact stage scores a stored blob only if it is
+//     that one; a document whose blob changed or went since (a change not
+//     applied yet) is scored from its codes, the version the index
+//     applied, and so is one whose blob fails its checksum
+//     (storage.ErrCorruption). Stats counts both (ExactStale,
+//     ExactReadErrors, with the latest error); any other read error fails
+//     the search. A collection at rest has applied every change, so every
+//     document is scored exactly and searches are deterministic.
+//   - The snapshot holds the codebook and every document's codes and blob
+//     stamp. A snapshot of format 1, from when the index kept a copy of
+//     every blob in a token file of its own, loads as well, and the file
+//     is removed.
 //   - New documents are coded against the current centroids and deletes
 //     take effect at once. Where a run of the change log starts, the
 //     centroids are retrained on the documents held when the automatic
@@ -129,16 +137,15 @@
 //   - Only a provisional codebook is retrained under the write lock. Other
 //     retrainings run in the background (Stats.Retraining): the codebook
 //     is trained on every stride-th token held when it started, every
-//     document held then is coded again from the token file, and the
+//     document held then is coded again from its stored blob, and the
 //     documents applied meanwhile are coded again before the new codes are
 //     swapped in under the lock, at once. Until then searches and Apply
-//     use the old codes, which stay valid. The token file is shared, not
-//     rewritten (nor compacted while a retraining runs). Close cancels a
-//     retraining; the next Open starts it again.
+//     use the old codes, which stay valid. Close cancels a retraining; the
+//     next Open starts it again.
 //   - Every hit is one of the documents the exact stage rescored, and its
 //     score is exact, as with FAISS token keys (a negative ExactCap, for
 //     measurements, ranks residual-code scores instead). Exhaustive mode
-//     scores every document exactly from the token file.
+//     scores every document as the exact stage does.
 //   - Docnums must be below 2^32 and the dimension a multiple of 8.
 //
 // # Sharded search
@@ -178,7 +185,7 @@
 //     comparable across shards, and Collect returns ErrNoCollect. A
 //     coordinator can only merge each shard's Search hits, whose scores
 //     below the exact stage come from that shard's codes: not the list one
-//     index would give. Their Rescore scores exactly from the token file.
+//     index would give. Their Rescore scores as their exact stage does.
 //
 // An Index is safe for concurrent use; Close frees the token index and is
 // idempotent. It never closes the Store.

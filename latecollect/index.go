@@ -35,8 +35,8 @@ type Options struct {
 	// "Residual" is the residual-code index with an automatic number of
 	// centroids (autoCentroids); "Residual<n>" fixes n, a power of two up
 	// to 65536. It keeps each token as a centroid id and a
-	// one-bit-per-dimension residual code, and its full-precision tokens
-	// in a file of its own, read only for the final exact stage.
+	// one-bit-per-dimension residual code; the full-precision tokens are
+	// read from the store only for the final exact stage.
 	//
 	// Otherwise every token key is in FAISS and every token matrix in
 	// memory: empty (or "FAISS") chooses the FAISS description
@@ -182,7 +182,8 @@ type Index struct {
 
 // family is one way of holding the documents' tokens for search: token
 // keys in FAISS with every token matrix in memory (faissFamily), or
-// residual codes with the token matrices in a file (residualFamily). A
+// residual codes with the token matrices read from the store
+// (residualFamily). A
 // family owns its own state and nothing else. The Index calls it under its
 // lock (or in Open, before anything else can): the write lock for load,
 // build, apply, save and close, at least the read lock for the others,
@@ -452,12 +453,16 @@ type Stats struct {
 	Retrains   int
 	Retraining bool
 	RetrainErr error
-	// TokenFileBytes is the size of the residual codes' file of
-	// full-precision tokens (garbage included), TokenFileErrors the
-	// reads of it that failed its checksum or I/O (the store was read
-	// instead).
-	TokenFileBytes  int64
-	TokenFileErrors int64
+	// ExactStale counts the documents the residual codes' exact stage
+	// scored from their codes because the store's blob was not the one
+	// they were coded from (changed or deleted: a change not applied
+	// yet). ExactReadErrors counts those scored from their codes because
+	// their blob could not be read (storage.ErrCorruption), and
+	// ExactReadErr is the latest such error, naming the document and
+	// the blob segment.
+	ExactStale      int64
+	ExactReadErrors int64
+	ExactReadErr    error
 	Description     string // description in use
 	AppliedSeq      uint64
 	Skipped         int // documents whose blob could not be used when loading

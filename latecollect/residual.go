@@ -14,10 +14,11 @@ import (
 // residual from that centroid, quantised to one bit per dimension with a
 // per-dimension cut-off and two reconstruction values (the means of the
 // training residuals below and above the cut-off). Each centroid lists the
-// documents that have a token there. The full-precision tokens are read
-// only for the final exact stage, from the index's token file (tokenFile),
-// or from the store when the store is in memory or a read of the file
-// fails.
+// documents that have a token there. The full-precision tokens are not
+// copied: the final exact stage reads each candidate's blob from the store
+// (Store.ReadBlobCRC: pread, never a memory map), and scores it only if it
+// is the blob the document's codes were made from (blobStamp); otherwise
+// the document is scored from its codes (codedScore).
 
 const (
 	// residualDesc is the description prefix of the residual-code index:
@@ -275,8 +276,31 @@ func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte, norms []
 type docCodes struct {
 	cids    []uint16
 	codes   []byte
-	normSum float32 // sum of the tokens' residual norms (before quantisation)
-	loc     tokenLoc
+	normSum float32   // sum of the tokens' residual norms (before quantisation)
+	blob    blobStamp // the blob the codes were made from
+}
+
+// blobStamp identifies the blob a document's codes were made from by its
+// length and CRC-32C (Castagnoli, as storage records it). The store holds
+// a document's current blob only: when it is not the stamped one, the
+// document has a change the index has not applied yet, and its exact
+// score would come from tokens its codes were not made from. A zero
+// stamp is unknown (a format-1 snapshot's document that had no copy in
+// the token file): any blob with the document's token count passes.
+type blobStamp struct {
+	size, crc uint32
+}
+
+// stampOf is the stamp of e's blob; e.crc must be its CRC-32C.
+func stampOf(e docEntry) blobStamp { return blobStamp{size: uint32(len(e.blob)), crc: e.crc} }
+
+// matches reports whether a blob of the given length, CRC-32C and token
+// count is the one d was coded from.
+func (d docCodes) matches(size int, crc uint32, count int) bool {
+	if d.blob.size == 0 {
+		return count == len(d.cids)
+	}
+	return d.blob.size == uint32(size) && d.blob.crc == crc && count == len(d.cids)
 }
 
 // residualIndex holds the codes of every document and the centroid →
@@ -291,9 +315,6 @@ type residualIndex struct {
 	gen     uint32
 	// maxNum is the largest docnum ever put (deletes leave it).
 	maxNum uint32
-	// tf holds the full-precision tokens for the exact stage; nil for a
-	// store in memory, whose blobs are read instead.
-	tf *tokenFile
 }
 
 func newResidualIndex(cb *codebook) *residualIndex {
@@ -308,7 +329,6 @@ func newResidualIndex(cb *codebook) *residualIndex {
 func (r *residualIndex) close() {
 	if r != nil {
 		r.cb.close()
-		r.tf.close()
 	}
 }
 
@@ -344,9 +364,6 @@ func (r *residualIndex) drop(num uint64) {
 		return
 	}
 	delete(r.docs, num)
-	if r.tf != nil {
-		r.tf.garbage += int64(d.loc.size)
-	}
 	r.tokens -= int64(len(d.cids))
 	r.normSum -= float64(d.normSum)
 	r.uniqueCentroids(d.cids, func(c int) {
@@ -373,8 +390,7 @@ func (r *residualIndex) drift() float64 {
 
 // memoryBytes is the memory the index takes: codes, centroid ids, lists,
 // centroids, the quantiser's copy of them, and per-document bookkeeping
-// (map entry, slice headers and token-file location, estimated at 96
-// bytes).
+// (map entry, slice headers and blob stamp, estimated at 88 bytes).
 func (r *residualIndex) memoryBytes() int64 {
 	cb := r.cb
 	b := int64(len(cb.cent))*4 + int64(len(cb.cutoff)+len(cb.lo)+len(cb.hi))*4 + int64(len(r.stamp))*4
@@ -385,6 +401,6 @@ func (r *residualIndex) memoryBytes() int64 {
 	for _, l := range r.lists {
 		b += int64(cap(l))*4 + 24
 	}
-	b += int64(len(r.docs)) * 96
+	b += int64(len(r.docs)) * 88
 	return b
 }

@@ -2,7 +2,9 @@ package latecollect
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -19,8 +21,8 @@ import (
 const encodeBatchTokens = 32768
 
 // residualFamily keeps each document token as its nearest centroid's id and
-// a one-bit-per-dimension residual code (residualIndex), and the
-// full-precision tokens in a token file, read for the exact stage.
+// a one-bit-per-dimension residual code (residualIndex); the full-precision
+// tokens stay in the store alone, read for the exact stage.
 type residualFamily struct {
 	source
 
@@ -28,9 +30,14 @@ type residualFamily struct {
 	retrains int            // retrainings started since Open
 	skipped  []error        // bad blobs met while building, newest last
 	pend     batchEncoder   // apply's, reused (under the write lock)
-	// tokenFileErrors counts exact-stage reads of the token file that
-	// failed (the store was read instead).
-	tokenFileErrors atomic.Int64
+	// exactStale counts the documents the exact stage scored from their
+	// codes because their stored blob was not the one they were coded
+	// from (a change not applied yet); exactReadErrors those whose blob
+	// could not be read (storage.ErrCorruption), the latest error in
+	// exactReadErr.
+	exactStale      atomic.Int64
+	exactReadErrors atomic.Int64
+	exactReadErr    atomic.Pointer[error]
 
 	// Retraining in the background (residual_retrain.go). lock is the
 	// Index's, which the family's fields are read and written under, and
@@ -52,30 +59,37 @@ func newResidualFamily(s source) (*residualFamily, error) {
 	if err := faiss.Available(); err != nil {
 		return nil, fmt.Errorf("residual codes: %w", err)
 	}
+	if err := removeTokenFiles(s.st, s.opts.Model); err != nil {
+		return nil, fmt.Errorf("residual codes: %w", err)
+	}
 	return &residualFamily{source: s}, nil
+}
+
+// removeTokenFiles removes the model's token file, where residual codes
+// kept a copy of every blob until format 2 of their snapshot (see
+// residualVersion), with what a compaction or a build left of its
+// temporary files, and the derived/ directory that held them when empty.
+// Nothing reads them: the tokens are read from the store.
+func removeTokenFiles(st *storage.Store, model string) error {
+	dir := st.Dir()
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, "derived", "late-"+model+".tokens")
+	for _, p := range []string{path, path + ".tmp", path + ".build"} {
+		if err := st.FS().Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the old token file: %w", err)
+		}
+	}
+	st.FS().Remove(filepath.Dir(path)) // fails unless empty
+	return nil
 }
 
 // build codes every document with a usable blob in the store, as a
 // retraining codes the documents held (trainAndCode): one scan of the
-// store copies the blobs to a new token file, then the sample and the
-// coding read them from there.
+// store finds them and their token counts, then the sample and the coding
+// read their blobs again.
 func (f *residualFamily) build(ctx context.Context) error {
-	var tf *tokenFile
-	final := ""
-	if dir := f.st.Dir(); dir != "" {
-		final = tokenFilePath(dir, f.opts.Model)
-		var err error
-		if tf, err = createTokenFile(f.st.FS(), final+".build"); err != nil {
-			return fmt.Errorf("build residual codes: %w", err)
-		}
-	}
-	fail := func(err error) error {
-		if tf != nil {
-			tf.close()
-			f.st.FS().Remove(tf.path)
-		}
-		return fmt.Errorf("build residual codes: %w", err)
-	}
 	var (
 		held    []heldDoc
 		total   int64
@@ -87,24 +101,14 @@ func (f *residualFamily) build(ctx context.Context) error {
 			skipped = append(skipped, err)
 			return nil
 		}
-		h := heldDoc{num: num, count: e.h.count, held: true}
-		if tf != nil {
-			if h.loc, err = tf.append(value); err != nil {
-				return err
-			}
-		}
-		held = append(held, h)
+		held = append(held, heldDoc{num: num, count: e.h.count, held: true})
 		total += int64(e.h.count)
 		return nil
 	})
 	if err != nil {
-		return fail(fmt.Errorf("scan token matrices: %w", err))
+		return fmt.Errorf("build residual codes: scan token matrices: %w", err)
 	}
 	if total == 0 {
-		if tf != nil {
-			tf.close()
-			f.st.FS().Remove(tf.path)
-		}
 		f.rc, f.skipped = nil, skipped
 		return nil
 	}
@@ -112,28 +116,13 @@ func (f *residualFamily) build(ctx context.Context) error {
 	if nlist == 0 {
 		nlist = autoCentroids(total)
 	}
-	r, missing, err := f.trainAndCode(ctx, held, tf, nlist, total)
+	r, missing, err := f.trainAndCode(ctx, held, nlist, total)
 	if err != nil {
-		return fail(err)
+		return fmt.Errorf("build residual codes: %w", err)
 	}
 	for _, num := range missing {
 		skipped = append(skipped, fmt.Errorf("document %d: blob %s gone while building", num, f.blob))
 	}
-	if tf != nil {
-		err = tf.sync()
-		if err == nil {
-			err = f.st.FS().Rename(tf.path, final)
-		}
-		if err == nil {
-			tf.path = final
-			err = f.st.FS().SyncDir(filepath.Dir(final))
-		}
-		if err != nil {
-			r.close()
-			return fail(err)
-		}
-	}
-	r.tf = tf
 	if r.tokens == 0 {
 		r.close()
 		r = nil
@@ -167,11 +156,11 @@ func (f *residualFamily) stats(s *Stats) {
 		s.Docs, s.Tokens, s.TokenKeys = len(r.docs), r.tokens, r.tokens
 		s.IndexBytes = uint64(r.memoryBytes())
 		s.Centroids, s.Drift = r.cb.nlist, r.drift()
-		if r.tf != nil {
-			s.TokenFileBytes = r.tf.size
-		}
 	}
-	s.TokenFileErrors = f.tokenFileErrors.Load()
+	s.ExactStale, s.ExactReadErrors = f.exactStale.Load(), f.exactReadErrors.Load()
+	if err := f.exactReadErr.Load(); err != nil {
+		s.ExactReadErr = *err
+	}
 }
 
 func (f *residualFamily) close() error {
@@ -194,26 +183,16 @@ type batchEncoder struct {
 	nums   []uint64
 	counts []int
 	rows   []float32
-	blobs  [][]byte
-	locs   []tokenLoc
+	stamps []blobStamp
 }
 
-// add gathers a document. Its blob goes to the token file at flush, so it
-// must stay valid until then (a copy, when it comes from a scan).
+// add gathers a document: e is decoded now and not kept, and e.crc must
+// be its blob's CRC-32C.
 func (b *batchEncoder) add(num uint64, e docEntry) {
-	b.addAt(num, e, tokenLoc{})
-	b.blobs[len(b.blobs)-1] = e.blob
-}
-
-// addAt gathers a document whose blob is already in the token file at loc
-// (a retraining's index, which has no token file of its own until it is
-// swapped in): e is used now and not kept.
-func (b *batchEncoder) addAt(num uint64, e docEntry, loc tokenLoc) {
 	b.nums = append(b.nums, num)
 	b.counts = append(b.counts, e.h.count)
 	b.rows = appendRows(b.rows, e, e.h.count)
-	b.blobs = append(b.blobs, nil)
-	b.locs = append(b.locs, loc)
+	b.stamps = append(b.stamps, stampOf(e))
 }
 
 // full reports whether b holds a batch's worth of tokens (of dim values),
@@ -225,13 +204,12 @@ func (b *batchEncoder) full(dim int) bool {
 
 // reset empties b, keeping its buffers unless they grew past a batch.
 func (b *batchEncoder) reset(dim int) {
-	b.nums, b.counts, b.blobs, b.locs = b.nums[:0], b.counts[:0], b.blobs[:0], b.locs[:0]
+	b.nums, b.counts, b.stamps = b.nums[:0], b.counts[:0], b.stamps[:0]
 	if cap(b.rows) > 2*encodeBatchTokens*dim {
 		b.rows = nil
 	} else {
 		b.rows = b.rows[:0]
 	}
-	clear(b.blobs[:cap(b.blobs)])
 }
 
 // flush encodes the gathered documents into r and empties b.
@@ -253,20 +231,13 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 		d := docCodes{
 			cids:  slices.Clone(cids[off : off+c]),
 			codes: slices.Clone(codes[off*cb.codeBytes() : (off+c)*cb.codeBytes()]),
+			blob:  b.stamps[i],
 		}
 		var sum float64
 		for _, v := range norms[off : off+c] {
 			sum += float64(v)
 		}
 		d.normSum = float32(sum)
-		d.loc = b.locs[i]
-		if r.tf != nil && b.blobs[i] != nil {
-			loc, err := r.tf.append(b.blobs[i])
-			if err != nil {
-				return err
-			}
-			d.loc = loc
-		}
 		r.put(num, d)
 		off += c
 	}
@@ -340,13 +311,6 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		}
 		cb.provisional = true
 		f.rc = newResidualIndex(cb)
-		if dir := f.st.Dir(); dir != "" {
-			if f.rc.tf, err = createTokenFile(f.st.FS(), tokenFilePath(dir, f.opts.Model)); err != nil {
-				f.rc.close()
-				f.rc = nil
-				return nil, fmt.Errorf("latecollect: apply: %w", err)
-			}
-		}
 	}
 	if f.rc != nil {
 		if err := pend.flush(f.rc); err != nil {

@@ -15,7 +15,7 @@ import (
 //
 //  1. trains a codebook on a sample of the tokens held when it started
 //     (every stride-th, about trainPerCentroid per centroid), read from the
-//     token file;
+//     store;
 //  2. codes every document held then with it into a new residualIndex,
 //     reading each blob once more;
 //  3. codes again the documents applied meanwhile (apply records them in
@@ -24,9 +24,10 @@ import (
 // It then takes the write lock, codes the last few changed documents, and
 // swaps the new index in. Searches and Apply use the old codes until then
 // and never wait for the training or the coding; the swap holds the lock
-// for the last pass only. The token file is shared by both indexes (its
-// blobs do not depend on the centroids), so a retrain writes nothing to it,
-// and it is not compacted while a job runs (the job reads it).
+// for the last pass only. The job reads each document's current blob: one
+// changed since the job started is coded from its newer blob, stamped with
+// it (blobStamp), and coded again once the change is applied (apply
+// records it in changed, or the change comes after the swap).
 //
 // Close cancels a running job and waits for it to stop; the index keeps
 // the old codes, valid, and the next Open starts the retraining again
@@ -48,11 +49,10 @@ type retrainJob struct {
 }
 
 // heldDoc is a document the old index holds, as the job reads it: its
-// token count and the location of its blob in the token file.
+// token count.
 type heldDoc struct {
 	num   uint64
 	count int
-	loc   tokenLoc
 	held  bool // false: the document left the index; drop it
 }
 
@@ -81,13 +81,12 @@ func (f *residualFamily) startRetrainLocked() {
 	job := &retrainJob{ctx: ctx, cancel: cancel, done: make(chan struct{}), nlist: nlist,
 		trained: f.rc.tokens, changed: map[uint64]struct{}{}}
 	held := f.heldLocked(slices.Sorted(maps.Keys(f.rc.docs)))
-	tf := f.rc.tf
 	f.job = job
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
 		defer close(job.done)
-		err := f.runRetrain(job, held, tf)
+		err := f.runRetrain(job, held)
 		// However it ended, it is no longer running (before done closes,
 		// which WaitRetrain waits for).
 		f.lock.Lock()
@@ -107,7 +106,7 @@ func (f *residualFamily) heldLocked(nums []uint64) []heldDoc {
 	out := make([]heldDoc, len(nums))
 	for i, num := range nums {
 		d, ok := f.rc.docs[num]
-		out[i] = heldDoc{num: num, count: len(d.cids), loc: d.loc, held: ok}
+		out[i] = heldDoc{num: num, count: len(d.cids), held: ok}
 	}
 	return out
 }
@@ -124,9 +123,9 @@ func (f *residualFamily) retrainNowLocked(ctx context.Context) error {
 		nlist = autoCentroids(f.rc.tokens)
 	}
 	held := f.heldLocked(slices.Sorted(maps.Keys(f.rc.docs)))
-	next, missing, err := f.trainAndCode(ctx, held, f.rc.tf, nlist, f.rc.tokens)
+	next, missing, err := f.trainAndCode(ctx, held, nlist, f.rc.tokens)
 	if err == nil && len(missing) > 0 {
-		missing, err = f.codeDelta(next, f.heldLocked(missing), f.rc.tf)
+		missing, err = f.codeDelta(next, f.heldLocked(missing))
 		f.skipGone(missing)
 	}
 	if err != nil {
@@ -138,8 +137,8 @@ func (f *residualFamily) retrainNowLocked(ctx context.Context) error {
 }
 
 // runRetrain is the job's work; see above.
-func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc, tf *tokenFile) error {
-	next, missing, err := f.trainAndCode(job.ctx, held, tf, job.nlist, job.trained)
+func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc) error {
+	next, missing, err := f.trainAndCode(job.ctx, held, job.nlist, job.trained)
 	if err != nil {
 		return err
 	}
@@ -160,7 +159,7 @@ func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc, tf *tokenFi
 		delta := f.heldLocked(slices.Sorted(maps.Keys(job.changed)))
 		clear(job.changed)
 		if len(delta) <= lastDeltaDocs || pass >= 3 {
-			gone, err := f.codeDelta(next, delta, f.rc.tf)
+			gone, err := f.codeDelta(next, delta)
 			f.skipGone(gone)
 			if err == nil {
 				f.swapLocked(next)
@@ -173,7 +172,7 @@ func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc, tf *tokenFi
 			return err
 		}
 		f.lock.Unlock()
-		if missing, err = f.codeDelta(next, delta, tf); err != nil {
+		if missing, err = f.codeDelta(next, delta); err != nil {
 			next.close()
 			return err
 		}
@@ -188,11 +187,9 @@ func (f *residualFamily) skipGone(nums []uint64) {
 	}
 }
 
-// swapLocked replaces the index in use by next, which takes over its token
-// file.
+// swapLocked replaces the index in use by next.
 func (f *residualFamily) swapLocked(next *residualIndex) {
 	old := f.rc
-	next.tf, old.tf = old.tf, nil
 	old.close()
 	if next.tokens == 0 {
 		// No document held has tokens any more.
@@ -209,7 +206,7 @@ func (f *residualFamily) swapLocked(next *residualIndex) {
 // and codes every document of held with it. It returns the documents whose
 // blob could not be read (gone from the store, or replaced by one that
 // cannot be used), to be coded again under the lock.
-func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *tokenFile, nlist int, total int64) (*residualIndex, []uint64, error) {
+func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, nlist int, total int64) (*residualIndex, []uint64, error) {
 	dim := f.opts.Dim
 	// The sample is every stride-th token of the documents in docnum
 	// order, about trainPerCentroid per centroid, as a build from the
@@ -233,7 +230,7 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *t
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		e, ok, err := f.heldEntry(tf, h, &buf)
+		e, ok, err := f.heldEntry(h, &buf)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -260,7 +257,7 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *t
 			next.close()
 			return nil, nil, err
 		}
-		e, ok, err := f.heldEntry(tf, h, &buf)
+		e, ok, err := f.heldEntry(h, &buf)
 		if err != nil {
 			next.close()
 			return nil, nil, err
@@ -269,7 +266,7 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *t
 			missing = append(missing, h.num)
 			continue
 		}
-		pend.addAt(h.num, e, h.loc)
+		pend.add(h.num, e)
 		if pend.full(dim) {
 			if err := pend.flush(next); err != nil {
 				next.close()
@@ -287,7 +284,7 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, tf *t
 // codeDelta codes the documents of delta into next with its codebook, or
 // drops those that left the index. It returns the documents held whose
 // blob could not be read.
-func (f *residualFamily) codeDelta(next *residualIndex, delta []heldDoc, tf *tokenFile) ([]uint64, error) {
+func (f *residualFamily) codeDelta(next *residualIndex, delta []heldDoc) ([]uint64, error) {
 	var pend batchEncoder
 	var buf []byte
 	var gone []uint64
@@ -296,7 +293,7 @@ func (f *residualFamily) codeDelta(next *residualIndex, delta []heldDoc, tf *tok
 		if !h.held {
 			continue
 		}
-		e, ok, err := f.heldEntry(tf, h, &buf)
+		e, ok, err := f.heldEntry(h, &buf)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +304,7 @@ func (f *residualFamily) codeDelta(next *residualIndex, delta []heldDoc, tf *tok
 		if next.cb.nlist == 0 {
 			return nil, errors.New("retrain: no codebook for the documents applied meanwhile")
 		}
-		pend.addAt(h.num, e, h.loc)
+		pend.add(h.num, e)
 		// Flushed as it goes: the documents applied while a long job ran
 		// can be most of the collection.
 		if pend.full(next.cb.dim) {
@@ -322,27 +319,22 @@ func (f *residualFamily) codeDelta(next *residualIndex, delta []heldDoc, tf *tok
 	return gone, nil
 }
 
-// heldEntry reads the blob a held document was coded from: from the token
-// file, where the index keeps the very bytes, when it has one; else (or
-// when that read fails) the store's current blob. ok is false when the
-// blob is gone or cannot be used. The entry is valid until the next call
-// with buf.
-func (f *residualFamily) heldEntry(tf *tokenFile, h heldDoc, buf *[]byte) (docEntry, bool, error) {
-	if tf != nil && h.loc.size > 0 {
-		b, err := tf.read(h.loc, *buf)
-		*buf = b
-		if err == nil {
-			if e, err := f.entryNoCopy(h.num, b); err == nil {
-				return e, true, nil
-			}
-		}
-		f.tokenFileErrors.Add(1)
+// heldEntry reads a held document's current blob from the store into
+// buf, with its CRC-32C. ok is false when the blob is gone or cannot be
+// used; a failure to read it (storage.ErrCorruption among them) is an
+// error, which fails the build or the retraining, as it fails Apply. The
+// entry is valid until the next call with buf.
+func (f *residualFamily) heldEntry(h heldDoc, buf *[]byte) (docEntry, bool, error) {
+	value, crc, ok, err := f.st.ReadBlobCRC(h.num, f.blob, (*buf)[:0])
+	if err != nil {
+		return docEntry{}, false, fmt.Errorf("read %s of document %d: %w", f.blob, h.num, err)
 	}
-	value, ok, err := f.storedBlob(h.num)
-	if err != nil || !ok {
-		return docEntry{}, false, err
+	if !ok {
+		return docEntry{}, false, nil
 	}
+	*buf = value
 	e, err := f.entryNoCopy(h.num, value)
+	e.crc = crc
 	return e, err == nil, nil
 }
 

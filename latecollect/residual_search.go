@@ -14,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tandemsearch/tandem/internal/blas"
+	"github.com/tandemsearch/tandem/storage"
 )
 
 // Defaults of the residual-code search: the cheapest setting measured on
@@ -228,7 +229,9 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	parallelWith(f.opts.Parallelism, nExact, newExactScratch, func(i int, sc *exactScratch) {
+	var workers exactWorkers
+	defer workers.close()
+	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
 		if err != nil {
 			errs[i] = err
@@ -565,44 +568,76 @@ type residualScratch struct {
 
 // exactScratch is one worker's buffers for exactScore, kept across the
 // documents it scores: a blob is hundreds of kilobytes, and rows holds
-// the block of it being scored (maxSimBlob).
+// the block of it being scored (maxSimBlob). rd, opened at the first
+// read, reads every blob the worker scores in one Badger transaction.
 type exactScratch struct {
 	blob []byte
 	rows []float32
 	best []float32
+	rd   *storage.BlobReader
 }
 
-func newExactScratch() *exactScratch { return new(exactScratch) }
+// exactWorkers hands out the exact stage's scratches, one per worker,
+// and closes their blob readers once the stage is done.
+type exactWorkers struct {
+	mu  sync.Mutex
+	all []*exactScratch
+}
 
-// exactScore scores a document from its stored tokens, as Exhaustive
-// mode does.
+func (w *exactWorkers) scratch() *exactScratch {
+	sc := new(exactScratch)
+	w.mu.Lock()
+	w.all = append(w.all, sc)
+	w.mu.Unlock()
+	return sc
+}
+
+func (w *exactWorkers) close() {
+	for _, sc := range w.all {
+		if sc.rd != nil {
+			sc.rd.Close()
+		}
+	}
+}
+
+// exactScore scores a document held from its stored tokens, as
+// Exhaustive mode does, when the store's blob is the one its codes were
+// made from (docCodes.matches). When it is not (the document changed or
+// was deleted since: a change the index has not applied yet), the
+// document is scored from its codes instead, as the index applied it,
+// and so is one whose blob cannot be read (storage.ErrCorruption): the
+// rest of the search goes on, and Stats counts both. Any other read error
+// fails the search.
 func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *exactScratch) (float32, error) {
-	var blob []byte
-	if r := f.rc; r != nil && r.tf != nil {
-		if d, ok := r.docs[num]; ok && d.loc.size > 0 {
-			b, err := r.tf.read(d.loc, sc.blob)
-			if err == nil {
-				blob, sc.blob = b, b
-			} else {
-				f.tokenFileErrors.Add(1) // read the store instead
-			}
+	d := f.rc.docs[num]
+	if sc.rd == nil {
+		rd, err := f.st.NewBlobReader()
+		if err != nil {
+			return 0, fmt.Errorf("latecollect: search: %w", err)
 		}
+		sc.rd = rd
 	}
-	ok := blob != nil
-	if !ok {
-		var err error
-		if blob, ok, err = f.st.Blob(num, f.blob); err != nil {
-			return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", f.blob, num, err)
+	blob, crc, ok, err := sc.rd.ReadBlobCRC(num, f.blob, sc.blob[:0])
+	if ok && err == nil {
+		sc.blob = blob
+	}
+	var e docEntry
+	switch {
+	case errors.Is(err, storage.ErrCorruption):
+		f.exactReadErrors.Add(1)
+		err = fmt.Errorf("latecollect: exact stage: read %s of document %d: %w", f.blob, num, err)
+		f.exactReadErr.Store(&err)
+		return f.codedScore(query, d, s, sc), nil
+	case err != nil:
+		return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", f.blob, num, err)
+	case ok:
+		if e, err = f.entryNoCopy(num, blob); err == nil && d.matches(len(blob), crc, e.h.count) {
+			break
 		}
-	}
-	if !ok {
-		// Deleted since the index applied it: it scores as empty until
-		// the delete is applied.
-		return float32(math.Inf(-1)), nil
-	}
-	e, err := f.entryNoCopy(num, blob)
-	if err != nil {
-		return 0, fmt.Errorf("latecollect: search: %w", err)
+		fallthrough
+	default:
+		f.exactStale.Add(1)
+		return f.codedScore(query, d, s, sc), nil
 	}
 	nq := len(query) / f.opts.Dim
 	if cap(sc.best) < nq {
@@ -610,6 +645,44 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 	}
 	sc.rows = maxSimBlob(query, e.blob, e.h, sc.best[:nq], sc.rows)
 	return combine(s, sc.best[:nq]), nil
+}
+
+// codedScore scores a document from its codes: each token decoded to its
+// centroid plus its residual's reconstruction (the low or high value of
+// each dimension), the vectors the residual stage scores, then scored as
+// exactScore scores stored tokens, a block of rows at a time.
+func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *exactScratch) float32 {
+	cb := f.rc.cb
+	dim, cbytes := cb.dim, cb.codeBytes()
+	block := max(1, exactBlockBytes/(4*dim))
+	if cap(sc.rows) < block*dim {
+		sc.rows = make([]float32, block*dim)
+	}
+	nq := len(query) / dim
+	if cap(sc.best) < nq {
+		sc.best = make([]float32, nq)
+	}
+	best := sc.best[:nq]
+	fillInf(best)
+	for from := 0; from < len(d.cids); from += block {
+		to := min(len(d.cids), from+block)
+		rows := sc.rows[:(to-from)*dim]
+		for t := from; t < to; t++ {
+			c := int(d.cids[t])
+			cent := cb.cent[c*dim : (c+1)*dim]
+			code := d.codes[t*cbytes : (t+1)*cbytes]
+			row := rows[(t-from)*dim : (t-from+1)*dim]
+			for j := range row {
+				r := cb.lo[j]
+				if code[j>>3]>>(j&7)&1 != 0 {
+					r = cb.hi[j]
+				}
+				row[j] = cent[j] + r
+			}
+		}
+		maxSimInto(query, rows, dim, nil, best)
+	}
+	return combine(s, best)
 }
 
 // parallel calls fn(i, scratch) for i in [0, n) over at most
@@ -692,7 +765,9 @@ func (f *residualFamily) exhaustiveFromStoreLocked(ctx context.Context, query []
 func (f *residualFamily) rescore(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	parallelWith(f.opts.Parallelism, len(nums), newExactScratch, func(i int, sc *exactScratch) {
+	var workers exactWorkers
+	defer workers.close()
+	parallelWith(f.opts.Parallelism, len(nums), workers.scratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {
 			return
 		}

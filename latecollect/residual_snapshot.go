@@ -16,15 +16,30 @@ import (
 
 // residualMagic opens the residual-code snapshot, residualEnd closes it.
 //
-// Format version 1, little endian: magic, version (u32), dim (u32), the
+// Format version 2, little endian: magic, version (u32), dim (u32), the
 // configured description (u16 length, bytes), centroids (u32; 0 when no
 // document has tokens, and nothing follows but the document count), mean
 // training residual norm (f32), tokens when trained (i64; the top bit
 // marks a provisional codebook, provisionalBit), centroids
 // (centroids × dim f32), cut-offs, low and high values (dim f32 each),
 // document count (u64), then per document in docnum order: docnum (u64),
-// token count (u32), residual norm sum (f32), centroid ids (u16 each),
-// residual codes (dim/8 bytes each); then residualEnd.
+// token count (u32), residual norm sum (f32), the length (u32) and
+// CRC-32C (u32) of the blob it was coded from (blobStamp), centroid ids
+// (u16 each), residual codes (dim/8 bytes each); then residualEnd.
+//
+// Versions:
+//
+//	1: the index kept a copy of every blob in a token file of its own
+//	   (derived/late-<model>.tokens). After the codebook came the file's
+//	   id (u64) and length (u64), and each document's location in it,
+//	   offset (u64), length (u32) and CRC-32C (u32), in place of the
+//	   stamp. Read as version 2 with the offsets and the file ignored
+//	   (the length and CRC are the coded blob's: the file held it byte
+//	   for byte; a zero length, a document the file lacked, is an unknown
+//	   stamp); the file is removed (removeTokenFiles).
+//	2: no token file: the exact stage reads the store, and each document
+//	   records the stamp of the blob it was coded from.
+//
 // provisionalBit, set in the snapshot's count of tokens when trained,
 // marks a provisional codebook (one trained on the first part of a run,
 // retrained where the next run starts): a reopened index keeps retraining
@@ -35,11 +50,10 @@ const provisionalBit = 1 << 63
 const (
 	residualMagic   = "TLCR"
 	residualEnd     = "TLCE"
-	residualVersion = 1
+	residualVersion = 2
 )
 
-// save writes the residual-code snapshot (format residualVersion),
-// compacting the token file first when it is more than half garbage.
+// save writes the residual-code snapshot (format residualVersion).
 func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 	return f.st.SaveSnapshot(ctx, f.snapshotName(), seq, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
@@ -61,20 +75,6 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 			}
 			return err
 		}
-		if r.tf != nil {
-			// A retraining running reads the file: compaction waits.
-			if r.tf.garbage > r.tf.size/2 && f.job == nil {
-				order := slices.Sorted(maps.Keys(r.docs))
-				tf, err := compactTokenFile(r.tf, r.docs, order)
-				if err != nil {
-					return err
-				}
-				r.tf = tf
-			}
-			if err := r.tf.sync(); err != nil {
-				return err
-			}
-		}
 		cb := r.cb
 		b = le.AppendUint32(b, uint32(cb.nlist))
 		b = le.AppendUint32(b, math.Float32bits(cb.meanRes))
@@ -86,22 +86,11 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 		for _, v := range [][]float32{cb.cent, cb.cutoff, cb.lo, cb.hi} {
 			b = appendF32s(b, v)
 		}
-		var tfID, tfSize uint64
-		if r.tf != nil {
-			tfID, tfSize = r.tf.id, uint64(r.tf.size)
-		}
-		b = le.AppendUint64(b, tfID)
-		b = le.AppendUint64(b, tfSize)
 		b = le.AppendUint64(b, uint64(len(r.docs)))
 		if _, err := bw.Write(b); err != nil {
 			return err
 		}
-		nums := make([]uint64, 0, len(r.docs))
-		for num := range r.docs {
-			nums = append(nums, num)
-		}
-		slices.Sort(nums)
-		for _, num := range nums {
+		for _, num := range slices.Sorted(maps.Keys(r.docs)) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -109,9 +98,8 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 			b = le.AppendUint64(b[:0], num)
 			b = le.AppendUint32(b, uint32(len(d.cids)))
 			b = le.AppendUint32(b, math.Float32bits(d.normSum))
-			b = le.AppendUint64(b, uint64(d.loc.off))
-			b = le.AppendUint32(b, d.loc.size)
-			b = le.AppendUint32(b, d.loc.crc)
+			b = le.AppendUint32(b, d.blob.size)
+			b = le.AppendUint32(b, d.blob.crc)
 			for _, c := range d.cids {
 				b = le.AppendUint16(b, c)
 			}
@@ -134,8 +122,7 @@ func appendF32s(b []byte, v []float32) []byte {
 	return b
 }
 
-// load loads the saved residual codes and opens the token file they refer
-// to, or recopies it from the store (see family).
+// load loads the saved residual codes (format 1 or 2; see family).
 func (f *residualFamily) load() (bool, uint64, error) {
 	rc, seq, err := f.st.OpenSnapshot(f.snapshotName())
 	if errors.Is(err, storage.ErrNotFound) {
@@ -150,7 +137,8 @@ func (f *residualFamily) load() (bool, uint64, error) {
 		return fmt.Errorf("%w: snapshot %s: %s: %w", ErrCorruption, f.snapshotName(), what, err)
 	}
 	rd := snapReader{r: r}
-	if string(rd.bytes(4)) != residualMagic || rd.u32() != residualVersion {
+	magic, version := string(rd.bytes(4)), rd.u32()
+	if magic != residualMagic || version != 1 && version != residualVersion {
 		return false, 0, nil // another format: rebuild
 	}
 	if rd.err != nil {
@@ -177,7 +165,10 @@ func (f *residualFamily) load() (bool, uint64, error) {
 	cb.trained, cb.provisional = int64(trained&^provisionalBit), trained&provisionalBit != 0
 	cb.cent = rd.f32s(nlist * dim)
 	cb.cutoff, cb.lo, cb.hi = rd.f32s(dim), rd.f32s(dim), rd.f32s(dim)
-	tfID, tfSize := rd.u64(), int64(rd.u64())
+	if version == 1 {
+		rd.u64() // the token file's id
+		rd.u64() // and length
+	}
 	ndocs := rd.u64()
 	if rd.err != nil {
 		return false, 0, corrupt("codebook", rd.err)
@@ -188,13 +179,16 @@ func (f *residualFamily) load() (bool, uint64, error) {
 	for i := range ndocs {
 		num, n := rd.u64(), int(rd.u32())
 		norm := math.Float32frombits(rd.u32())
-		loc := tokenLoc{off: int64(rd.u64()), size: rd.u32(), crc: rd.u32()}
+		if version == 1 {
+			rd.u64() // offset in the token file
+		}
+		stamp := blobStamp{size: rd.u32(), crc: rd.u32()}
 		if rd.err != nil || n > 1<<24 || (i > 0 && num <= prev) || num > maxResidualDoc {
 			idx.close()
 			return false, 0, corrupt("document list", fmt.Errorf("document %d (%d tokens) after %d: %v", num, n, prev, rd.err))
 		}
 		prev = num
-		d := docCodes{cids: make([]uint16, n), normSum: norm, loc: loc}
+		d := docCodes{cids: make([]uint16, n), normSum: norm, blob: stamp}
 		raw := rd.bytes(2 * n)
 		for t := range n {
 			c := binary.LittleEndian.Uint16(raw[2*t:])
@@ -215,57 +209,8 @@ func (f *residualFamily) load() (bool, uint64, error) {
 		idx.close()
 		return false, 0, corrupt("end", fmt.Errorf("no end mark: %v", rd.err))
 	}
-	if dir := f.st.Dir(); dir != "" {
-		path := tokenFilePath(dir, f.opts.Model)
-		if idx.tf, err = openTokenFile(f.st.FS(), path, tfID, tfSize); err == nil && idx.tf == nil {
-			err = f.recopyTokens(idx, path)
-		}
-		if err != nil {
-			idx.close()
-			return false, 0, fmt.Errorf("snapshot %s: %w", f.snapshotName(), err)
-		}
-		var live int64
-		for _, d := range idx.docs {
-			live += int64(d.loc.size)
-		}
-		idx.tf.garbage = idx.tf.size - tokenFileHeader - live
-	}
 	f.rc = idx
 	return true, seq, nil
-}
-
-// recopyTokens writes a new token file at path with the current blob of
-// every document of idx. A document whose blob is gone or changed since
-// the snapshot keeps its codes until the change is applied; until then
-// its exact score comes from its current blob.
-func (f *residualFamily) recopyTokens(idx *residualIndex, path string) error {
-	tf, err := createTokenFile(f.st.FS(), path)
-	if err != nil {
-		return err
-	}
-	for num, d := range idx.docs {
-		d.loc = tokenLoc{} // none until copied
-		idx.docs[num] = d
-	}
-	err = f.st.ScanBlobs(context.Background(), f.blob, func(num uint64, value []byte) error {
-		d, ok := idx.docs[num]
-		if !ok {
-			return nil
-		}
-		loc, err := tf.append(value)
-		d.loc = loc
-		idx.docs[num] = d
-		return err
-	})
-	if err == nil {
-		err = tf.sync()
-	}
-	if err != nil {
-		tf.close()
-		return fmt.Errorf("recopy token file: %w", err)
-	}
-	idx.tf = tf
-	return nil
 }
 
 // snapReader reads little-endian values, keeping the first error.

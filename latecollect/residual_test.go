@@ -3,28 +3,34 @@ package latecollect
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
+
+	"github.com/tandemsearch/tandem/storage"
 )
 
 // everything makes every stage of the residual search keep every document,
 // so that it must return the exact top k.
 var everything = SearchOptions{NProbe: maxCentroids, CandidateCap: 1 << 20, ResidualCap: 1 << 20, ExactCap: 1 << 20}
 
-// TestResidualSnapshotAndTokenFile saves the residual codes, changes the
-// store, and reopens: from the snapshot with catch-up, then with the token
-// file gone (recopied from the store), then with a corrupt token file (the
-// exact stage reads the store instead). Every time, searches covering
-// every document equal brute force.
-func TestResidualSnapshotAndTokenFile(t *testing.T) {
+// TestResidualSnapshot saves the residual codes, changes the store, and
+// reopens from the snapshot with catch-up: searches covering every
+// document equal brute force over the stored blobs, which the exact stage
+// reads from the store (no file of the index's own holds them).
+func TestResidualSnapshot(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := newSynth(300, 8, 21)
@@ -42,6 +48,9 @@ func TestResidualSnapshotAndTokenFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameHits(t, what, got, bruteForce(t, st, c, q, nil, ScoreAvgMax)[:10])
+		if s, _ := x.Stats(); s.ExactStale != 0 || s.ExactReadErrors != 0 {
+			t.Errorf("%s: %d documents scored from codes as stale, %d as unreadable; want none", what, s.ExactStale, s.ExactReadErrors)
+		}
 	}
 
 	x, err := Open(ctx, st, opts)
@@ -64,41 +73,348 @@ func TestResidualSnapshotAndTokenFile(t *testing.T) {
 		t.Fatalf("reopen: loaded snapshot %v, applied %d of %d", y.loadedSnapshot, y.AppliedSeq(), st.LastSeq())
 	}
 	s, _ := y.Stats()
-	if s.Docs != 300 || !strings.HasPrefix(s.Description, "Residual") || s.TokenFileBytes == 0 || s.BytesPerToken <= 0 {
-		t.Errorf("stats %+v: want 300 docs, residual codes, a token file", s)
+	if s.Docs != 300 || !strings.HasPrefix(s.Description, "Residual") || s.BytesPerToken <= 0 {
+		t.Errorf("stats %+v: want 300 docs, residual codes", s)
 	}
 	check("after catch-up", y)
+	if _, err := os.Stat(filepath.Join(dir, "derived")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("derived/: %v, want none: the tokens are read from the store", err)
+	}
+}
+
+// TestResidualStaleBlobs changes and deletes documents in the store
+// without applying the changes to the index: their stored blobs are not
+// the ones they were coded from, so the exact stage scores them from their
+// codes (the version the index applied, as every other retriever still
+// ranks it) and counts them, the other documents exactly, and searching
+// again gives the same hits. Once the changes are applied, every document
+// is scored exactly again.
+func TestResidualStaleBlobs(t *testing.T) {
+	ctx := context.Background()
+	for _, where := range []string{"disk", "memory"} {
+		t.Run(where, func(t *testing.T) {
+			dir := ""
+			if where == "disk" {
+				dir = t.TempDir()
+			}
+			st := openStore(t, dir)
+			// On disk, 64-d float16: blobs of more than 32 tokens go to
+			// a segment, shorter ones stay in Badger. In memory, Badger
+			// holds them all (at most 4 KiB).
+			dim := 64
+			if dir == "" {
+				dim = 32
+			}
+			c := newSynth(200, dim, 5)
+			c.write(t, st, F16)
+			x := openIndex(t, st, &Options{Model: testModel, Dim: dim, Description: "Residual", SnapshotEvery: -1})
+			f := residualOf(x)
+			q := randomUnit(rand.New(rand.NewPCG(6, 6)), 5, dim)
+			so := everything
+			so.K = 200
+			search := func() []Hit {
+				t.Helper()
+				hits, err := x.Search(ctx, q, &so)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return hits
+			}
+			sameHits(t, "built", search(), bruteForce(t, st, c, q, nil, ScoreAvgMax))
+
+			// d007 gets new tokens (as many as before, so that only the
+			// stamp tells them apart), d008 is deleted.
+			numOf := func(id string) uint64 {
+				num, _, err := st.Lookup(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return num
+			}
+			changed, deleted := numOf("d007"), numOf("d008")
+			coded := map[uint64]float32{}
+			for _, num := range []uint64{changed, deleted} {
+				coded[num] = codesScoreByHand(t, f, num, q)
+			}
+			c.vecs["d007"] = randomUnit(rand.New(rand.NewPCG(7, 7)), len(c.vecs["d007"])/dim, dim)
+			c.write(t, st, F16, "d007")
+			var b storage.Batch
+			b.Delete("d008")
+			if _, err := st.Write(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			delete(c.vecs, "d008")
+			want := bruteForce(t, st, c, q, func(num uint64) bool { return num != changed }, ScoreAvgMax)
+			want = append(want, Hit{DocNum: changed, Score: coded[changed]}, Hit{DocNum: deleted, Score: coded[deleted]})
+			want = topHits(want, len(want))
+			got := search()
+			sameHits(t, "changes not applied", got, want)
+			sameHits(t, "changes not applied, again", search(), got)
+			if s, _ := x.Stats(); s.ExactStale != 4 || s.ExactReadErrors != 0 {
+				t.Errorf("%d documents scored from codes as stale, %d as unreadable; want 4 (2 per search) and 0", s.ExactStale, s.ExactReadErrors)
+			}
+			// Exhaustive mode and Rescore score them the same way.
+			ex, err := x.Search(ctx, q, &SearchOptions{K: 200, Mode: Exhaustive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameHits(t, "exhaustive, changes not applied", ex, want)
+
+			if err := x.CatchUp(ctx); err != nil {
+				t.Fatal(err)
+			}
+			stale, _ := x.Stats()
+			sameHits(t, "changes applied", search(), bruteForce(t, st, c, q, nil, ScoreAvgMax))
+			if s, _ := x.Stats(); s.ExactStale != stale.ExactStale {
+				t.Errorf("changes applied: %d more documents scored from codes", s.ExactStale-stale.ExactStale)
+			}
+		})
+	}
+}
+
+// codesScoreByHand is document num's avg-max score from its codes, each
+// token decoded by hand (centroid plus the low or high value of each
+// dimension, by its bit) and scored with AvgMax.
+func codesScoreByHand(t *testing.T, f *residualFamily, num uint64, q []float32) float32 {
+	t.Helper()
+	cb := f.rc.cb
+	d, ok := f.rc.docs[num]
+	if !ok {
+		t.Fatalf("document %d not held", num)
+	}
+	var vecs []float32
+	for i, c := range d.cids {
+		for j := range cb.dim {
+			v := cb.cent[int(c)*cb.dim+j]
+			if d.codes[i*cb.dim/8+j/8]&(1<<(j%8)) != 0 {
+				v += cb.hi[j]
+			} else {
+				v += cb.lo[j]
+			}
+			vecs = append(vecs, v)
+		}
+	}
+	s, err := AvgMax(q, vecs, cb.dim, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestResidualDamagedBlobs damages the blob segment on disk while the
+// index is open: the exact stage's reads fail their checksum, the
+// documents are scored from their codes, counted, and the error kept
+// names the segment; nothing else fails. A read error that is not
+// corruption (the store closed) fails the search.
+func TestResidualDamagedBlobs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	// 40 tokens of 32 float32: 5 KiB blobs, which go to a segment.
+	r := rand.New(rand.NewPCG(11, 11))
+	c := &synthCorpus{dim: 32, vecs: map[string][]float32{}}
+	for i := range 60 {
+		c.vecs[fmt.Sprintf("d%03d", i)] = randomUnit(r, 40, 32)
+	}
+	c.write(t, st, F32)
+	if bs := st.BlobStats(); bs.Segments != 1 {
+		t.Fatalf("blob stats %+v: want the blobs in one segment", bs)
+	}
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 32, Description: "Residual", SnapshotEvery: -1})
+	q := randomUnit(r, 4, 32)
+	so := everything
+	so.K = 60
+	want := bruteForce(t, st, c, q, nil, ScoreAvgMax)
+	got, err := x.Search(ctx, q, &so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHits(t, "intact", got, want)
+
+	seg := filepath.Join(dir, "blobs", "000001.blob")
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 100; i < len(b); i += 997 {
+		b[i] ^= 0x20
+	}
+	if err := os.WriteFile(seg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Mode{Candidates, Exhaustive} {
+		so.Mode = mode
+		got, err := x.Search(ctx, q, &so)
+		if err != nil {
+			t.Fatalf("%s with a damaged segment: %v", mode, err)
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s with a damaged segment: %d hits, want %d", mode, len(got), len(want))
+		}
+	}
+	s, _ := x.Stats()
+	if s.ExactReadErrors != 120 || s.ExactStale != 0 || !errors.Is(s.ExactReadErr, storage.ErrCorruption) || !strings.Contains(fmt.Sprint(s.ExactReadErr), "000001.blob") {
+		t.Errorf("stats: %d unreadable, %d stale, error %v; want 120 (60 per search), 0, a corruption naming the segment", s.ExactReadErrors, s.ExactStale, s.ExactReadErr)
+	}
+
+	st.Close()
+	if _, err := x.Search(ctx, q, &so); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("search over a closed store: %v, want storage.ErrClosed", err)
+	}
+}
+
+// TestResidualStoreClosedDuringSearch closes the store while searches
+// read blobs on several workers: Close returns, and each search either
+// completes or fails with storage.ErrClosed, none hangs.
+func TestResidualStoreClosedDuringSearch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := storage.Open(dir, &storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(12, 12))
+	c := &synthCorpus{dim: 32, vecs: map[string][]float32{}}
+	for i := range 200 {
+		c.vecs[fmt.Sprintf("d%03d", i)] = randomUnit(r, 40, 32) // 5 KiB: in a segment
+	}
+	c.write(t, st, F32)
+	x, err := Open(ctx, st, &Options{Model: testModel, Dim: 32, Description: "Residual", SnapshotEvery: -1, Parallelism: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	q := randomUnit(r, 4, 32)
+	errs := make(chan error, 4)
+	started := make(chan struct{}, 4)
+	for range 4 {
+		go func() {
+			so := everything
+			so.K = 10
+			for i := 0; ; i++ {
+				if i == 2 {
+					started <- struct{}{}
+				}
+				if _, err := x.Search(ctx, q, &so); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-started
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	deadline := time.After(30 * time.Second)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-deadline:
+		t.Fatal("the store's Close hung behind searches")
+	}
+	for range 4 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, storage.ErrClosed) {
+				t.Errorf("search as the store closed: %v, want storage.ErrClosed", err)
+			}
+		case <-deadline:
+			t.Fatal("a search hung after the store closed")
+		}
+	}
+}
+
+// TestResidualSnapshotFormat1 opens a collection saved before the tokens
+// were read from the store: a format-1 snapshot (token-file id, size and
+// per-document locations, as encodeSnapshotV1 writes them, which
+// reproduces that code's snapshots byte for byte) and its token file. The
+// snapshot loads and catches up, the token file and its directory are
+// removed, every document is scored exactly (the stamps are the locations'
+// lengths and CRCs; documents the file lacked have none and pass on their
+// token count), and the next snapshot is format 2.
+func TestResidualSnapshotFormat1(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := newSynth(300, 8, 21)
+	st := openStore(t, dir)
+	c.write(t, st, F16)
+	opts := &Options{Model: testModel, Dim: 8, Description: "Residual", SnapshotEvery: -1}
+	x := openIndex(t, st, opts)
+	f := residualOf(x)
+	seq := x.AppliedSeq()
+	var off int64 = 16
+	v1 := encodeSnapshotV1(f, 0x1234, 99999, func(num uint64) v1Loc {
+		d := f.rc.docs[num]
+		if num%7 == 0 {
+			return v1Loc{} // not in the token file
+		}
+		off += int64(d.blob.size)
+		return v1Loc{off: off - int64(d.blob.size), size: d.blob.size, crc: d.blob.crc}
+	})
+	x.Close()
+	if err := st.SaveSnapshot(ctx, "late-"+testModel, seq, func(w io.Writer) error {
+		_, err := w.Write(v1)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "derived", "late-"+testModel+".tokens")
+	if err := os.MkdirAll(filepath.Dir(tokens), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{tokens, tokens + ".tmp"} {
+		if err := os.WriteFile(p, []byte("TLTF old token file"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	c.changeAfterSnapshot(t, st, r)
+	q := randomUnit(r, 4, 8)
+	check := func(what string, x *Index) {
+		t.Helper()
+		so := everything
+		so.K = 301
+		got, err := x.Search(ctx, q, &so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameHits(t, what, got, bruteForce(t, st, c, q, nil, ScoreAvgMax))
+		if s, _ := x.Stats(); s.ExactStale != 0 || s.Docs != 300 {
+			t.Errorf("%s: %d documents, %d scored from codes as stale; want 300 and none", what, s.Docs, s.ExactStale)
+		}
+	}
+
+	y := openIndex(t, st, opts)
+	if !y.LoadedSnapshot() || y.AppliedSeq() != st.LastSeq() {
+		t.Fatalf("format 1: loaded %v, applied %d of %d", y.LoadedSnapshot(), y.AppliedSeq(), st.LastSeq())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "derived")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old token file's directory: %v, want it removed", err)
+	}
+	check("format 1", y)
 	if err := y.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	y.Close()
-
-	path := tokenFilePath(dir, testModel)
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	z := openIndex(t, st, opts)
-	if !z.loadedSnapshot {
-		t.Fatal("a missing token file made Open rebuild the codes; want a recopy")
-	}
-	check("token file recopied", z)
-
-	// Flip bytes in the middle of the file while the index is open: the
-	// checksums catch it and the store is read instead.
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	rc, _, err := st.OpenSnapshot("late-" + testModel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, _ := f.Stat()
-	junk := make([]byte, fi.Size()/2)
-	if _, err := f.WriteAt(junk, fi.Size()/4); err != nil {
-		t.Fatal(err)
+	head := make([]byte, 8)
+	_, err = io.ReadFull(rc, head)
+	rc.Close()
+	if err != nil || string(head[:4]) != residualMagic || binary.LittleEndian.Uint32(head[4:]) != residualVersion {
+		t.Fatalf("snapshot saved after format 1 starts %q (%v), want format %d", head, err, residualVersion)
 	}
-	f.Close()
-	check("token file corrupt", z)
-	if s, _ := z.Stats(); s.TokenFileErrors == 0 {
-		t.Error("corrupt token file: no read errors counted")
+	z := openIndex(t, st, opts)
+	if !z.LoadedSnapshot() {
+		t.Fatal("format 2 snapshot not loaded")
 	}
+	check("format 2", z)
 }
 
 // TestResidualDescriptions checks that residual descriptions parse and bad

@@ -150,8 +150,8 @@ func MergeCandidates(cols []*Collection, kPrime, candidateCap int) []ShardDoc {
 // and returns the best opts.K, best first, ties by ascending docnum: the
 // last step of a sharded search. Documents the index does not hold, or
 // that opts.Allow (when set) does not allow, are ignored, and so are
-// repeats. Residual-code indexes score from their token file as Exhaustive
-// mode does. The scores are those Search gives the same documents.
+// repeats. Residual-code indexes score as their exact stage does
+// (exactScore). The scores are those Search gives the same documents.
 func (x *Index) Rescore(ctx context.Context, query []float32, docs []uint64, opts *SearchOptions) ([]Hit, error) {
 	so, err := x.prepareSearch(ctx, "rescore", query, opts)
 	if err != nil {

@@ -20,10 +20,12 @@ type source struct {
 func (s *source) snapshotName() string { return "late-" + s.opts.Model }
 
 // docEntry is a document's stored token matrix, checked: the blob in its
-// stored encoding, and its header.
+// stored encoding, its header, and its CRC-32C where the reader had it
+// (residual codes record it, see blobStamp).
 type docEntry struct {
 	blob []byte
 	h    blobHeader
+	crc  uint32
 }
 
 // changedEntry returns the current blob of the document a change names,
@@ -34,7 +36,7 @@ func (x *source) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, e
 	if c.Op != storage.OpPut || c.Doc == nil {
 		return docEntry{}, false, nil
 	}
-	value, ok, err := x.storedBlob(c.DocNum)
+	value, crc, ok, err := x.storedBlob(c.DocNum)
 	if err != nil {
 		return docEntry{}, false, fmt.Errorf("latecollect: apply: read %s of document %d: %w", x.blob, c.DocNum, err)
 	}
@@ -46,12 +48,14 @@ func (x *source) changedEntry(c storage.Change, bad *[]error) (docEntry, bool, e
 		*bad = append(*bad, err)
 		return docEntry{}, false, nil
 	}
+	e.crc = crc
 	return e, true, nil
 }
 
-// storedBlob reads document num's current blob from the store (a copy).
-func (x *source) storedBlob(num uint64) ([]byte, bool, error) {
-	return x.st.Blob(num, x.blob)
+// storedBlob reads document num's current blob from the store (a copy),
+// and its CRC-32C.
+func (x *source) storedBlob(num uint64) ([]byte, uint32, bool, error) {
+	return x.st.ReadBlobCRC(num, x.blob, nil)
 }
 
 // appendRows appends the first n decoded rows of e.

@@ -94,7 +94,7 @@ func mode(retrievers []string) string {
 
 var (
 	docsDesc = prometheus.NewDesc("tandem_documents", "Live documents per collection.", []string{"collection"}, nil)
-	sizeDesc = prometheus.NewDesc("tandem_index_size_bytes", "Disk space of each part of a collection (badger, bleve, snapshots, derived).", []string{"collection", "part"}, nil)
+	sizeDesc = prometheus.NewDesc("tandem_index_size_bytes", "Disk space of each part of a collection (badger, blobs, bleve, snapshots).", []string{"collection", "part"}, nil)
 )
 
 // collectionsCollector reads document counts and sizes from the open

@@ -104,6 +104,13 @@ func checkDocs(t *testing.T, s *Store, want map[int]int) {
 			if got, whole := checkBlob(out[len(buf):], i, size); !whole || got != v {
 				t.Errorf("ReadBlob(d%d, %s): version %d whole %v, want version %d", i, name, got, whole, v)
 			}
+			out, crc, ok, err := s.ReadBlobCRC(num, name, buf)
+			if err != nil || !ok || !bytes.Equal(out[:len(buf)], buf) {
+				t.Fatalf("ReadBlobCRC(d%d, %s): %v %v, prefix %q", i, name, ok, err, out[:min(len(out), len(buf))])
+			}
+			if got, whole := checkBlob(out[len(buf):], i, size); !whole || got != v || crc != crc32.Checksum(out[len(buf):], castagnoli) {
+				t.Errorf("ReadBlobCRC(d%d, %s): version %d whole %v, CRC %08x; want version %d, the blob's CRC-32C", i, name, got, whole, crc, v)
+			}
 		}
 	}
 	seen := 0
@@ -169,6 +176,9 @@ func TestBlobSegmentsRoundTrip(t *testing.T) {
 	}
 	if _, ok, err := s.ReadBlob(12345, "tok/m", nil); ok || err != nil {
 		t.Errorf("ReadBlob of no document: %v %v", ok, err)
+	}
+	if out, crc, ok, err := s.ReadBlobCRC(12345, "tok/m", nil); ok || err != nil || crc != 0 || out != nil {
+		t.Errorf("ReadBlobCRC of no document: %q, %08x, %v %v", out, crc, ok, err)
 	}
 	s.Close()
 	s = openTest(t, dir)
@@ -259,6 +269,86 @@ func TestBlobCompaction(t *testing.T) {
 	}
 	if got := s.BlobStats(); got != after {
 		t.Errorf("a second GC changed %+v to %+v", after, got)
+	}
+}
+
+// A BlobReader reads the store as it was when opened: a later write does
+// not show, and a segment compacted while it is open stays readable until
+// it closes, then goes. Its CRCs are the blobs'. Reads after its Close or
+// the store's fail.
+func TestBlobReader(t *testing.T) {
+	smallSegments(t, 400<<10) // 10 blobs a segment
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	for i := range 10 {
+		putDocs(t, s, 0, i)
+	}
+	nums := map[int]uint64{}
+	for i := range 10 {
+		num, _, err := s.Lookup(fmt.Sprint("d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nums[i] = num
+	}
+	r, err := s.NewBlobReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every blob replaced: segment 1 is all garbage, and GC compacts it.
+	for i := range 10 {
+		putDocs(t, s, 1, i)
+	}
+	if err := s.GC(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.BlobStats(); st.Compacted != 1 {
+		t.Fatalf("BlobStats %+v: want segment 1 compacted", st)
+	}
+	if !slices.Contains(segmentFiles(t, dir), "000001.blob") {
+		t.Error("a segment the open reader may read was removed")
+	}
+	buf := []byte("prefix")
+	for i := range 10 {
+		for name, size := range map[string]int{"tok/m": bigBlob, "vec/m": smallBlob} {
+			out, crc, ok, err := r.ReadBlobCRC(nums[i], name, buf)
+			if err != nil || !ok || !bytes.Equal(out[:len(buf)], buf) {
+				t.Fatalf("reader: d%d %s: %v %v", i, name, ok, err)
+			}
+			if v, whole := checkBlob(out[len(buf):], i, size); !whole || v != 0 || crc != crc32.Checksum(out[len(buf):], castagnoli) {
+				t.Errorf("reader: d%d %s: version %d whole %v CRC %08x; want version 0, as when it opened, and its CRC", i, name, v, whole, crc)
+			}
+		}
+	}
+	if _, _, ok, err := r.ReadBlobCRC(12345, "tok/m", nil); ok || err != nil {
+		t.Errorf("reader: no document: %v %v", ok, err)
+	}
+	r.Close()
+	r.Close()
+	if slices.Contains(segmentFiles(t, dir), "000001.blob") {
+		t.Error("the compacted segment outlived the reader")
+	}
+	if _, _, _, err := r.ReadBlobCRC(nums[0], "tok/m", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("read after Close: %v, want ErrClosed", err)
+	}
+	want := map[int]int{}
+	for i := range 10 {
+		want[i] = 1
+	}
+	checkDocs(t, s, want)
+	// A reader does not hold the store open: Close goes ahead, and the
+	// reader's reads then fail.
+	r, err = s.NewBlobReader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, _, _, err := r.ReadBlobCRC(nums[0], "tok/m", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("read after the store closed: %v, want ErrClosed", err)
+	}
+	r.Close()
+	if _, err := s.NewBlobReader(); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewBlobReader on a closed store: %v, want ErrClosed", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 
@@ -99,52 +100,131 @@ func (s *Store) Blob(num uint64, name string) ([]byte, bool, error) {
 // ErrCorruption, naming the segment and offset. It is safe for
 // concurrent use.
 func (s *Store) ReadBlob(num uint64, name string, dst []byte) ([]byte, bool, error) {
+	out, _, ok, err := s.ReadBlobCRC(num, name, dst)
+	return out, ok, err
+}
+
+// ReadBlobCRC is ReadBlob that also returns the blob's CRC-32C
+// (Castagnoli): for a blob in a segment the one its pointer records,
+// which the read has checked, for a blob held in Badger computed. A
+// caller that recorded a blob's length and CRC (a derived index, of the
+// blob it was built from) tells whether the blob read is still that one
+// without checksumming it a second time.
+func (s *Store) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed {
-		return dst, false, ErrClosed
+		return dst, 0, false, ErrClosed
 	}
-	key := blobKey(num, name)
-	n := len(dst)
 	for attempt := 0; ; attempt++ {
-		var p blobPtr
-		var found, ptr bool
+		var out []byte
+		var crc uint32
+		var found bool
 		err := s.db.View(func(txn *badger.Txn) error {
-			item, err := txn.Get(key)
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			found = true
-			if item.UserMeta() != blobPointerMeta {
-				return item.Value(func(v []byte) error {
-					dst = append(dst, v...)
-					return nil
-				})
-			}
-			ptr = true
-			return item.Value(func(v []byte) error {
-				p, err = decodePtr(v)
-				return err
-			})
+			var err error
+			out, crc, found, err = s.readBlobTxn(txn, num, name, dst)
+			return err
 		})
-		if err != nil {
-			return dst[:n], false, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
-		}
-		if !ptr {
-			return dst, found, nil
-		}
-		out, err := s.readPointer(p, dst)
 		if errors.Is(err, errSegmentGone) && attempt < 3 {
 			continue // compacted since: the pointer has moved
 		}
-		if err != nil {
-			return dst[:n], true, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
-		}
-		return out, true, nil
+		return out, crc, found, err
 	}
+}
+
+// readBlobTxn is ReadBlobCRC in txn.
+func (s *Store) readBlobTxn(txn *badger.Txn, num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
+	n := len(dst)
+	var p blobPtr
+	item, err := txn.Get(blobKey(num, name))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return dst, 0, false, nil
+	}
+	if err == nil {
+		if item.UserMeta() != blobPointerMeta {
+			err = item.Value(func(v []byte) error {
+				dst = append(dst, v...)
+				return nil
+			})
+			if err == nil {
+				return dst, crc32.Checksum(dst[n:], castagnoli), true, nil
+			}
+		} else {
+			err = item.Value(func(v []byte) error {
+				p, err = decodePtr(v)
+				return err
+			})
+		}
+	}
+	if err != nil {
+		return dst[:n], 0, false, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
+	}
+	out, err := s.readPointer(p, dst)
+	if errors.Is(err, errSegmentGone) {
+		return dst[:n], 0, true, err
+	}
+	if err != nil {
+		return dst[:n], 0, true, fmt.Errorf("storage: blob %q of document %d: %w", name, num, err)
+	}
+	return out, p.crc, true, nil
+}
+
+// BlobReader reads blobs as the store was when it was opened, for a
+// caller that reads many in a row (a search's exact stage): one Badger
+// read transaction serves them all, where ReadBlob and ReadBlobCRC open
+// one per blob. It is not safe for concurrent use; each goroutine opens
+// its own. Until Close, segments compacted since it opened are kept, so
+// keep it for a search, not longer. It does not hold the store open:
+// once the store is closed its reads return ErrClosed (and Close only
+// forgets it).
+type BlobReader struct {
+	s   *Store
+	txn *badger.Txn
+}
+
+// NewBlobReader returns a reader of the store as it is now.
+func (s *Store) NewBlobReader() (*BlobReader, error) {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.blobs != nil {
+		s.blobs.pinScan() // before the transaction, as ScanBlobs does
+	}
+	return &BlobReader{s: s, txn: s.db.NewTransaction(false)}, nil
+}
+
+// ReadBlobCRC is Store.ReadBlobCRC as of the reader's opening.
+func (r *BlobReader) ReadBlobCRC(num uint64, name string, dst []byte) ([]byte, uint32, bool, error) {
+	r.s.life.RLock()
+	defer r.s.life.RUnlock()
+	if r.txn == nil || r.s.closed {
+		return dst, 0, false, ErrClosed
+	}
+	out, crc, ok, err := r.s.readBlobTxn(r.txn, num, name, dst)
+	if errors.Is(err, errSegmentGone) {
+		// Segments are pinned while the reader is open: a pointer it
+		// reads cannot lead into a removed one.
+		err = fmt.Errorf("%w: blob %q of document %d: %w", ErrCorruption, name, num, err)
+	}
+	return out, crc, ok, err
+}
+
+// Close releases the reader. It is idempotent.
+func (r *BlobReader) Close() {
+	r.s.life.RLock()
+	defer r.s.life.RUnlock()
+	if r.txn == nil {
+		return
+	}
+	if !r.s.closed { // a closed store has let go of both
+		r.txn.Discard()
+		if r.s.blobs != nil {
+			r.s.blobs.unpinScan()
+		}
+	}
+	r.txn = nil
 }
 
 // readPointer appends the blob p points to to dst.

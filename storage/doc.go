@@ -4,7 +4,9 @@
 // derived index (Bleve, FAISS) is rebuilt or caught up.
 //
 // The main type is Store; writes go through a Batch committed by
-// Store.Write. Store.ReadBlob reads a blob into a caller's buffer.
+// Store.Write. Store.ReadBlob reads a blob into a caller's buffer;
+// Store.ReadBlobCRC also returns its CRC-32C, and a BlobReader
+// (Store.NewBlobReader) reads many in one read transaction.
 //
 // # Invariants
 //
@@ -46,12 +48,13 @@
 //     fails before its commit truncates them away, and a crash before the
 //     commit leaves them as unreferenced garbage. Segment files are
 //     written through Options.FS and never rewritten in place.
-//   - Blobs in segments are read (by Blob, ReadBlob, ScanBlobs and Backup)
-//     with pread, never through a memory map, and every read checks the
-//     blob's CRC-32C: a mismatch, a short read, or a pointer into a
-//     segment that is missing or has a wrong header is ErrCorruption
-//     naming the segment and the offset. Such damage is found at read
-//     time; the rest of the collection opens and reads.
+//   - Blobs in segments are read (by Blob, ReadBlob, ReadBlobCRC,
+//     BlobReader, ScanBlobs and Backup) with pread, never through a memory
+//     map, and every read checks the blob's CRC-32C: a mismatch, a short
+//     read, or a pointer into a segment that is missing or has a wrong
+//     header is ErrCorruption naming the segment and the offset. Such
+//     damage is found at read time; the rest of the collection opens and
+//     reads.
 //   - Open recomputes each segment's live bytes from the pointers (one
 //     pass over the blob keys) and removes the segments no pointer refers
 //     to. A segment of which at least half is garbage is compacted by GC
@@ -59,8 +62,8 @@
 //     segment, which is fsynced; each pointer is then swapped in a
 //     transaction only if it still points at the old place (a write that
 //     replaced or deleted the blob meanwhile wins); Badger is synced; the
-//     old segment is removed once no read or scan in progress uses it. A
-//     crash at any step leaves every live blob readable.
+//     old segment is removed once no read, scan or open BlobReader uses
+//     it. A crash at any step leaves every live blob readable.
 //   - A Backup carries every blob's bytes, never a pointer; Restore puts
 //     large blobs back into segments.
 //   - Snapshots of derived indexes are files under <dir>/snapshots whose

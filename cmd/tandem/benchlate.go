@@ -296,9 +296,6 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 		build.Round(time.Millisecond), float64(p.Docs)/build.Seconds(), float64(tokensIn)/build.Seconds(), p.Batches, lastCommit.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "| close (snapshots) | %s |\n", closeTook.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "| disk | %s, %.1f bytes/token |\n", size(disk), float64(disk)/float64(max(1, built.Tokens)))
-	if built.TokenFileBytes > 0 {
-		fmt.Fprintf(stdout, "| late token file (full precision, on disk) | %s |\n", size(built.TokenFileBytes))
-	}
 	fmt.Fprintf(stdout, "| late index memory: after build | %s, %.1f bytes/token |\n", size(built.MemoryBytes), built.BytesPerToken)
 	fmt.Fprintf(stdout, "| late index memory: opened from snapshot | %s, %.1f bytes/token |\n", size(opened.MemoryBytes), opened.BytesPerToken)
 	fmt.Fprintf(stdout, "| peak RSS: ingest | %s |\n", size(peakIngest))

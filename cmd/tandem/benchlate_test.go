@@ -47,7 +47,6 @@ func TestBenchLate(t *testing.T) {
 		"| late index | Residual",
 		"| build (ingest until the late index applied everything and finished retraining) | ",
 		"| close (snapshots) | ",
-		"| late token file (full precision, on disk) | ",
 		"| open from snapshot | ",
 	} {
 		if !strings.Contains(out, want) {

@@ -57,18 +57,21 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, l := range s.Late {
 		if l.Centroids > 0 {
-			var failed string
-			if l.TokenFileErrors > 0 {
-				failed = fmt.Sprintf(", %d reads of it failed (read from the store instead)", l.TokenFileErrors)
+			var fallback string
+			if l.ExactStale > 0 {
+				fallback += fmt.Sprintf(", %d stale documents scored from codes", l.ExactStale)
 			}
-			fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens, %s (%d centroids, drift %.3f), %s in memory (%.1f bytes/token), token file %s%s\n",
-				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, size(l.MemoryBytes), l.BytesPerToken, size(l.TokenFileBytes), failed)
+			if l.ExactReadErrors > 0 {
+				fallback += fmt.Sprintf(", %d unreadable documents scored from codes (latest: %s)", l.ExactReadErrors, l.ExactReadError)
+			}
+			fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens, %s (%d centroids, drift %.3f), %s in memory (%.1f bytes/token)%s\n",
+				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, size(l.MemoryBytes), l.BytesPerToken, fallback)
 			continue
 		}
 		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory (%.1f bytes/token), %s of it token blobs\n",
 			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, size(l.MemoryBytes), l.BytesPerToken, size(l.StoredBytes))
 	}
-	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s, derived %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["blobs"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]), size(s.DiskBytes["derived"]))
+	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["blobs"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]))
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
 	return nil
 }

@@ -1,8 +1,7 @@
 // Package vfs is the small file-system interface through which Tandem
 // writes and reads the files it manages itself, rather than through Badger
 // or Bleve: the snapshots of derived indexes and the blob segments that
-// hold large blobs such as token matrices (storage), and the residual
-// late-interaction index's token file (latecollect). OS is the real file
+// hold large blobs such as token matrices (storage). OS is the real file
 // system; Faulty wraps one to inject I/O errors, torn writes and flipped
 // bytes in tests.
 //
