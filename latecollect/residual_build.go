@@ -52,10 +52,9 @@ type residualFamily struct {
 // newResidualFamily returns an empty residual family; load or build then
 // fills it.
 func newResidualFamily(s source) (*residualFamily, error) {
-	// Residual codes need the native stack (OpenBLAS for training and
-	// assignment, FAISS's k-means to group centroids for two-level
-	// assignment) once documents arrive: without it, fail now rather than
-	// after the first commit.
+	// Residual codes need the native stack (OpenBLAS, which comes with
+	// FAISS, for training and assignment) once documents arrive: without
+	// it, fail now rather than after the first commit.
 	if err := faiss.Available(); err != nil {
 		return nil, fmt.Errorf("residual codes: %w", err)
 	}
