@@ -141,6 +141,7 @@ func (f *faissFamily) rescore(ctx context.Context, query []float32, cands []uint
 	}
 	dim := f.opts.Dim
 	nq := len(query) / dim
+	ql := newQueryLanes(query, dim) // read only, shared by the workers
 	hits := make([]Hit, len(cands))
 	workers := max(1, min(f.opts.Parallelism, len(cands)/16+1))
 	var (
@@ -166,7 +167,7 @@ func (f *faissFamily) rescore(ctx context.Context, query []float32, cands []uint
 			for start := range next {
 				for i := start; i < min(start+chunk, len(cands)); i++ {
 					e := f.docs[cands[i]]
-					buf = maxSimBlob(query, e.blob, e.h, best, buf)
+					buf = maxSimBlob(query, ql, e.blob, e.h, best, buf)
 					hits[i] = Hit{DocNum: cands[i], Score: combine(so.Scoring, best)}
 				}
 			}

@@ -60,12 +60,52 @@ func haveF16C() bool {
 	return ecx1&(f16c|osxsave|avx) == f16c|osxsave|avx && xgetbv()&6 == 6
 }
 
-// useAVX2 and useF16C select the assembly kernels; tests and benchmarks
-// turn them off to compare with the portable code.
+// haveAVX512 reports whether the CPU has AVX-512 Foundation (CPUID leaf
+// 7, EBX bit 16) and the operating system saves the opmask and all 32
+// 512-bit registers (XCR0 bits 5 to 7, with XMM and YMM state).
+func haveAVX512() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 || !haveAVX2() {
+		return false
+	}
+	if xgetbv()&0xe6 != 0xe6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<16) != 0
+}
+
+// haveAVX512BW reports haveAVX512 and AVX-512BW (CPUID leaf 7, EBX bit
+// 30), the 16-bit lanes of the residual kernel.
+func haveAVX512BW() bool {
+	if !haveAVX512() {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<30) != 0
+}
+
+// useAVX2, useF16C and useAVX512 select the assembly kernels; tests and
+// benchmarks turn them off to compare with the portable code.
 var (
-	useAVX2 = haveAVX2()
-	useF16C = haveF16C()
+	useAVX2     = haveAVX2()
+	useF16C     = haveF16C()
+	useAVX512   = haveAVX512()
+	useAVX512BW = haveAVX512BW()
 )
+
+// maxSim8x32AVX512 raises best[l], l < 32, to the largest inner product of
+// query token l with the 8 rows at d, d + stride, ... (floats), dim values
+// each, the query tokens laid out k-major at qt (qt[k*32+l]); see
+// kernel_amd64.s.
+//
+//go:noescape
+func maxSim8x32AVX512(qt, d *float32, stride, dim int, best *float32)
+
+// maxSim8x16AVX512 is maxSim8x32AVX512 for 16 query tokens (qt[k*16+l]).
+//
+//go:noescape
+func maxSim8x16AVX512(qt, d *float32, stride, dim int, best *float32)
 
 // centroidMaxAVX2 is centroidMaxGo over n ids at cids, with best and table
 // as pointers; stride must be a positive multiple of 8 and table must hold
@@ -85,6 +125,12 @@ func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int
 //
 //go:noescape
 func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
+
+// residualMaxAVX512 is residualMaxAVX2 with AVX-512BW, for an even
+// codeBytes. Implemented in kernel_amd64.s.
+//
+//go:noescape
+func residualMaxAVX512(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
 
 // selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
 // indices at out (room for n) and returning how many; stride must be a

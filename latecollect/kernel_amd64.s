@@ -268,6 +268,12 @@ rindex:
 	SHLQ    $6, R13
 	VMOVDQU 0(BX)(R13*1), Y4
 	VMOVDQU 32(BX)(R13*1), Y5
+	// The high nibbles' rows go to Y6 and Y7, added to Y4 and Y5 at the
+	// end: two chains of dependent adds per register half instead of one,
+	// and the same sums (16-bit adds wrap, so their order does not
+	// matter).
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
 	MOVQ    SI, R12
 	MOVQ    codeBytes+72(FP), CX
 
@@ -280,13 +286,15 @@ rbyte:
 	SHLQ    $6, R8
 	VPADDW  0(R12)(R13*1), Y4, Y4
 	VPADDW  32(R12)(R13*1), Y5, Y5
-	VPADDW  1024(R12)(R8*1), Y4, Y4
-	VPADDW  1056(R12)(R8*1), Y5, Y5
+	VPADDW  1024(R12)(R8*1), Y6, Y6
+	VPADDW  1056(R12)(R8*1), Y7, Y7
 	ADDQ    $2048, R12
 	INCQ    DI
 	DECQ    CX
 	JNZ     rbyte
 
+	VPADDW  Y6, Y4, Y4
+	VPADDW  Y7, Y5, Y5
 	VPMAXSW Y4, Y0, Y0
 	VPMAXSW Y5, Y1, Y1
 	INCQ    AX
@@ -306,6 +314,96 @@ rbyte:
 	RET
 
 rbad:
+	MOVB $0, ok+80(FP)
+	VZEROUPPER
+	RET
+
+// func residualMaxAVX512(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
+//
+// residualMaxAVX2 with AVX-512BW: a block's 32 lanes in one register, and
+// four chains of adds (the low and high nibbles of even and odd code
+// bytes), added together at the end: the same 16-bit sums, which wrap.
+// codeBytes must be even.
+TEXT ·residualMaxAVX512(SB), NOSPLIT, $0-81
+	MOVQ best+0(FP), DX
+	MOVQ cent+8(FP), BX
+	MOVQ rows+16(FP), R9
+	MOVQ nib+24(FP), SI
+	MOVQ blocks+32(FP), R15
+	MOVQ cids+40(FP), R10
+	MOVQ n+64(FP), R11
+	MOVQ R9, R14
+	SHLQ $6, R14
+
+zblock:
+	VMOVDQU16 0(DX), Z0
+	XORQ      AX, AX
+
+ztoken:
+	MOVQ    AX, R8
+	MOVQ    keep+56(FP), R13
+	TESTQ   R13, R13
+	JZ      zindex
+	MOVLQSX (R13)(AX*4), R8
+
+zindex:
+	MOVQ      codeBytes+72(FP), DI
+	IMULQ     R8, DI
+	ADDQ      codes+48(FP), DI
+	MOVWQZX   (R10)(R8*2), R13
+	CMPQ      R13, R9
+	JAE       zbad
+	SHLQ      $6, R13
+	VMOVDQU16 0(BX)(R13*1), Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	MOVQ      SI, R12
+	MOVQ      codeBytes+72(FP), CX
+	SHRQ      $1, CX
+
+zbyte:
+	MOVBQZX (DI), R13
+	MOVQ    R13, R8
+	ANDQ    $15, R13
+	SHLQ    $6, R13
+	SHRQ    $4, R8
+	SHLQ    $6, R8
+	VPADDW  0(R12)(R13*1), Z4, Z4
+	VPADDW  1024(R12)(R8*1), Z5, Z5
+	MOVBQZX 1(DI), R13
+	MOVQ    R13, R8
+	ANDQ    $15, R13
+	SHLQ    $6, R13
+	SHRQ    $4, R8
+	SHLQ    $6, R8
+	VPADDW  2048(R12)(R13*1), Z6, Z6
+	VPADDW  3072(R12)(R8*1), Z7, Z7
+	ADDQ    $4096, R12
+	ADDQ    $2, DI
+	DECQ    CX
+	JNZ     zbyte
+
+	VPADDW  Z5, Z4, Z4
+	VPADDW  Z7, Z6, Z6
+	VPADDW  Z6, Z4, Z4
+	VPMAXSW Z4, Z0, Z0
+	INCQ    AX
+	CMPQ    AX, R11
+	JLT     ztoken
+
+	VMOVDQU16 Z0, 0(DX)
+	ADDQ      $64, DX
+	ADDQ      R14, BX
+	MOVQ      R12, SI
+	DECQ      R15
+	JNZ       zblock
+
+	MOVB $1, ok+80(FP)
+	VZEROUPPER
+	RET
+
+zbad:
 	MOVB $0, ok+80(FP)
 	VZEROUPPER
 	RET
@@ -409,4 +507,152 @@ maxloop:
 	VMAXPS X0, X1, X0
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
+	RET
+
+// func maxSim8x32AVX512(qt *float32, d *float32, stride, dim int, best *float32)
+//
+// best[l] = max(best[l], <q_l, d_j>) over the 8 rows d_j at d + j*stride
+// floats, for the 32 query tokens l whose values are laid out k-major at
+// qt (qt[k*32+l] is value k of query token l), dim ≥ 1 values each. Each
+// product is one fused multiply-add per value in order k = 0, 1, ..., in
+// its own lane, so its value does not depend on where the row falls. The
+// maxima are taken with VMAXPS, best as second source.
+TEXT ·maxSim8x32AVX512(SB), NOSPLIT, $0-40
+	MOVQ qt+0(FP), SI
+	MOVQ d+8(FP), DI
+	MOVQ stride+16(FP), R8
+	MOVQ dim+24(FP), CX
+	MOVQ best+32(FP), DX
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+loop32:
+	VMOVUPS      (SI), Z16
+	VMOVUPS      64(SI), Z17
+	VBROADCASTSS (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z1
+	VBROADCASTSS (DI)(R8*1), Z19
+	VFMADD231PS  Z19, Z16, Z2
+	VFMADD231PS  Z19, Z17, Z3
+	VBROADCASTSS (DI)(R8*2), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VBROADCASTSS (DI)(R9*1), Z21
+	VFMADD231PS  Z21, Z16, Z6
+	VFMADD231PS  Z21, Z17, Z7
+	VBROADCASTSS (R10), Z22
+	VFMADD231PS  Z22, Z16, Z8
+	VFMADD231PS  Z22, Z17, Z9
+	VBROADCASTSS (R10)(R8*1), Z23
+	VFMADD231PS  Z23, Z16, Z10
+	VFMADD231PS  Z23, Z17, Z11
+	VBROADCASTSS (R10)(R8*2), Z24
+	VFMADD231PS  Z24, Z16, Z12
+	VFMADD231PS  Z24, Z17, Z13
+	VBROADCASTSS (R10)(R9*1), Z25
+	VFMADD231PS  Z25, Z16, Z14
+	VFMADD231PS  Z25, Z17, Z15
+	ADDQ         $128, SI
+	ADDQ         $4, DI
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          loop32
+
+	VMAXPS  Z2, Z0, Z0
+	VMAXPS  Z4, Z0, Z0
+	VMAXPS  Z6, Z0, Z0
+	VMAXPS  Z8, Z0, Z0
+	VMAXPS  Z10, Z0, Z0
+	VMAXPS  Z12, Z0, Z0
+	VMAXPS  Z14, Z0, Z0
+	VMAXPS  Z3, Z1, Z1
+	VMAXPS  Z5, Z1, Z1
+	VMAXPS  Z7, Z1, Z1
+	VMAXPS  Z9, Z1, Z1
+	VMAXPS  Z11, Z1, Z1
+	VMAXPS  Z13, Z1, Z1
+	VMAXPS  Z15, Z1, Z1
+	VMOVUPS (DX), Z16
+	VMOVUPS 64(DX), Z17
+	VMAXPS  Z16, Z0, Z0
+	VMAXPS  Z17, Z1, Z1
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+// func maxSim8x16AVX512(qt *float32, d *float32, stride, dim int, best *float32)
+//
+// maxSim8x32AVX512 for 16 query tokens (qt[k*16+l]).
+TEXT ·maxSim8x16AVX512(SB), NOSPLIT, $0-40
+	MOVQ qt+0(FP), SI
+	MOVQ d+8(FP), DI
+	MOVQ stride+16(FP), R8
+	MOVQ dim+24(FP), CX
+	MOVQ best+32(FP), DX
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+loop16:
+	VMOVUPS      (SI), Z16
+	VBROADCASTSS (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VBROADCASTSS (DI)(R8*1), Z19
+	VFMADD231PS  Z19, Z16, Z1
+	VBROADCASTSS (DI)(R8*2), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VBROADCASTSS (DI)(R9*1), Z21
+	VFMADD231PS  Z21, Z16, Z3
+	VBROADCASTSS (R10), Z22
+	VFMADD231PS  Z22, Z16, Z4
+	VBROADCASTSS (R10)(R8*1), Z23
+	VFMADD231PS  Z23, Z16, Z5
+	VBROADCASTSS (R10)(R8*2), Z24
+	VFMADD231PS  Z24, Z16, Z6
+	VBROADCASTSS (R10)(R9*1), Z25
+	VFMADD231PS  Z25, Z16, Z7
+	ADDQ         $64, SI
+	ADDQ         $4, DI
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          loop16
+
+	VMAXPS  Z1, Z0, Z0
+	VMAXPS  Z2, Z0, Z0
+	VMAXPS  Z3, Z0, Z0
+	VMAXPS  Z4, Z0, Z0
+	VMAXPS  Z5, Z0, Z0
+	VMAXPS  Z6, Z0, Z0
+	VMAXPS  Z7, Z0, Z0
+	VMOVUPS (DX), Z16
+	VMAXPS  Z16, Z0, Z0
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
 	RET

@@ -18,18 +18,25 @@ func BenchmarkMaxSim(b *testing.B) {
 	h, _ := parseHeader(blob)
 	best := make([]float32, 20)
 	buf := make([]float32, len(d))
-	asm := []bool{false}
-	if useAVX2 && useF16C {
-		asm = append(asm, true)
+	// portable, then the AVX2 and F16C kernels, then AVX-512, as the CPU
+	// has them.
+	type kernels struct {
+		name               string
+		avx2, f16c, avx512 bool
 	}
-	saved := [2]bool{useAVX2, useF16C}
-	defer func() { useAVX2, useF16C = saved[0], saved[1] }()
-	for _, a := range asm {
-		name := "portable"
-		if a {
-			name = "asm"
-		}
-		useAVX2, useF16C = a, a
+	runs := []kernels{{name: "portable"}}
+	if useAVX2 && useF16C {
+		runs = append(runs, kernels{"asm", true, true, false})
+	}
+	if useAVX512 && useF16C {
+		runs = append(runs, kernels{"avx512", true, true, true})
+	}
+	saved := kernels{"", useAVX2, useF16C, useAVX512}
+	defer func() { useAVX2, useF16C, useAVX512 = saved.avx2, saved.f16c, saved.avx512 }()
+	for _, k := range runs {
+		name := k.name
+		useAVX2, useF16C, useAVX512 = k.avx2, k.f16c, k.avx512
+		ql := newQueryLanes(q, 384)
 		b.Run("decode+kernel/"+name, func(b *testing.B) {
 			for b.Loop() {
 				decodeRows(blob, h, 0, h.count, buf)
@@ -40,7 +47,7 @@ func BenchmarkMaxSim(b *testing.B) {
 		b.Run("blocks/"+name, func(b *testing.B) {
 			var scratch []float32
 			for b.Loop() {
-				scratch = maxSimBlob(q, blob, h, best, scratch)
+				scratch = maxSimBlob(q, ql, blob, h, best, scratch)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(20*238), "ns/dot")
 		})

@@ -3,8 +3,10 @@
 package latecollect
 
 var (
-	useAVX2 = false
-	useF16C = false
+	useAVX2     = false
+	useF16C     = false
+	useAVX512   = false
+	useAVX512BW = false
 )
 
 func dot4x2AVX2(q0, q1, q2, q3, d0, d1 *float32, n int, out *[8]float32) {
@@ -33,4 +35,16 @@ func maxF32AVX2(p *float32, n int) float32 {
 
 func encodeF16F16C(dst *byte, src *float32, n int) {
 	panic("latecollect: encodeF16F16C without amd64")
+}
+
+func maxSim8x32AVX512(qt, d *float32, stride, dim int, best *float32) {
+	panic("latecollect: maxSim8x32AVX512 without amd64")
+}
+
+func maxSim8x16AVX512(qt, d *float32, stride, dim int, best *float32) {
+	panic("latecollect: maxSim8x16AVX512 without amd64")
+}
+
+func residualMaxAVX512(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) bool {
+	panic("latecollect: residualMaxAVX512 without amd64")
 }

@@ -132,8 +132,13 @@ func TestMaxSimBlobMatchesWhole(t *testing.T) {
 				want, got := make([]float32, 7), make([]float32, 7)
 				maxSim(q, whole, dim, nil, want)
 				var buf []float32
-				for range 2 { // the second call reuses buf
-					buf = maxSimBlob(q, blob, h, got, buf)
+				ql := newQueryLanes(q, dim)
+				for i := range 4 { // the second call reuses buf; the last two lay q out first
+					if i < 2 {
+						buf = maxSimBlob(q, nil, blob, h, got, buf)
+					} else {
+						buf = maxSimBlob(q, ql, blob, h, got, buf)
+					}
 					for i := range want {
 						if got[i] != want[i] {
 							t.Fatalf("dim=%d nd=%d enc=%d: best[%d] = %v by blocks, %v whole", dim, nd, enc, i, got[i], want[i])
@@ -212,6 +217,57 @@ func TestEncodeF16F16C(t *testing.T) {
 	for i, v := range vals {
 		if g, w := uint16(got[2*i])|uint16(got[2*i+1])<<8, float16Bits(v); g != w {
 			t.Fatalf("%v (%#08x): F16C gives %#04x, float16Bits %#04x", v, math.Float32bits(v), g, w)
+		}
+	}
+}
+
+// The AVX-512 kernels give each product the same value wherever its row
+// falls (in a whole tile, in the padded last one, alone, or among masked
+// rows), for query lengths that fill one or two 16- and 32-token chunks
+// partly or wholly; and the values are those of the portable code to
+// within float32 rounding.
+func TestMaxSimAVX512(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("skipping: no AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, dim := range []int{8, 128, 384} {
+		for _, nq := range []int{1, 15, 16, 17, 32, 33, 48, 49, 70} {
+			for _, nd := range []int{1, 7, 8, 9, 23} {
+				q, d := randomUnit(r, nq, dim), randomUnit(r, nd, dim)
+				got := make([]float32, nq)
+				maxSim(q, d, dim, nil, got)
+				ql := newQueryLanes(q, dim)
+				// Each row alone, and the mask that keeps one row.
+				alone := make([]float32, nq)
+				fillInf(alone)
+				one := make([]float32, nq)
+				for j := range nd {
+					b := make([]float32, nq)
+					fillInf(b)
+					ql.maxSimInto(d[j*dim:(j+1)*dim], b, nil)
+					mask := make([]bool, nd)
+					mask[j] = true
+					maxSim(q, d, dim, mask, one)
+					for i := range nq {
+						if one[i] != b[i] {
+							t.Fatalf("dim %d nq %d nd %d: row %d masked %v, alone %v", dim, nq, nd, j, one[i], b[i])
+						}
+						alone[i] = max(alone[i], b[i])
+					}
+				}
+				want := make([]float32, nq)
+				fillInf(want)
+				maxSimGo(q, d, dim, nil, want)
+				for i := range nq {
+					if got[i] != alone[i] {
+						t.Fatalf("dim %d nq %d nd %d: best[%d] %v in tiles, %v row by row", dim, nq, nd, i, got[i], alone[i])
+					}
+					if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+						t.Fatalf("dim %d nq %d nd %d: best[%d] %v, portable %v", dim, nq, nd, i, got[i], want[i])
+					}
+				}
+			}
 		}
 	}
 }

@@ -575,6 +575,22 @@ type exactScratch struct {
 	rows []float32
 	best []float32
 	rd   *storage.BlobReader
+	// ql is the query laid out for the AVX-512 kernels, for the query
+	// at qlFor (a scratch serves one search, but the check is cheap).
+	ql    *queryLanes
+	qlFor *float32
+}
+
+// lanes returns query laid out for the AVX-512 kernels (nil without
+// them), made at the first call.
+func (sc *exactScratch) lanes(query []float32, dim int) *queryLanes {
+	if len(query) == 0 {
+		return nil
+	}
+	if sc.qlFor != &query[0] {
+		sc.ql, sc.qlFor = newQueryLanes(query, dim), &query[0]
+	}
+	return sc.ql
 }
 
 // exactWorkers hands out the exact stage's scratches, one per worker,
@@ -643,7 +659,7 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
 	}
-	sc.rows = maxSimBlob(query, e.blob, e.h, sc.best[:nq], sc.rows)
+	sc.rows = maxSimBlob(query, sc.lanes(query, f.opts.Dim), e.blob, e.h, sc.best[:nq], sc.rows)
 	return combine(s, sc.best[:nq]), nil
 }
 
@@ -655,9 +671,10 @@ func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *
 	cb := f.rc.cb
 	dim, cbytes := cb.dim, cb.codeBytes()
 	block := max(1, exactBlockBytes/(4*dim))
-	if cap(sc.rows) < block*dim {
-		sc.rows = make([]float32, block*dim)
+	if cap(sc.rows) < (block+laneTile)*dim {
+		sc.rows = make([]float32, (block+laneTile)*dim)
 	}
+	ql := sc.lanes(query, dim)
 	nq := len(query) / dim
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
@@ -680,7 +697,11 @@ func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *
 				row[j] = cent[j] + r
 			}
 		}
-		maxSimInto(query, rows, dim, nil, best)
+		if ql != nil {
+			ql.maxSimInto(rows, best, sc.rows[block*dim:cap(sc.rows)])
+		} else {
+			maxSimInto(query, rows, dim, nil, best)
+		}
 	}
 	return combine(s, best)
 }

@@ -84,12 +84,15 @@ func maxSimChecked(q, d []float32, dim int, qmask, dmask []bool) (float32, int, 
 // counted document token, or -Inf when none counts. len(best) is the
 // number of query tokens.
 //
-// On amd64 with AVX2 and FMA, when dim is a multiple of 8, the products
-// come from an assembly kernel (maxSimAVX2); elsewhere from portable Go
-// (maxSimGo). The two sum in different orders, so their results may
-// differ in the last bits (relative 1e-6 for 384-d unit vectors); each is
-// deterministic, and every search of a process uses the same one, so a
-// candidate's score equals its exhaustive score exactly.
+// On amd64, when dim is a multiple of 8, the products come from an
+// assembly kernel: with AVX-512, query tokens in lanes and each product
+// one fused multiply-add per value in order (queryLanes.maxSimInto); else,
+// with AVX2 and FMA, four query tokens against two document tokens, each
+// product summed in 8 lanes (maxSimAVX2); elsewhere from portable Go
+// (maxSimGo). They sum in different orders, so their results may differ
+// in the last bits (relative 1e-6 for 384-d unit vectors) from one CPU to
+// another; each is deterministic, and every search of a process uses the
+// same one, so a candidate's score equals its exhaustive score exactly.
 func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
 	fillInf(best)
 	maxSimInto(q, d, dim, dmask, best)
@@ -99,6 +102,21 @@ func maxSim(q, d []float32, dim int, dmask []bool, best []float32) {
 // with a counted document token, so that a document can be scored a block
 // of tokens at a time (maxSimBlob).
 func maxSimInto(q, d []float32, dim int, dmask []bool, best []float32) {
+	if useAVX512 && dim%8 == 0 {
+		if dmask != nil {
+			// The counted rows, contiguous: each product is then
+			// computed as without a mask.
+			var rows []float32
+			for j, c := range dmask {
+				if c {
+					rows = append(rows, d[j*dim:(j+1)*dim]...)
+				}
+			}
+			d = rows
+		}
+		newQueryLanes(q[:len(best)*dim], dim).maxSimInto(d, best, nil)
+		return
+	}
 	if useAVX2 && dim%8 == 0 {
 		maxSimAVX2(q, d, dim, dmask, best)
 		return
@@ -116,20 +134,117 @@ const exactBlockBytes = 24 << 10
 // maxSimBlob sets best as maxSim does for the tokens of a checked blob,
 // decoding them a block at a time into buf, which it returns (grown if
 // it was too small) for the next call.
-func maxSimBlob(q []float32, blob []byte, h blobHeader, best, buf []float32) []float32 {
+//
+// ql is q laid out for the AVX-512 kernel (newQueryLanes), made once per
+// search, or nil (then maxSimInto lays q out at every block).
+func maxSimBlob(q []float32, ql *queryLanes, blob []byte, h blobHeader, best, buf []float32) []float32 {
 	dim := h.dim
 	rows := max(1, exactBlockBytes/(4*dim))
-	if cap(buf) < rows*dim {
-		buf = make([]float32, rows*dim)
+	// The block, then room for a padded last tile (queryLanes.maxSimInto).
+	if cap(buf) < (rows+laneTile)*dim {
+		buf = make([]float32, (rows+laneTile)*dim)
 	}
+	buf = buf[:cap(buf)]
 	fillInf(best)
 	for from := 0; from < h.count; from += rows {
 		to := min(h.count, from+rows)
 		block := buf[:(to-from)*dim]
 		decodeRows(blob, h, from, to, block)
-		maxSimInto(q, block, dim, nil, best)
+		if ql != nil {
+			ql.maxSimInto(block, best, buf[rows*dim:])
+		} else {
+			maxSimInto(q, block, dim, nil, best)
+		}
 	}
 	return buf
+}
+
+// laneTile is the number of document rows the AVX-512 kernels take at a
+// time.
+const laneTile = 8
+
+// queryLanes is a query laid out for the AVX-512 kernels
+// (maxSim8x32AVX512): its tokens in chunks of 32 (a last chunk of at most
+// 16 in 16), each chunk's values k-major (value k of its tokens side by
+// side), padded with zeros.
+type queryLanes struct {
+	nq, dim int
+	qt      []float32
+}
+
+// newQueryLanes lays out the query tokens q of dim values, or returns nil
+// where the kernels are not used (no AVX-512, or dim not a multiple of 8).
+func newQueryLanes(q []float32, dim int) *queryLanes {
+	if !useAVX512 || dim <= 0 || dim%8 != 0 {
+		return nil
+	}
+	nq := len(q) / dim
+	ql := &queryLanes{nq: nq, dim: dim}
+	for c := 0; c < nq; c += 32 {
+		lanes := chunkLanes(nq - c)
+		off := len(ql.qt)
+		ql.qt = append(ql.qt, make([]float32, dim*lanes)...)
+		qt := ql.qt[off:]
+		for l := range min(lanes, nq-c) {
+			row := q[(c+l)*dim : (c+l+1)*dim]
+			for k, v := range row {
+				qt[k*lanes+l] = v
+			}
+		}
+	}
+	return ql
+}
+
+// chunkLanes is the width of a chunk of query tokens of which left remain.
+func chunkLanes(left int) int {
+	if left <= 16 {
+		return 16
+	}
+	return 32
+}
+
+// maxSimInto raises best[i], i < nq, to the largest inner product of query
+// token i with a row of d (rows of dim values). pad holds at least
+// laneTile rows: the last rows, fewer than a tile, are copied there with
+// the last one repeated (which changes no maximum). Each product is
+// summed in the order of its values, whatever tile it falls in.
+func (ql *queryLanes) maxSimInto(d, best, pad []float32) {
+	dim := ql.dim
+	nd := len(d) / dim
+	if nd == 0 {
+		return
+	}
+	full := nd - nd%laneTile
+	var cb [32]float32
+	off := 0
+	for c := 0; c < ql.nq; c += 32 {
+		lanes := chunkLanes(ql.nq - c)
+		n := min(lanes, ql.nq-c)
+		copy(cb[:n], best[c:c+n])
+		for i := n; i < lanes; i++ {
+			cb[i] = float32(math.Inf(-1))
+		}
+		qt := &ql.qt[off]
+		kernel := maxSim8x32AVX512
+		if lanes == 16 {
+			kernel = maxSim8x16AVX512
+		}
+		for t := 0; t < full; t += laneTile {
+			kernel(qt, &d[t*dim], dim, dim, &cb[0])
+		}
+		if full < nd {
+			if len(pad) < laneTile*dim {
+				pad = make([]float32, laneTile*dim)
+			}
+			for j := range laneTile {
+				src := min(full+j, nd-1)
+				copy(pad[j*dim:(j+1)*dim], d[src*dim:(src+1)*dim])
+			}
+			kernel(qt, &pad[0], dim, dim, &cb[0])
+		}
+		copy(best[c:c+n], cb[:n])
+		off += dim * lanes
+	}
 }
 
 // maxSimAVX2 is maxSimInto over dot4x2AVX2: four query tokens against
