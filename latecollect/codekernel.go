@@ -212,7 +212,11 @@ func (t *residualTables) residualMax(best []int16, cids []uint16, codes []byte, 
 		if keep != nil {
 			kp = &keep[0]
 		}
-		if residualMaxAVX2(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], kp, n, codeBytes) {
+		if useAVX512BW && codeBytes%2 == 0 {
+			if residualMaxAVX512(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], kp, n, codeBytes) {
+				return
+			}
+		} else if residualMaxAVX2(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], kp, n, codeBytes) {
 			return
 		}
 	}

@@ -148,6 +148,15 @@ func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 				if !slices.Equal(direct, want) {
 					t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX2 differs from the Go version", nq, codeBytes, n)
 				}
+				if useAVX512BW && codeBytes%2 == 0 {
+					z := slices.Clone(init)
+					if !residualMaxAVX512(&z[0], &tb.cent[0], rows, &tb.nib[0], tb.blocks, &cids[0], &codes[0], nil, n, codeBytes) {
+						t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX512 refused ids below %d", nq, codeBytes, n, rows)
+					}
+					if !slices.Equal(z, want) {
+						t.Fatalf("nq=%d codeBytes=%d n=%d: residualMaxAVX512 differs from the Go version", nq, codeBytes, n)
+					}
+				}
 
 				// A list of kept tokens scores as those tokens copied out.
 				var keep []int32
@@ -373,21 +382,25 @@ func TestResidualTableScoresDecodedTokens(t *testing.T) {
 }
 
 // codeKernelModes runs f as sub-benchmark "go" with the portable kernels
-// and, where the CPU has AVX2, "avx2" with the assembly ones.
+// and, where the CPU has them, "avx2" with the AVX2 assembly ones and
+// "avx512" with the AVX-512BW residual kernel.
 func codeKernelModes(b *testing.B, f func(b *testing.B)) {
-	saved := useAVX2
-	defer func() { useAVX2 = saved }()
-	modes := []bool{false}
-	if saved {
-		modes = append(modes, true)
+	saved, savedBW := useAVX2, useAVX512BW
+	defer func() { useAVX2, useAVX512BW = saved, savedBW }()
+	type mode struct {
+		name     string
+		avx2, bw bool
 	}
-	for _, asm := range modes {
-		name := "go"
-		if asm {
-			name = "avx2"
-		}
-		useAVX2 = asm
-		b.Run(name, f)
+	modes := []mode{{name: "go"}}
+	if saved {
+		modes = append(modes, mode{"avx2", true, false})
+	}
+	if savedBW {
+		modes = append(modes, mode{"avx512", true, true})
+	}
+	for _, m := range modes {
+		useAVX2, useAVX512BW = m.avx2, m.bw
+		b.Run(m.name, f)
 	}
 }
 
