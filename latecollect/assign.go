@@ -39,12 +39,16 @@ type assigner interface {
 	Close() error
 }
 
-// twoLevelFrom is twoLevelCentroids and twoLevelProbes twoLevelProbe;
-// tests lower the first to build small indexes with two-level assignment,
-// and measurements set both (TANDEM_TWO_LEVEL_FROM, _PROBE).
+// twoLevelFrom is twoLevelCentroids and twoLevelProbes twoLevelProbe, for
+// coding tokens; twoLevelTrainFrom and twoLevelTrainProbes are the same
+// for k-means's assignment steps. Tests lower the thresholds to build
+// small indexes with two-level assignment, and measurements set them all
+// (TANDEM_TWO_LEVEL_FROM, _PROBE, _TRAIN_FROM, _TRAIN_PROBE).
 var (
-	twoLevelFrom   = twoLevelCentroids
-	twoLevelProbes = twoLevelProbe
+	twoLevelFrom        = twoLevelCentroids
+	twoLevelProbes      = twoLevelProbe
+	twoLevelTrainFrom   = twoLevelCentroids
+	twoLevelTrainProbes = twoLevelProbe
 )
 
 // newAssigner returns the assigner for a set of centroids: exact below
@@ -363,7 +367,7 @@ var twoLevelScratchPool = sync.Pool{New: func() any { return new(twoLevelScratch
 // FAISS's k-means does. It needs k ≤ n.
 func twoLevelKMeans(ctx context.Context, x []float32, dim, k, iters int, seed uint64) ([]float32, error) {
 	return sphericalKMeans(ctx, x, dim, k, iters, seed, func(cent []float32) (assigner, error) {
-		return newTwoLevel(cent, dim, twoLevelProbes)
+		return newTwoLevel(cent, dim, twoLevelTrainProbes)
 	})
 }
 

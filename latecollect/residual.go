@@ -136,7 +136,7 @@ func trainCodebook(ctx context.Context, sample []float32, dim, nlist int, traine
 	}
 	var cent []float32
 	var err error
-	if nlist >= twoLevelFrom {
+	if nlist >= twoLevelTrainFrom {
 		cent, err = twoLevelKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
 	} else {
 		cent, err = exactKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)

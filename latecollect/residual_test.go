@@ -537,9 +537,9 @@ func TestProbeSumsAgree(t *testing.T) {
 // twoLevelCentroids centroids on) searches like any other: with every
 // stage open it returns the exact top 10.
 func TestResidualTwoLevelAssignment(t *testing.T) {
-	saved := twoLevelFrom
-	twoLevelFrom = 16
-	defer func() { twoLevelFrom = saved }()
+	saved, savedTrain := twoLevelFrom, twoLevelTrainFrom
+	twoLevelFrom, twoLevelTrainFrom = 16, 16
+	defer func() { twoLevelFrom, twoLevelTrainFrom = saved, savedTrain }()
 	ctx := context.Background()
 	c := newSynth(300, 16, 5)
 	st := openStore(t, "")

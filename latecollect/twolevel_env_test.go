@@ -7,13 +7,20 @@ import (
 
 // TANDEM_TWO_LEVEL_FROM and TANDEM_TWO_LEVEL_PROBE set, for measurements
 // (the SciFact depth trace of a build at Open), the centroid count from
-// which training and assignment are two-level and the groups a token
-// probes.
+// which tokens are coded in two levels and the groups a token probes;
+// TANDEM_TWO_LEVEL_TRAIN_FROM and _TRAIN_PROBE the same for k-means.
 func init() {
-	if n, err := strconv.Atoi(os.Getenv("TANDEM_TWO_LEVEL_FROM")); err == nil && n > 0 {
-		twoLevelFrom = n
-	}
-	if n, err := strconv.Atoi(os.Getenv("TANDEM_TWO_LEVEL_PROBE")); err == nil && n > 0 {
-		twoLevelProbes = n
+	for _, v := range []struct {
+		env string
+		p   *int
+	}{
+		{"TANDEM_TWO_LEVEL_FROM", &twoLevelFrom},
+		{"TANDEM_TWO_LEVEL_PROBE", &twoLevelProbes},
+		{"TANDEM_TWO_LEVEL_TRAIN_FROM", &twoLevelTrainFrom},
+		{"TANDEM_TWO_LEVEL_TRAIN_PROBE", &twoLevelTrainProbes},
+	} {
+		if n, err := strconv.Atoi(os.Getenv(v.env)); err == nil && n > 0 {
+			*v.p = n
+		}
 	}
 }
