@@ -113,12 +113,19 @@ func tortureFields(id string, ver int64) map[string]any {
 }
 
 // tortureVectors are the external model's vectors of version ver of id:
-// a unit dense vector and 2 to 24 unit token rows, which the engine stores
-// as given (they are already of unit length).
+// a unit dense vector and unit token rows, which the engine stores as
+// given (they are already of unit length). Three versions in four have 2
+// to 24 tokens; the fourth has 130 to 169, whose float16 matrix (over 4
+// KiB) the store keeps in a blob segment rather than in Badger, so that
+// kills land in segment appends and compactions too.
 func tortureVectors(id string, ver int64) tandem.Vectors {
 	r := docRand(id, ver, 2)
 	v := tandem.Vectors{Dense: unitVector(r)}
-	for range 2 + r.IntN(23) {
+	n := 2 + r.IntN(23)
+	if r.IntN(4) == 0 {
+		n = 130 + r.IntN(40)
+	}
+	for range n {
 		v.Tokens = append(v.Tokens, unitVector(r))
 	}
 	return v
