@@ -83,9 +83,10 @@
 // With Options.Description "Residual" (or "Residual<n>") the index keeps
 // no token key in FAISS and no token matrix in memory (centroids are
 // trained by spherical k-means and tokens assigned to them with BLAS
-// products on every core, two-level from twoLevelCentroids). Each document
-// token
-// is its nearest centroid's id (16 bits) and its residual from that
+// products on every core; tokens are coded in two levels from
+// twoLevelCentroids centroids, k-means from twoLevelTrainCentroids). Each
+// document token is the id (16 bits) of its nearest centroid (or, coded in
+// two levels, a near one for a few tokens) and its residual from that
 // centroid quantised to one bit per dimension (per-dimension cut-off at
 // the training median, reconstructed as the mean of the training residuals
 // on its side); each centroid lists the documents with a token there.

@@ -8,7 +8,9 @@ import (
 // TANDEM_TWO_LEVEL_FROM and TANDEM_TWO_LEVEL_PROBE set, for measurements
 // (the SciFact depth trace of a build at Open), the centroid count from
 // which tokens are coded in two levels and the groups a token probes;
-// TANDEM_TWO_LEVEL_TRAIN_FROM and _TRAIN_PROBE the same for k-means.
+// TANDEM_TWO_LEVEL_TRAIN_FROM and _TRAIN_PROBE the same for k-means, and
+// TANDEM_TWO_LEVEL_TRAIN_EXACT the k-means iterations, at the end, that
+// assign exactly.
 func init() {
 	for _, v := range []struct {
 		env string
@@ -18,6 +20,7 @@ func init() {
 		{"TANDEM_TWO_LEVEL_PROBE", &twoLevelProbes},
 		{"TANDEM_TWO_LEVEL_TRAIN_FROM", &twoLevelTrainFrom},
 		{"TANDEM_TWO_LEVEL_TRAIN_PROBE", &twoLevelTrainProbes},
+		{"TANDEM_TWO_LEVEL_TRAIN_EXACT", &twoLevelTrainExact},
 	} {
 		if n, err := strconv.Atoi(os.Getenv(v.env)); err == nil && n > 0 {
 			*v.p = n
