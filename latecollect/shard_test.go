@@ -736,7 +736,7 @@ func TestCollectAndRescore(t *testing.T) {
 }
 
 // TestCollectResidual: a residual-code index has no Collect, and its
-// Rescore scores exactly from the token file, as Exhaustive mode does.
+// Rescore scores exactly from the stored blobs, as Exhaustive mode does.
 func TestCollectResidual(t *testing.T) {
 	ctx := context.Background()
 	c := newSynth(200, 16, 31)
