@@ -7,12 +7,13 @@
 // threads the Go scheduler runs cgo calls on, so a long-running server
 // touches many arenas, and the memory they hold grows with time although
 // nothing leaks. Importing this package (internal/faiss and internal/ort
-// do) caps the arenas at init to Limit, unless MALLOC_ARENA_MAX is set in
-// the environment, which glibc has then applied already and which wins.
-// The cap binds arenas created after init: those that threads the Go
-// runtime started before it made stay (a few), and later threads share
-// them. Setting MALLOC_ARENA_MAX before the process starts binds every
-// arena.
+// do) caps the arenas to Limit, unless MALLOC_ARENA_MAX is set in the
+// environment, which glibc has then applied already and which wins. The
+// cap is set by a C constructor, before main and so before any thread
+// exists: glibc fixes its arena limit the first time a thread needs a new
+// arena, and a cap set from Go's init, after the runtime had started
+// threads, was ignored whenever one of them had (4 to 6 arenas for a cap
+// of 2 in TestArenasCapped; 2 now).
 //
 // A cap does not stop an arena from keeping what it frees below its top:
 // glibc returns memory to the system only from there, or when asked with

@@ -3,18 +3,44 @@
 package malloc
 
 /*
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <malloc.h>
 
-static int tandem_limit_arenas(int n) {
+// tandem_cap and tandem_capped are the arena cap the constructor set
+// and whether mallopt took it. glibc computes its arena limit once, the
+// first time a thread needs a new arena, and keeps it: a cap set after
+// that (from Go's init, once the runtime has started threads that may
+// have allocated) is ignored. A constructor runs before main, so before
+// any thread exists.
+static int tandem_cap;
+static int tandem_capped;
+
+__attribute__((constructor)) static void tandem_cap_arenas(void) {
 #ifdef M_ARENA_MAX
-	return mallopt(M_ARENA_MAX, n);
-#else
-	return 0;
+	if (getenv("MALLOC_ARENA_MAX") != NULL) {
+		return; // glibc has applied it, and it wins
+	}
+	cpu_set_t set;
+	int n = 2;
+	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+		n = CPU_COUNT(&set);
+	}
+	if (n < 2) {
+		n = 2;
+	}
+	if (n > 8) {
+		n = 8;
+	}
+	tandem_cap = n;
+	tandem_capped = mallopt(M_ARENA_MAX, n) == 1;
 #endif
 }
+
+static int tandem_arena_cap(void) { return tandem_capped ? tandem_cap : 0; }
 
 // tandem_heaps counts the arenas malloc_info reports (its <heap nr=...>
 // elements), or returns -1 when it cannot tell.
@@ -101,12 +127,13 @@ import (
 	"time"
 )
 
-// Limit is the number of arenas the package allows: the cores, at least 2
-// and at most 8 (glibc's default is 8 per core).
+// Limit is the number of arenas the package allows: the cores the process
+// may run on, at least 2 and at most 8 (glibc's default is 8 per core).
 var Limit = min(max(runtime.NumCPU(), 2), 8)
 
-// applied reports whether init set the cap (false when MALLOC_ARENA_MAX
-// was set, or mallopt refused); atInit is the number of arenas then.
+// applied reports whether the cap was set at start-up (false when
+// MALLOC_ARENA_MAX was set, or mallopt refused); atInit is the number of
+// arenas at the package's init.
 var (
 	applied bool
 	atInit  int
@@ -117,7 +144,9 @@ func init() {
 		return
 	}
 	atInit = heaps()
-	applied = C.tandem_limit_arenas(C.int(Limit)) == 1
+	if n := int(C.tandem_arena_cap()); n > 0 {
+		applied, Limit = true, n
+	}
 }
 
 // heaps returns the number of arenas malloc_info reports, -1 if unknown.
