@@ -229,7 +229,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	var workers exactWorkers
+	workers := exactWorkers{ql: newQueryLanes(query, dim)}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
@@ -575,33 +575,21 @@ type exactScratch struct {
 	rows []float32
 	best []float32
 	rd   *storage.BlobReader
-	// ql is the query laid out for the AVX-512 kernels, for the query
-	// at qlFor (a scratch serves one search, but the check is cheap).
-	ql    *queryLanes
-	qlFor *float32
-}
-
-// lanes returns query laid out for the AVX-512 kernels (nil without
-// them), made at the first call.
-func (sc *exactScratch) lanes(query []float32, dim int) *queryLanes {
-	if len(query) == 0 {
-		return nil
-	}
-	if sc.qlFor != &query[0] {
-		sc.ql, sc.qlFor = newQueryLanes(query, dim), &query[0]
-	}
-	return sc.ql
+	ql   *queryLanes // the search's query laid out for AVX-512, or nil
 }
 
 // exactWorkers hands out the exact stage's scratches, one per worker,
-// and closes their blob readers once the stage is done.
+// and closes their blob readers once the stage is done. ql is the query
+// laid out once for the AVX-512 kernels (newQueryLanes), shared by the
+// workers, which only read it.
 type exactWorkers struct {
+	ql  *queryLanes
 	mu  sync.Mutex
 	all []*exactScratch
 }
 
 func (w *exactWorkers) scratch() *exactScratch {
-	sc := new(exactScratch)
+	sc := &exactScratch{ql: w.ql}
 	w.mu.Lock()
 	w.all = append(w.all, sc)
 	w.mu.Unlock()
@@ -659,7 +647,7 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
 	}
-	sc.rows = maxSimBlob(query, sc.lanes(query, f.opts.Dim), e.blob, e.h, sc.best[:nq], sc.rows)
+	sc.rows = maxSimBlob(query, sc.ql, e.blob, e.h, sc.best[:nq], sc.rows)
 	return combine(s, sc.best[:nq]), nil
 }
 
@@ -674,7 +662,7 @@ func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *
 	if cap(sc.rows) < (block+laneTile)*dim {
 		sc.rows = make([]float32, (block+laneTile)*dim)
 	}
-	ql := sc.lanes(query, dim)
+	ql := sc.ql
 	nq := len(query) / dim
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
@@ -786,7 +774,7 @@ func (f *residualFamily) exhaustiveFromStoreLocked(ctx context.Context, query []
 func (f *residualFamily) rescore(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	var workers exactWorkers
+	workers := exactWorkers{ql: newQueryLanes(query, f.opts.Dim)}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, len(nums), workers.scratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {
