@@ -69,8 +69,69 @@ type residualTables struct {
 	cent []int16
 	// nib holds the scaled nibble values, [block][position][value][lane].
 	nib []int16
+	// pair, when not nil, holds the sums of each code byte's two nibble
+	// values, [block][byte][value][lane] (withPairs).
+	pair []int16
 	// inv is 1/scale and base the constant, per lane.
 	inv, base []float32
+}
+
+// usePairTables selects the byte-table kernel (residualPairAVX512) where
+// it can run; tests turn it off to compare.
+var usePairTables = true
+
+// pairTablePool recycles byte tables (768 KiB a block at 384 dimensions).
+var pairTablePool sync.Pool
+
+// withPairs builds t.pair over at most workers goroutines, where the
+// byte-table kernel will run (AVX-512BW, a code of a multiple of 4
+// bytes). A residual-code search scores some hundred thousand tokens:
+// one 64-byte lookup per code byte instead of one per nibble halves the
+// loads from the tables, which live in L2, and the scalar work that finds
+// them, for a table 16 times larger (BenchmarkResidualMax). Release gives
+// the tables back.
+func (t *residualTables) withPairs(workers int) {
+	if !useAVX512BW || !usePairTables || t.npos%8 != 0 {
+		return
+	}
+	nb := t.npos / 2
+	size := t.blocks * nb * 256 * lutBlock
+	var pair []int16
+	if p, ok := pairTablePool.Get().(*[]int16); ok && cap(*p) >= size {
+		pair = (*p)[:size]
+	} else {
+		pair = make([]int16, size)
+	}
+	inParts(nb, max(1, min(workers, nb/8)), func(_, from, to int) {
+		for blk := range t.blocks {
+			nib := t.nib[blk*t.npos*16*lutBlock : (blk+1)*t.npos*16*lutBlock]
+			for b := from; b < to; b++ {
+				lo := nib[(2*b)*16*lutBlock : (2*b+1)*16*lutBlock]
+				hi := nib[(2*b+1)*16*lutBlock : (2*b+2)*16*lutBlock]
+				dst := pair[(blk*nb+b)*256*lutBlock : (blk*nb+b+1)*256*lutBlock]
+				for h := range 16 {
+					hrow := hi[h*lutBlock : (h+1)*lutBlock]
+					for l := range 16 {
+						lrow := lo[l*lutBlock : (l+1)*lutBlock]
+						d := dst[(h*16+l)*lutBlock : (h*16+l+1)*lutBlock]
+						for j := range d {
+							d[j] = lrow[j] + hrow[j] // wraps, as the kernels' adds do
+						}
+					}
+				}
+			}
+		}
+	})
+	t.pair = pair
+}
+
+// release returns the byte tables to the pool; t must not be used after.
+func (t *residualTables) release() {
+	if t.pair != nil {
+		p := t.pair
+		pairTablePool.Put(&p)
+		t.pair = nil
+	}
 }
 
 // noScore is the 16-bit maximum of a document without tokens.
@@ -212,7 +273,11 @@ func (t *residualTables) residualMax(best []int16, cids []uint16, codes []byte, 
 		if keep != nil {
 			kp = &keep[0]
 		}
-		if useAVX512BW && codeBytes%2 == 0 {
+		if t.pair != nil && codeBytes%4 == 0 {
+			if residualPairAVX512(&best[0], &t.cent[0], t.nlist, &t.pair[0], t.blocks, &cids[0], &codes[0], kp, n, codeBytes) {
+				return
+			}
+		} else if useAVX512BW && codeBytes%2 == 0 {
 			if residualMaxAVX512(&best[0], &t.cent[0], t.nlist, &t.nib[0], t.blocks, &cids[0], &codes[0], kp, n, codeBytes) {
 				return
 			}

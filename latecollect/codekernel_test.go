@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -122,6 +123,12 @@ func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 	for _, nq := range []int{1, 32, 33, 96} {
 		for _, codeBytes := range []int{1, 2, 6, 48} {
 			tb := randomTables(r, nq, rows, codeBytes)
+			// From 4 code bytes on, residualMax goes through the byte
+			// tables where the CPU has AVX-512BW.
+			tb.withPairs(2)
+			if useAVX512BW && codeBytes%4 == 0 && tb.pair == nil {
+				t.Fatalf("nq=%d codeBytes=%d: no byte tables on a CPU with AVX-512BW", nq, codeBytes)
+			}
 			for _, n := range []int{1, 2, 7, 300} {
 				cids := make([]uint16, n)
 				for i := range cids {
@@ -158,6 +165,16 @@ func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 					}
 				}
 
+				if tb.pair != nil {
+					z := slices.Clone(init)
+					if !residualPairAVX512(&z[0], &tb.cent[0], rows, &tb.pair[0], tb.blocks, &cids[0], &codes[0], nil, n, codeBytes) {
+						t.Fatalf("nq=%d codeBytes=%d n=%d: residualPairAVX512 refused ids below %d", nq, codeBytes, n, rows)
+					}
+					if !slices.Equal(z, want) {
+						t.Fatalf("nq=%d codeBytes=%d n=%d: residualPairAVX512 differs from the Go version", nq, codeBytes, n)
+					}
+				}
+
 				// A list of kept tokens scores as those tokens copied out.
 				var keep []int32
 				var kc []uint16
@@ -180,6 +197,7 @@ func TestResidualMaxAVX2MatchesGo(t *testing.T) {
 					t.Fatalf("nq=%d codeBytes=%d n=%d: kept tokens score otherwise than copied out", nq, codeBytes, n)
 				}
 			}
+			tb.release()
 		}
 	}
 }
@@ -467,6 +485,35 @@ func BenchmarkResidualScore(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")
 	})
+	if tb.withPairs(1); tb.pair != nil {
+		b.Run("avx512-pairs", func(b *testing.B) {
+			for b.Loop() {
+				for j := range best {
+					best[j] = noScore
+				}
+				tb.residualMax(best, cids, codes, dim/8, nil)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")
+		})
+		tb.release()
+	}
+}
+
+// BenchmarkPairTables measures building one query's byte tables (32
+// query tokens, 384-d codes) on one goroutine and on two.
+func BenchmarkPairTables(b *testing.B) {
+	if !useAVX512BW {
+		b.Skip("no AVX-512BW: the byte tables are not used")
+	}
+	tb, _, _ := benchTables()
+	for _, w := range []int{1, 2} {
+		b.Run(fmt.Sprint(w), func(b *testing.B) {
+			for b.Loop() {
+				tb.withPairs(w)
+				tb.release()
+			}
+		})
+	}
 }
 
 // BenchmarkResidualTables measures building one query's 16-bit tables:

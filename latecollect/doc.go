@@ -91,7 +91,7 @@
 // the training median, reconstructed as the mean of the training residuals
 // on its side); each centroid lists the documents with a token there.
 // Search is staged: the query tokens are scored against every centroid
-// (BLAS products); each query token probes its NProbe best centroids and
+// (AVX-512 kernels, or BLAS products where the CPU lacks AVX-512); each query token probes its NProbe best centroids and
 // the listed documents are ranked by their best probed centroids; the
 // best CandidateCap are scored through the centroids of all their tokens;
 // the best ResidualCap from centroid plus residual code; and the best

@@ -107,6 +107,19 @@ func maxSim8x32AVX512(qt, d *float32, stride, dim int, best *float32)
 //go:noescape
 func maxSim8x16AVX512(qt, d *float32, stride, dim int, best *float32)
 
+// dot8x32AVX512 sets out[j*ldo+l], j < 8, l < 32, to the inner product
+// of query token l (laid out as for maxSim8x32AVX512) with row j at d +
+// j*stride floats, dim values each, summed as maxSim8x32AVX512 sums it;
+// see kernel_amd64.s.
+//
+//go:noescape
+func dot8x32AVX512(qt, d *float32, stride, dim int, out *float32, ldo int)
+
+// dot8x16AVX512 is dot8x32AVX512 for 16 query tokens (qt[k*16+l]).
+//
+//go:noescape
+func dot8x16AVX512(qt, d *float32, stride, dim int, out *float32, ldo int)
+
 // centroidMaxAVX2 is centroidMaxGo over n ids at cids, with best and table
 // as pointers; stride must be a positive multiple of 8 and table must hold
 // rows rows of stride values. It returns false, leaving best partly
@@ -131,6 +144,13 @@ func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *
 //
 //go:noescape
 func residualMaxAVX512(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
+
+// residualPairAVX512 is residualMaxAVX512 over byte tables: pair holds
+// blocks × codeBytes tables of 256 rows of 32 lanes (pairTables), and
+// codeBytes must be a multiple of 4. Implemented in kernel_amd64.s.
+//
+//go:noescape
+func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
 
 // selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
 // indices at out (room for n) and returning how many; stride must be a

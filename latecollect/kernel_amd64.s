@@ -656,3 +656,252 @@ loop16:
 	VMOVUPS Z0, (DX)
 	VZEROUPPER
 	RET
+
+// func dot8x32AVX512(qt *float32, d *float32, stride, dim int, out *float32, ldo int)
+//
+// out[j*ldo+l] = <q_l, d_j> for the 8 rows d_j at d + j*stride floats and
+// the 32 query tokens l laid out at qt as for maxSim8x32AVX512, each
+// product summed the same way (so it equals the one maxSim8x32AVX512
+// takes the maximum of, to the bit).
+TEXT ·dot8x32AVX512(SB), NOSPLIT, $0-48
+	MOVQ qt+0(FP), SI
+	MOVQ d+8(FP), DI
+	MOVQ stride+16(FP), R8
+	MOVQ dim+24(FP), CX
+	MOVQ out+32(FP), DX
+	MOVQ ldo+40(FP), R11
+	SHLQ $2, R11
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dloop32:
+	VMOVUPS      (SI), Z16
+	VMOVUPS      64(SI), Z17
+	VBROADCASTSS (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z1
+	VBROADCASTSS (DI)(R8*1), Z19
+	VFMADD231PS  Z19, Z16, Z2
+	VFMADD231PS  Z19, Z17, Z3
+	VBROADCASTSS (DI)(R8*2), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VBROADCASTSS (DI)(R9*1), Z21
+	VFMADD231PS  Z21, Z16, Z6
+	VFMADD231PS  Z21, Z17, Z7
+	VBROADCASTSS (R10), Z22
+	VFMADD231PS  Z22, Z16, Z8
+	VFMADD231PS  Z22, Z17, Z9
+	VBROADCASTSS (R10)(R8*1), Z23
+	VFMADD231PS  Z23, Z16, Z10
+	VFMADD231PS  Z23, Z17, Z11
+	VBROADCASTSS (R10)(R8*2), Z24
+	VFMADD231PS  Z24, Z16, Z12
+	VFMADD231PS  Z24, Z17, Z13
+	VBROADCASTSS (R10)(R9*1), Z25
+	VFMADD231PS  Z25, Z16, Z14
+	VFMADD231PS  Z25, Z17, Z15
+	ADDQ         $128, SI
+	ADDQ         $4, DI
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          dloop32
+
+
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z5, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z7, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z9, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z11, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z12, (DX)
+	VMOVUPS Z13, 64(DX)
+	ADDQ    R11, DX
+	VMOVUPS Z14, (DX)
+	VMOVUPS Z15, 64(DX)
+	ADDQ    R11, DX
+	VZEROUPPER
+	RET
+
+// func dot8x16AVX512(qt *float32, d *float32, stride, dim int, out *float32, ldo int)
+//
+// dot8x32AVX512 for 16 query tokens (qt[k*16+l]).
+TEXT ·dot8x16AVX512(SB), NOSPLIT, $0-48
+	MOVQ qt+0(FP), SI
+	MOVQ d+8(FP), DI
+	MOVQ stride+16(FP), R8
+	MOVQ dim+24(FP), CX
+	MOVQ out+32(FP), DX
+	MOVQ ldo+40(FP), R11
+	SHLQ $2, R11
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dloop16:
+	VMOVUPS      (SI), Z16
+	VBROADCASTSS (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VBROADCASTSS (DI)(R8*1), Z19
+	VFMADD231PS  Z19, Z16, Z1
+	VBROADCASTSS (DI)(R8*2), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VBROADCASTSS (DI)(R9*1), Z21
+	VFMADD231PS  Z21, Z16, Z3
+	VBROADCASTSS (R10), Z22
+	VFMADD231PS  Z22, Z16, Z4
+	VBROADCASTSS (R10)(R8*1), Z23
+	VFMADD231PS  Z23, Z16, Z5
+	VBROADCASTSS (R10)(R8*2), Z24
+	VFMADD231PS  Z24, Z16, Z6
+	VBROADCASTSS (R10)(R9*1), Z25
+	VFMADD231PS  Z25, Z16, Z7
+	ADDQ         $64, SI
+	ADDQ         $4, DI
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          dloop16
+
+
+	VMOVUPS Z0, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z1, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z2, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z3, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z4, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z5, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z6, (DX)
+	ADDQ    R11, DX
+	VMOVUPS Z7, (DX)
+	ADDQ    R11, DX
+	VZEROUPPER
+	RET
+
+// func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
+//
+// residualMaxAVX512 with one lookup per code byte instead of one per
+// nibble: pair holds, per block, codeBytes tables of 256 rows of 32 lanes
+// (the sums of the two nibbles' values). Half the loads and a third of the
+// scalar work per token; the same 16-bit sums, which wrap. codeBytes must
+// be a multiple of 4.
+TEXT ·residualPairAVX512(SB), NOSPLIT, $0-81
+	MOVQ best+0(FP), DX
+	MOVQ cent+8(FP), BX
+	MOVQ rows+16(FP), R9
+	MOVQ pair+24(FP), SI
+	MOVQ blocks+32(FP), R15
+	MOVQ cids+40(FP), R10
+	MOVQ n+64(FP), R11
+	MOVQ R9, R14
+	SHLQ $6, R14
+
+pblock:
+	VMOVDQU16 0(DX), Z0
+	XORQ      AX, AX
+
+ptoken:
+	MOVQ    AX, R8
+	MOVQ    keep+56(FP), R13
+	TESTQ   R13, R13
+	JZ      pindex
+	MOVLQSX (R13)(AX*4), R8
+
+pindex:
+	MOVQ      codeBytes+72(FP), DI
+	IMULQ     R8, DI
+	ADDQ      codes+48(FP), DI
+	MOVWQZX   (R10)(R8*2), R13
+	CMPQ      R13, R9
+	JAE       pbad
+	SHLQ      $6, R13
+	VMOVDQU16 0(BX)(R13*1), Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	MOVQ      SI, R12
+	MOVQ      codeBytes+72(FP), CX
+	SHRQ      $2, CX
+
+pbyte:
+	MOVBQZX 0(DI), R13
+	MOVBQZX 1(DI), R8
+	SHLQ    $6, R13
+	SHLQ    $6, R8
+	VPADDW  0(R12)(R13*1), Z4, Z4
+	VPADDW  16384(R12)(R8*1), Z5, Z5
+	MOVBQZX 2(DI), R13
+	MOVBQZX 3(DI), R8
+	SHLQ    $6, R13
+	SHLQ    $6, R8
+	VPADDW  32768(R12)(R13*1), Z6, Z6
+	VPADDW  49152(R12)(R8*1), Z7, Z7
+	ADDQ    $65536, R12
+	ADDQ    $4, DI
+	DECQ    CX
+	JNZ     pbyte
+
+	VPADDW  Z5, Z4, Z4
+	VPADDW  Z7, Z6, Z6
+	VPADDW  Z6, Z4, Z4
+	VPMAXSW Z4, Z0, Z0
+	INCQ    AX
+	CMPQ    AX, R11
+	JLT     ptoken
+
+	VMOVDQU16 Z0, 0(DX)
+	ADDQ      $64, DX
+	ADDQ      R14, BX
+	MOVQ      R12, SI
+	DECQ      R15
+	JNZ       pblock
+
+	MOVB $1, ok+80(FP)
+	VZEROUPPER
+	RET
+
+pbad:
+	MOVB $0, ok+80(FP)
+	VZEROUPPER
+	RET

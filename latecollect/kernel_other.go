@@ -48,3 +48,15 @@ func maxSim8x16AVX512(qt, d *float32, stride, dim int, best *float32) {
 func residualMaxAVX512(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) bool {
 	panic("latecollect: residualMaxAVX512 without amd64")
 }
+
+func dot8x32AVX512(qt, d *float32, stride, dim int, out *float32, ldo int) {
+	panic("latecollect: dot8x32AVX512 without amd64")
+}
+
+func dot8x16AVX512(qt, d *float32, stride, dim int, out *float32, ldo int) {
+	panic("latecollect: dot8x16AVX512 without amd64")
+}
+
+func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) bool {
+	panic("latecollect: residualPairAVX512 without amd64")
+}

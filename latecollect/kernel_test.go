@@ -271,3 +271,58 @@ func TestMaxSimAVX512(t *testing.T) {
 		}
 	}
 }
+
+// TestScoreCentroidsAVX512 checks that the AVX-512 centroid scores are,
+// to the bit, the products maxSimInto takes the maximum of (each row
+// alone), whatever tile or padded tail a centroid falls in and however the
+// centroids are split between workers; that the lanes past the query's
+// tokens are zero; and that they are BLAS's products to within float32
+// rounding.
+func TestScoreCentroidsAVX512(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("skipping: no AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, dim := range []int{8, 384} {
+		for _, nq := range []int{1, 16, 17, 32} {
+			for _, nlist := range []int{1, 9, 1024, 2051} {
+				q, cent := randomUnit(r, nq, dim), randomUnit(r, nlist, dim)
+				ql := newQueryLanes(q, dim)
+				stride := centroidStride(nq, ql)
+				if stride != chunkLanes(nq) {
+					t.Fatalf("nq %d: stride %d, want the lanes %d", nq, stride, chunkLanes(nq))
+				}
+				blasStride := (nq + 7) &^ 7
+				want := make([]float32, nlist*blasStride)
+				if err := scoreCentroids(q, nq, dim, cent, blasStride, want, 2, nil); err != nil {
+					t.Fatal(err)
+				}
+				for _, workers := range []int{1, 2} {
+					table := make([]float32, nlist*stride)
+					for i := range table {
+						table[i] = 42
+					}
+					if err := scoreCentroids(q, nq, dim, cent, stride, table, workers, ql); err != nil {
+						t.Fatal(err)
+					}
+					for c := range nlist {
+						b := make([]float32, nq)
+						fillInf(b)
+						ql.maxSimInto(cent[c*dim:(c+1)*dim], b, nil)
+						for l := range stride {
+							got := table[c*stride+l]
+							switch {
+							case l >= nq && got != 0:
+								t.Fatalf("dim %d nq %d nlist %d: centroid %d lane %d past the query: %v", dim, nq, nlist, c, l, got)
+							case l < nq && got != b[l]:
+								t.Fatalf("dim %d nq %d nlist %d workers %d: centroid %d token %d: %v, maxSimInto %v", dim, nq, nlist, workers, c, l, got, b[l])
+							case l < nq && math.Abs(float64(got-want[c*blasStride+l])) > 1e-5:
+								t.Fatalf("dim %d nq %d nlist %d: centroid %d token %d: %v, BLAS %v", dim, nq, nlist, c, l, got, want[c*blasStride+l])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -119,9 +119,10 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	dim := f.opts.Dim
 	nq := len(query) / dim
-	stride := (nq + 7) &^ 7
+	ql := newQueryLanes(query, dim)
+	stride := centroidStride(nq, ql)
 	table := make([]float32, r.cb.nlist*stride)
-	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism); err != nil {
+	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism, ql); err != nil {
 		return nil, fmt.Errorf("latecollect: search: %w", err)
 	}
 	stage(0)
@@ -175,6 +176,10 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	// some query token.
 	cbytes := r.cb.codeBytes()
 	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
+	if len(cands) >= pairTablesFrom {
+		rt.withPairs(f.opts.Parallelism)
+		defer rt.release()
+	}
 	prune := so.TokenPrune > 0
 	newScratch := func() *residualScratch {
 		return &residualScratch{best: make([]float32, stride), thr: make([]float32, stride), max16: make([]int16, rt.blocks*lutBlock)}
@@ -229,7 +234,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	workers := exactWorkers{ql: newQueryLanes(query, dim)}
+	workers := exactWorkers{ql: ql}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
@@ -273,6 +278,11 @@ const (
 	DepthResidual    = 10
 	DepthExactValues = 160_000
 )
+
+// pairTablesFrom is the fewest documents the residual stage scores with
+// byte tables (residualTables.withPairs): building them costs about as
+// much as scoring some tens of documents.
+const pairTablesFrom = 64
 
 // depthCaps returns the candidate and residual caps for K hits: the
 // configured ones, raised to DepthCandidates·K and DepthResidual·K.
@@ -739,17 +749,37 @@ func fillInf(v []float32) {
 }
 
 // scoreCentroids sets table[c*stride+q] to the inner product of query
-// token q with centroid c, for q < nq, with BLAS matrix products over at
-// most workers goroutines, each taking a share of the centroids; the
-// columns from nq to stride are left as they are (zero in a new table).
-func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, table []float32, workers int) error {
+// token q with centroid c, for q < nq, over at most workers goroutines,
+// each taking a share of the centroids; the columns from nq to stride are
+// left as they are (zero in a new table), or set to zero. With ql (the
+// query laid out for the AVX-512 kernels) and a stride of its lanes
+// (centroidStride), the products are the AVX-512 kernels' (about twice
+// OpenBLAS's AVX2 kernels' speed: BenchmarkScoreCentroids); otherwise
+// they are BLAS matrix products.
+func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, table []float32, workers int, ql *queryLanes) error {
 	nlist := len(cent) / dim
 	parts := max(1, min(workers, nlist/1024))
 	errs := make([]error, parts)
+	lanes := ql != nil && nq <= 32 && stride == chunkLanes(nq)
 	inParts(nlist, parts, func(p, lo, hi int) {
+		if lanes {
+			ql.dotInto(cent[lo*dim:hi*dim], table[lo*stride:hi*stride], stride)
+			return
+		}
 		errs[p] = blas.MulT(cent[lo*dim:hi*dim], hi-lo, query, nq, dim, table[lo*stride:hi*stride], stride)
 	})
 	return errors.Join(errs...)
+}
+
+// centroidStride is the row stride of the centroid score table for nq
+// query tokens: the lanes of the AVX-512 kernels' chunk when the query
+// fits one (ql not nil, nq ≤ 32), otherwise nq rounded up to a multiple
+// of 8 (the AVX2 kernels' width).
+func centroidStride(nq int, ql *queryLanes) int {
+	if ql != nil && nq <= 32 {
+		return chunkLanes(nq)
+	}
+	return (nq + 7) &^ 7
 }
 
 // exhaustiveFromStoreLocked scores every allowed document the residual

@@ -247,6 +247,36 @@ func (ql *queryLanes) maxSimInto(d, best, pad []float32) {
 	}
 }
 
+// dotInto sets out[i*ldo+l] to the inner product of row i of d (rows of
+// dim values) with query token l, for every row and l < lanes, where the
+// query is one chunk of lanes (16 or 32) tokens: ql.nq ≤ 32 and lanes =
+// chunkLanes(ql.nq). The lanes past ql.nq hold zeros. Each product is
+// summed as maxSimInto sums it.
+func (ql *queryLanes) dotInto(d []float32, out []float32, ldo int) {
+	dim, lanes := ql.dim, chunkLanes(ql.nq)
+	nd := len(d) / dim
+	kernel := dot8x32AVX512
+	if lanes == 16 {
+		kernel = dot8x16AVX512
+	}
+	full := nd - nd%laneTile
+	if full > 0 && (len(out) < (full-1)*ldo+lanes || ldo < lanes) {
+		panic("latecollect: dotInto: out too small")
+	}
+	for t := 0; t < full; t += laneTile {
+		kernel(&ql.qt[0], &d[t*dim], dim, dim, &out[t*ldo], ldo)
+	}
+	if full < nd {
+		pad := make([]float32, laneTile*dim)
+		copy(pad, d[full*dim:nd*dim])
+		tmp := make([]float32, laneTile*lanes)
+		kernel(&ql.qt[0], &pad[0], dim, dim, &tmp[0], lanes)
+		for j := range nd - full {
+			copy(out[(full+j)*ldo:(full+j)*ldo+lanes], tmp[j*lanes:(j+1)*lanes])
+		}
+	}
+}
+
 // maxSimAVX2 is maxSimInto over dot4x2AVX2: four query tokens against
 // two counted document tokens per call. Past the last query token (or the
 // last counted document token) a block repeats the last one and ignores
