@@ -141,6 +141,20 @@ func TestTwoLevelAssigner(t *testing.T) {
 	if float64(same)/n < 0.95 {
 		t.Errorf("two-level assignment agrees with exact on %.4f of vectors, want at least 0.95", float64(same)/n)
 	}
+	// The AVX-512 path (where the CPU has it) and BLAS's pick the same
+	// centroids, up to ties in the last bits.
+	useLaneAssign = false
+	blasGot := make([]int32, n)
+	err = two.Assign(x, blasGot)
+	useLaneAssign = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if b, g := dot(x[i*dim:(i+1)*dim], cent[int(blasGot[i])*dim:]), dot(x[i*dim:(i+1)*dim], cent[int(got[i])*dim:]); math.Abs(float64(b-g)) > 1e-5 {
+			t.Fatalf("vector %d: centroid %d (%v), with BLAS's products %d (%v)", i, got[i], g, blasGot[i], b)
+		}
+	}
 	if err := two.Assign(x[:dim+1], got[:1]); err == nil {
 		t.Error("Assign of a partial vector: no error")
 	}
@@ -231,14 +245,28 @@ func BenchmarkAssign(b *testing.B) {
 			name string
 			a    assigner
 		}{{"faiss-exact", exact}, {"exact", goExact}, {"two-level-8", two8}, {"two-level-16", two16}} {
-			b.Run(fmt.Sprintf("%dx%d/%s", nlist, dim, a.name), func(b *testing.B) {
-				for b.Loop() {
-					if err := a.a.Assign(x, out); err != nil {
-						b.Fatal(err)
-					}
+			// This package's assigners with BLAS's products and, where the
+			// CPU has AVX-512, with argmax8x32AVX512.
+			kernels := []bool{false}
+			if a.name != "faiss-exact" && useAVX512 {
+				kernels = append(kernels, true)
+			}
+			for _, lanes := range kernels {
+				name := a.name
+				if a.name != "faiss-exact" {
+					name += map[bool]string{false: "/blas", true: "/avx512"}[lanes]
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/token")
-			})
+				useLaneAssign = lanes
+				b.Run(fmt.Sprintf("%dx%d/%s", nlist, dim, name), func(b *testing.B) {
+					for b.Loop() {
+						if err := a.a.Assign(x, out); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/token")
+				})
+				useLaneAssign = true
+			}
 		}
 		exact.Close()
 	}
@@ -271,4 +299,101 @@ func BenchmarkKMeans(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestExactAssignerLanes checks the AVX-512 assignment against BLAS's:
+// the same centroid, or one whose product differs only by rounding, for
+// centroid counts that do and do not fill whole groups of 8 and row counts
+// that do and do not fill groups of 32; the lowest id among identical
+// centroids; and an error for a row of NaNs.
+func TestExactAssignerLanes(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("skipping: no AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(4, 9))
+	for _, dim := range []int{8, 48} {
+		for _, nlist := range []int{1, 5, 8, 3003} {
+			cent := randomUnit(r, nlist, dim)
+			a, err := newExactAssigner(cent, dim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []int{1, 37, 1100} {
+				x := clusteredUnit(r, n, dim)
+				want, got := make([]int32, n), make([]int32, n)
+				useLaneAssign = false
+				err := a.Assign(x, want)
+				useLaneAssign = true
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Assign(x, got); err != nil {
+					t.Fatal(err)
+				}
+				for i := range n {
+					if got[i] == want[i] {
+						continue
+					}
+					row := x[i*dim : (i+1)*dim]
+					b, g := dot(row, cent[int(want[i])*dim:]), dot(row, cent[int(got[i])*dim:])
+					if math.Abs(float64(b-g)) > 1e-5 {
+						t.Fatalf("dim %d nlist %d n %d: row %d: centroid %d scores %v, BLAS's %d %v", dim, nlist, n, i, got[i], g, want[i], b)
+					}
+				}
+			}
+		}
+	}
+	// Centroids 3, 8 and 11 are the same: a row nearest them goes to 3.
+	const dim = 16
+	cent := randomUnit(r, 13, dim)
+	copy(cent[8*dim:9*dim], cent[3*dim:4*dim])
+	copy(cent[11*dim:12*dim], cent[3*dim:4*dim])
+	a, err := newExactAssigner(cent, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 2)
+	if err := a.Assign(slices.Concat(cent[3*dim:4*dim], cent[11*dim:12*dim]), got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 3 || got[1] != 3 {
+		t.Errorf("rows equal to centroids 3, 8 and 11 went to %v, want 3", got)
+	}
+	nan := make([]float32, dim)
+	for j := range nan {
+		nan[j] = float32(math.NaN())
+	}
+	if err := a.Assign(nan, got[:1]); err == nil {
+		t.Error("a row of NaNs: no error")
+	}
+}
+
+// BenchmarkExactAssign measures exact assignment of 4,096 384-d tokens to
+// 8,192 centroids (SciFact's largest k-means) on every core, with
+// OpenBLAS's products and with the AVX-512 kernel.
+func BenchmarkExactAssign(b *testing.B) {
+	const dim, nlist, n = 384, 8192, 4096
+	r := rand.New(rand.NewPCG(5, 9))
+	x, cent := randomUnit(r, n, dim), randomUnit(r, nlist, dim)
+	a, err := newExactAssigner(cent, dim)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]int32, n)
+	modes := []bool{false}
+	if useAVX512 {
+		modes = append(modes, true)
+	}
+	defer func() { useLaneAssign = true }()
+	for _, lanes := range modes {
+		useLaneAssign = lanes
+		b.Run(map[bool]string{false: "blas", true: "avx512"}[lanes], func(b *testing.B) {
+			for b.Loop() {
+				if err := a.Assign(x, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*nlist*dim*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
 }

@@ -120,6 +120,15 @@ func dot8x32AVX512(qt, d *float32, stride, dim int, out *float32, ldo int)
 //go:noescape
 func dot8x16AVX512(qt, d *float32, stride, dim int, out *float32, ldo int)
 
+// argmax8x32AVX512 raises best[l], l < 32, to the largest inner product
+// of query token l (laid out as for maxSim8x32AVX512) with the n rows (a
+// multiple of 8) of dim values at rows, taken in order, setting idx[l] to
+// base plus that row's index when it does (strictly larger only: the
+// lowest row among equals). See kernel_amd64.s.
+//
+//go:noescape
+func argmax8x32AVX512(qt, rows *float32, n, dim int, best *float32, idx *int32, base int)
+
 // centroidMaxAVX2 is centroidMaxGo over n ids at cids, with best and table
 // as pointers; stride must be a positive multiple of 8 and table must hold
 // rows rows of stride values. It returns false, leaving best partly

@@ -60,3 +60,7 @@ func dot8x16AVX512(qt, d *float32, stride, dim int, out *float32, ldo int) {
 func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) bool {
 	panic("latecollect: residualPairAVX512 without amd64")
 }
+
+func argmax8x32AVX512(qt, rows *float32, n, dim int, best *float32, idx *int32, base int) {
+	panic("latecollect: argmax8x32AVX512 without amd64")
+}
