@@ -334,7 +334,9 @@ func (f *residualFamily) probeLocked(table []float32, nq, stride int, so SearchO
 	// Sums are kept per docnum in pooled arrays when docnums are dense
 	// enough, in a map otherwise.
 	var acc probeSums
-	if n := int(r.maxNum) + 1; n <= 4*len(r.docs)+4096 {
+	n := int(r.maxNum) + 1
+	dense := n <= 4*len(r.docs)+4096
+	if dense {
 		d := denseSumsPool.Get().(*denseSums)
 		d.grow(n)
 		defer denseSumsPool.Put(d)
@@ -348,12 +350,14 @@ func (f *residualFamily) probeLocked(table []float32, nq, stride int, so SearchO
 		}
 		acc = newMapSums(min(listed, len(r.docs)))
 	}
+	allow := newAllowSet(so.Allow, uint64(r.maxNum), !dense)
+	defer allow.release()
 	for q, top := range tops {
 		for _, c := range top {
 			s := table[int(c)*stride+q]
 			for _, num := range r.lists[c] {
 				// Centroids come best first, so the first is the max.
-				acc.add(num, int32(q), s, so.Allow)
+				acc.add(num, int32(q), s, allow)
 			}
 		}
 	}
@@ -404,11 +408,78 @@ func bestFirst(c []scored, k int) []scored {
 	return c
 }
 
+// allowSet is a filter as stage 2 asks it, once for every list entry of
+// a document it has not counted: a bit per docnum up to the index's
+// largest, filled from the filter's bitmap once per search, where asking
+// the bitmap itself (a search of its containers) made a 1% filter of a
+// million documents slower than no filter (docs/evaluation.md). A nil set
+// allows everything.
+type allowSet struct {
+	bits []uint64
+	bm   *roaring64.Bitmap // instead of bits, when docnums are sparse
+}
+
+// allowBitsPool recycles the bits (128 KiB for a million documents).
+var allowBitsPool sync.Pool
+
+// newAllowSet returns the set of allow's docnums up to maxNum, nil for a
+// nil allow; with sparse true (docnums far more than documents, as for
+// mapSums) it asks the bitmap.
+func newAllowSet(allow *roaring64.Bitmap, maxNum uint64, sparse bool) *allowSet {
+	if allow == nil {
+		return nil
+	}
+	if sparse {
+		return &allowSet{bm: allow}
+	}
+	words := int(maxNum>>6) + 1
+	var bits []uint64
+	if p, ok := allowBitsPool.Get().(*[]uint64); ok && cap(*p) >= words {
+		bits = (*p)[:words]
+		clear(bits)
+	} else {
+		bits = make([]uint64, words)
+	}
+	var buf [256]uint64
+	for it := allow.ManyIterator(); ; {
+		n := it.NextMany(buf[:])
+		if n == 0 {
+			break
+		}
+		for _, num := range buf[:n] {
+			if num > maxNum {
+				return &allowSet{bits: bits} // ascending: the rest are past it too
+			}
+			bits[num>>6] |= 1 << (num & 63)
+		}
+	}
+	return &allowSet{bits: bits}
+}
+
+// has reports whether num is allowed.
+func (a *allowSet) has(num uint32) bool {
+	if a == nil {
+		return true
+	}
+	if a.bm != nil {
+		return a.bm.Contains(uint64(num))
+	}
+	w := int(num >> 6)
+	return w < len(a.bits) && a.bits[w]&(1<<(num&63)) != 0
+}
+
+// release returns the bits to the pool; a must not be used after.
+func (a *allowSet) release() {
+	if a != nil && a.bits != nil {
+		allowBitsPool.Put(&a.bits)
+	}
+}
+
 // probeSums accumulates stage 2's sums: add adds s to document num's sum
 // unless query token q already added to it or allow excludes it; drain
 // appends every document added to, with its sum, and forgets them.
 type probeSums interface {
-	add(num uint32, q int32, s float32, allow *roaring64.Bitmap)
+	add(num uint32, q int32, s float32, allow *allowSet)
 	drain(out []scored) []scored
 }
 
@@ -429,12 +500,12 @@ func (d *denseSums) grow(n int) {
 	}
 }
 
-func (d *denseSums) add(num uint32, q int32, s float32, allow *roaring64.Bitmap) {
+func (d *denseSums) add(num uint32, q int32, s float32, allow *allowSet) {
 	switch d.last[num] {
 	case q + 1:
 		return
 	case 0:
-		if allow != nil && !allow.Contains(uint64(num)) {
+		if !allow.has(num) {
 			return
 		}
 		d.nums = append(d.nums, num)
@@ -464,10 +535,10 @@ func newMapSums(n int) *mapSums {
 	return &mapSums{slot: make(map[uint32]int32, n), sum: make([]float32, 0, n), last: make([]int32, 0, n), nums: make([]uint32, 0, n)}
 }
 
-func (m *mapSums) add(num uint32, q int32, s float32, allow *roaring64.Bitmap) {
+func (m *mapSums) add(num uint32, q int32, s float32, allow *allowSet) {
 	i, ok := m.slot[num]
 	if !ok {
-		if allow != nil && !allow.Contains(uint64(num)) {
+		if !allow.has(num) {
 			return
 		}
 		i = int32(len(m.nums))

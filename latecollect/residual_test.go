@@ -502,14 +502,24 @@ func TestProbeSumsAgree(t *testing.T) {
 	dense := new(denseSums)
 	dense.grow(200)
 	sparse := newMapSums(10)
+	// The filter as a bit per docnum (for denseSums) and as the bitmap
+	// (for mapSums), and a bitmap reaching past the largest docnum.
+	allow.Add(1 << 40)
+	bits, bm := newAllowSet(allow, 199, false), newAllowSet(allow, 199, true)
+	defer bits.release()
+	for num := range uint32(1000) {
+		if want := num < 200 && num%3 != 0; bits.has(num) != want || bm.has(num) != (want || num >= 200 && allow.Contains(uint64(num))) {
+			t.Fatalf("docnum %d: allowed %v by bits, %v by the bitmap; want %v", num, bits.has(num), bm.has(num), want)
+		}
+	}
 	for round := range 2 {
 		want := map[uint64]float32{}
 		seen := map[[2]uint32]bool{}
 		for q := range int32(6) {
 			for range 300 {
 				num, s := uint32(r.IntN(200)), float32(r.NormFloat64())
-				dense.add(num, q, s, allow)
-				sparse.add(num, q, s, allow)
+				dense.add(num, q, s, bits)
+				sparse.add(num, q, s, bm)
 				if k := [2]uint32{num, uint32(q)}; num%3 != 0 && !seen[k] {
 					seen[k] = true
 					want[uint64(num)] += s
