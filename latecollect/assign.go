@@ -74,12 +74,14 @@ func newAssigner(cent []float32, dim int) (assigner, error) {
 	return newExactAssigner(cent, dim)
 }
 
-// exactAssigner compares every row with every centroid: one matrix
-// product per chunk of rows (internal/blas, single-threaded), the chunks
-// taken by one goroutine per core as each finishes its last, so that a
-// core busy elsewhere (the encoder) does not hold the others back. FAISS's
-// flat search does the same products on one core (Debian's FAISS 1.7.3
-// calls sgemm serially, and internal/blas pins OpenBLAS to one thread).
+// exactAssigner compares every row with every centroid, a chunk of rows at
+// a time, the chunks taken by one goroutine per core as each finishes its
+// last, so that a core busy elsewhere (the encoder) does not hold the
+// others back. With AVX-512 a chunk goes through argmax8x32AVX512
+// (assignLanes); otherwise through one matrix product per block of
+// centroids (internal/blas, single-threaded) and maxOf. FAISS's flat
+// search does the same products on one core (Debian's FAISS 1.7.3 calls
+// sgemm serially, and internal/blas pins OpenBLAS to one thread).
 type exactAssigner struct {
 	dim  int
 	cent []float32
@@ -311,9 +313,12 @@ func (a *exactAssigner) Close() error { return nil }
 type twoLevel struct {
 	dim    int
 	probe  int
-	coarse []float32   // ncoarse × dim
-	ids    [][]int32   // per group, the ids of its centroids
-	rows   [][]float32 // per group, their rows, contiguous
+	coarse []float32 // ncoarse × dim
+	// lanes, where the AVX-512 kernels run, holds the coarse centroids as
+	// query lanes, 32 to a chunk (coarseScores).
+	lanes []*queryLanes
+	ids   [][]int32   // per group, the ids of its centroids
+	rows  [][]float32 // per group, their rows, contiguous
 }
 
 func newTwoLevel(cent []float32, dim, probe int) (*twoLevel, error) {
@@ -337,6 +342,11 @@ func newTwoLevel(cent []float32, dim, probe int) (*twoLevel, error) {
 	}
 	t := &twoLevel{dim: dim, probe: min(probe, ncoarse), coarse: coarse,
 		ids: make([][]int32, ncoarse), rows: make([][]float32, ncoarse)}
+	if useAVX512 && dim%8 == 0 && ncoarse%16 == 0 {
+		for c := 0; c < ncoarse; c += 32 {
+			t.lanes = append(t.lanes, newQueryLanes(coarse[c*dim:min(ncoarse, c+32)*dim], dim))
+		}
+	}
 	for c := range nlist {
 		row := scores[c*ncoarse : (c+1)*ncoarse]
 		g := 0
@@ -396,27 +406,15 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 		to := min(n, from+assignBatch)
 		b := to - from
 		cs = slices.Grow(cs[:0], b*ncoarse)[:b*ncoarse]
-		if err := blas.MulT(rows[from*dim:to*dim], b, t.coarse, ncoarse, dim, cs, ncoarse); err != nil {
-			return fmt.Errorf("two-level assignment: %w", err)
+		if err := t.coarseScores(rows[from*dim:to*dim], b, cs); err != nil {
+			return err
 		}
 		for g := range probers {
 			probers[g] = probers[g][:0]
 		}
 		for i := range b {
-			row := cs[i*ncoarse : (i+1)*ncoarse]
-			for g := range order {
-				order[g] = int32(g)
-			}
-			// The probe best groups, by partial selection.
-			for k := range t.probe {
-				m := k
-				for j := k + 1; j < ncoarse; j++ {
-					if row[order[j]] > row[order[m]] {
-						m = j
-					}
-				}
-				order[k], order[m] = order[m], order[k]
-				probers[order[k]] = append(probers[order[k]], int32(from+i))
+			for _, g := range topGroups(cs[i*ncoarse:(i+1)*ncoarse], t.probe, order[:0]) {
+				probers[g] = append(probers[g], int32(from+i))
 			}
 		}
 		for g, ps := range probers {
@@ -481,6 +479,57 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 		}
 	}
 	return nil
+}
+
+// coarseScores sets cs[i*ncoarse+g] to the inner product of row i of the
+// b rows with coarse centroid g: with the AVX-512 kernels, each chunk of
+// 32 coarse centroids as lanes against every row (about 2.5 times
+// OpenBLAS's AVX2 speed), else one BLAS product.
+func (t *twoLevel) coarseScores(rows []float32, b int, cs []float32) error {
+	ncoarse := len(t.ids)
+	if t.lanes == nil || !useLaneAssign {
+		if err := blas.MulT(rows, b, t.coarse, ncoarse, t.dim, cs, ncoarse); err != nil {
+			return fmt.Errorf("two-level assignment: %w", err)
+		}
+		return nil
+	}
+	for j, ql := range t.lanes {
+		ql.dotInto(rows[:b*t.dim], cs[j*32:], ncoarse)
+	}
+	return nil
+}
+
+// topGroups appends to out the indices of the k largest values of row,
+// largest first, the lower index first among equal values: one pass that
+// keeps the best k so far in order, where most values lose to the k-th
+// at once. (A partial selection sort, k passes over the row, took 8
+// passes of the coarse scores per token.)
+func topGroups(row []float32, k int, out []int32) []int32 {
+	k = min(k, len(row))
+	if k <= 0 {
+		return out
+	}
+	base := len(out)
+	for g, v := range row {
+		top := out[base:]
+		if len(top) == k {
+			if !(v > row[top[k-1]]) {
+				continue
+			}
+			top = top[:k-1]
+			out = out[:base+k-1]
+		}
+		// Insert g after every kept value that is at least v.
+		j := len(top)
+		for j > 0 && v > row[top[j-1]] {
+			j--
+		}
+		out = append(out, 0)
+		top = out[base:]
+		copy(top[j+1:], top[j:len(top)-1])
+		top[j] = int32(g)
+	}
+	return out
 }
 
 // Close releases nothing native: the groups are Go memory.

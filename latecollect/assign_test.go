@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -395,5 +396,31 @@ func BenchmarkExactAssign(b *testing.B) {
 			}
 			b.ReportMetric(float64(n)*nlist*dim*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
+	}
+}
+
+// topGroups picks what sorting does: the k largest values, largest first,
+// the lower index first among equal ones.
+func TestTopGroups(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 11))
+	for _, n := range []int{1, 2, 7, 64, 200} {
+		for _, k := range []int{1, 3, 8, 64, 300} {
+			for range 20 {
+				row := make([]float32, n)
+				for i := range row {
+					row[i] = float32(r.IntN(5)) // many ties
+				}
+				want := make([]int32, n)
+				for i := range want {
+					want[i] = int32(i)
+				}
+				slices.SortStableFunc(want, func(a, b int32) int { return -cmp.Compare(row[a], row[b]) })
+				want = want[:min(k, n)]
+				got := topGroups(row, k, []int32{-7})
+				if got[0] != -7 || !slices.Equal(got[1:], want) {
+					t.Fatalf("n %d k %d row %v: %v, want %v after the -7 already there", n, k, row, got, want)
+				}
+			}
+		}
 	}
 }
