@@ -27,7 +27,8 @@ const (
 	residualDesc = "Residual"
 	// maxCentroids bounds the centroids: their ids are stored in 16 bits.
 	maxCentroids = 1 << 16
-	// trainPerCentroid is the number of training tokens per centroid.
+	// trainPerCentroid is the fewest tokens per centroid the automatic
+	// number of centroids leaves for training.
 	trainPerCentroid = 32
 	// kmeansIterations is the number of k-means iterations.
 	kmeansIterations = 10
@@ -42,6 +43,11 @@ const (
 	// longer to fit the data and are retrained.
 	RetrainDrift = 1.25
 )
+
+// kmeansPerCentroid is the number of tokens per centroid k-means trains
+// on (trainPerCentroid); a variable so that measurements can set it
+// (TANDEM_KMEANS_PER_CENTROID).
+var kmeansPerCentroid = trainPerCentroid
 
 // isResidual reports whether desc names the residual-code index.
 func isResidual(desc string) bool {

@@ -301,7 +301,7 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 			nlist = autoCentroids(int64(len(pend.rows) / f.opts.Dim))
 		}
 		sample := pend.rows
-		if want := trainPerCentroid * nlist * f.opts.Dim; len(sample) > want {
+		if want := kmeansPerCentroid * nlist * f.opts.Dim; len(sample) > want {
 			sample = everyNthRow(sample, f.opts.Dim, len(sample)/want)
 		}
 		cb, err := trainCodebook(ctx, sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))

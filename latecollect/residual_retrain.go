@@ -14,7 +14,7 @@ import (
 // job, off the Index's lock:
 //
 //  1. trains a codebook on a sample of the tokens held when it started
-//     (every stride-th, about trainPerCentroid per centroid), read from the
+//     (every stride-th, about kmeansPerCentroid per centroid), read from the
 //     store;
 //  2. codes every document held then with it into a new residualIndex,
 //     reading each blob once more;
@@ -209,12 +209,12 @@ func (f *residualFamily) swapLocked(next *residualIndex) {
 func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, nlist int, total int64) (*residualIndex, []uint64, error) {
 	dim := f.opts.Dim
 	// The sample is every stride-th token of the documents in docnum
-	// order, about trainPerCentroid per centroid, as a build from the
+	// order, about kmeansPerCentroid per centroid, as a build from the
 	// store took it. (Whole documents chosen by a hash of their docnum,
 	// which would read only the sample's blobs, made worse codes on
 	// SciFact: recall@100 against exhaustive 0.685 against 0.75, see
 	// README.) Blobs without a sampled token are not read.
-	want := int64(trainPerCentroid * nlist)
+	want := int64(kmeansPerCentroid * nlist)
 	stride := max(1, total/max(want, 1))
 	var sample []float32
 	var missing []uint64

@@ -10,7 +10,8 @@ import (
 // which tokens are coded in two levels and the groups a token probes;
 // TANDEM_TWO_LEVEL_TRAIN_FROM and _TRAIN_PROBE the same for k-means, and
 // TANDEM_TWO_LEVEL_TRAIN_EXACT the k-means iterations, at the end, that
-// assign exactly.
+// assign exactly; TANDEM_KMEANS_PER_CENTROID the training tokens per
+// centroid.
 func init() {
 	for _, v := range []struct {
 		env string
@@ -21,6 +22,7 @@ func init() {
 		{"TANDEM_TWO_LEVEL_TRAIN_FROM", &twoLevelTrainFrom},
 		{"TANDEM_TWO_LEVEL_TRAIN_PROBE", &twoLevelTrainProbes},
 		{"TANDEM_TWO_LEVEL_TRAIN_EXACT", &twoLevelTrainExact},
+		{"TANDEM_KMEANS_PER_CENTROID", &kmeansPerCentroid},
 	} {
 		if n, err := strconv.Atoi(os.Getenv(v.env)); err == nil && n > 0 {
 			*v.p = n
