@@ -76,10 +76,6 @@ type residualTables struct {
 	inv, base []float32
 }
 
-// usePairTables selects the byte-table kernel (residualPairAVX512) where
-// it can run; tests turn it off to compare.
-var usePairTables = true
-
 // pairTablePool recycles byte tables (768 KiB a block at 384 dimensions).
 var pairTablePool sync.Pool
 
@@ -88,10 +84,10 @@ var pairTablePool sync.Pool
 // bytes). A residual-code search scores some hundred thousand tokens:
 // one 64-byte lookup per code byte instead of one per nibble halves the
 // loads from the tables, which live in L2, and the scalar work that finds
-// them, for a table 16 times larger (BenchmarkResidualMax). Release gives
-// the tables back.
+// them, for a table 16 times larger (BenchmarkResidualScore). Release
+// gives the tables back.
 func (t *residualTables) withPairs(workers int) {
-	if !useAVX512BW || !usePairTables || t.npos%8 != 0 {
+	if !useAVX512BW || t.npos%8 != 0 {
 		return
 	}
 	nb := t.npos / 2
