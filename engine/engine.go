@@ -16,6 +16,7 @@ import (
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/internal/malloc"
+	"github.com/tandemsearch/tandem/internal/procstat"
 	"github.com/tandemsearch/tandem/internal/vfs"
 	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/sparse"
@@ -554,23 +555,9 @@ func (e *Engine) Stats() (Stats, error) {
 		}
 	}
 	for _, part := range []string{"badger", "blobs", "bleve", "snapshots"} {
-		s.DiskBytes[part] = dirSize(filepath.Join(e.dir, part))
+		s.DiskBytes[part] = procstat.DirBytes(filepath.Join(e.dir, part))
 	}
 	return s, nil
-}
-
-// dirSize is the disk space of the regular files under dir (0 if absent).
-func dirSize(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				n += allocated(info)
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // Retraining returns the names of the late-interaction indexes whose

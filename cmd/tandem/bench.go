@@ -5,20 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/procstat"
 	"github.com/tandemsearch/tandem/internal/synth"
 )
 
@@ -122,8 +120,8 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	stopProfile()
 	// Each phase's peak is its own: a user opens a collection in a fresh
 	// process, not in the one that built it.
-	peakIngest := peakRSS()
-	resetPeakRSS()
+	peakIngest := procstat.ReadMemory().Peak
+	procstat.ResetPeak()
 	if *memProfile != "" {
 		if err := writeHeapProfile(*memProfile); err != nil {
 			return err
@@ -134,9 +132,9 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	closeTook := time.Since(closeStart)
-	disk := dirBytes(*dir)
+	disk := procstat.DirBytes(*dir)
 	debug.FreeOSMemory()
-	resetPeakRSS()
+	procstat.ResetPeak()
 
 	openStart := time.Now()
 	if e, err = engine.Open(*dir, nil); err != nil {
@@ -146,9 +144,9 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	if err := e.Close(); err != nil {
 		return err
 	}
-	peakOpen := peakRSS()
+	peakOpen := procstat.ReadMemory().Peak
 	debug.FreeOSMemory()
-	resetPeakRSS()
+	procstat.ResetPeak()
 	// Without the dense snapshot, Open rebuilds the index from Badger.
 	snaps, _ := filepath.Glob(filepath.Join(*dir, "snapshots", "*"))
 	for _, s := range snaps {
@@ -159,7 +157,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	openRebuild := time.Since(openStart)
-	peakRebuild := peakRSS()
+	peakRebuild := procstat.ReadMemory().Peak
 
 	fmt.Fprintf(stderr, "searching: %d queries per configuration\n", *queries)
 	type config struct {
@@ -212,7 +210,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "| disk | %s, %.0f bytes/document |\n", size(disk), float64(disk)/float64(p.Docs))
 	fmt.Fprintf(stdout, "| peak RSS: ingest | %s |\n", size(peakIngest))
 	fmt.Fprintf(stdout, "| peak RSS: open from snapshot | %s |\n", size(peakOpen))
-	fmt.Fprintf(stdout, "| peak RSS: open with dense rebuild, then searches | %s |\n", size(max(peakRebuild, peakRSS())))
+	fmt.Fprintf(stdout, "| peak RSS: open with dense rebuild, then searches | %s |\n", size(max(peakRebuild, procstat.ReadMemory().Peak)))
 	fmt.Fprintf(stdout, "| open from snapshot | %s |\n", openSnap.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "| open with dense rebuild | %s |\n", openRebuild.Round(time.Millisecond))
 	for ci, c := range configs {
@@ -272,75 +270,12 @@ func generate(n, ahead int, doc func(int) tandem.Doc) (next func() (tandem.Doc, 
 	return next, stop
 }
 
-// currentRSS is the process's resident memory in bytes: anonymous (heaps,
-// Go's and C's) and file-backed (memory-mapped index files, which the
-// kernel may drop); zeros if unknown.
-func currentRSS() (anon, file int64) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "RssAnon: %d kB", &kb); err == nil {
-			anon = kb << 10
-		} else if _, err := fmt.Sscanf(line, "RssFile: %d kB", &kb); err == nil {
-			file = kb << 10
-		}
-	}
-	return anon, file
-}
-
 // memoryStatus describes the process's memory for a progress line.
 func memoryStatus() string {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	anon, file := currentRSS()
-	return fmt.Sprintf("RSS %s anonymous (Go heap %s) + %s mapped files, peak %s", size(anon), size(int64(ms.HeapInuse)), size(file), size(peakRSS()))
-}
-
-// peakRSS is the process's peak resident set since start or the last
-// resetPeakRSS: VmHWM of /proc/self/status on Linux, else getrusage.
-func peakRSS() int64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				var kb int64
-				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
-					return kb * 1024
-				}
-			}
-		}
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024 // kilobytes on Linux
-}
-
-// resetPeakRSS starts a new peak at the current resident set (Linux: 5
-// written to /proc/self/clear_refs); elsewhere peaks stay cumulative.
-func resetPeakRSS() {
-	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-}
-
-// dirBytes is the disk space of the regular files under dir.
-func dirBytes(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				if st, ok := info.Sys().(*syscall.Stat_t); ok {
-					n += st.Blocks * 512
-				} else {
-					n += info.Size()
-				}
-			}
-		}
-		return nil
-	})
-	return n
+	m := procstat.ReadMemory()
+	return fmt.Sprintf("RSS %s anonymous (Go heap %s) + %s mapped files, peak %s", size(m.Anon), size(int64(ms.HeapInuse)), size(m.File), size(m.Peak))
 }
 
 func percentile(ds []time.Duration, q float64) time.Duration {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/procstat"
 	"github.com/tandemsearch/tandem/internal/synth"
 	"github.com/tandemsearch/tandem/latecollect"
 )
@@ -166,7 +167,7 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	peakIngest := peakRSS()
+	peakIngest := procstat.ReadMemory().Peak
 	built, err := lateStats(e, model.Name)
 	if err != nil {
 		return err
@@ -180,9 +181,9 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("close: %w", err)
 	}
 	closeTook := time.Since(closeStart)
-	disk := dirBytes(*dir)
+	disk := procstat.DirBytes(*dir)
 	debug.FreeOSMemory()
-	resetPeakRSS()
+	procstat.ResetPeak()
 
 	// Each phase's peak is its own: a user opens a collection in a fresh
 	// process, not in the one that built it.
@@ -191,13 +192,13 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("open from snapshot: %w", err)
 	}
 	openTook := time.Since(openStart)
-	peakOpen := peakRSS()
+	peakOpen := procstat.ReadMemory().Peak
 	opened, err := lateStats(e, model.Name)
 	if err != nil {
 		return err
 	}
 	debug.FreeOSMemory()
-	resetPeakRSS()
+	procstat.ResetPeak()
 
 	type config struct {
 		name   string
@@ -254,9 +255,9 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	stopSearchProfile()
-	peakSearch := peakRSS()
+	peakSearch := procstat.ReadMemory().Peak
 	debug.FreeOSMemory()
-	resetPeakRSS()
+	procstat.ResetPeak()
 
 	// The exact reference, query after query in the same order; it reads
 	// every allowed document's full-precision tokens.
@@ -276,7 +277,7 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 			recall[ci] += overlap(found[ci][qi], ids)
 		}
 	}
-	peakExact := peakRSS()
+	peakExact := procstat.ReadMemory().Peak
 	if err := e.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/internal/malloc"
+	"github.com/tandemsearch/tandem/internal/procstat"
 	"github.com/tandemsearch/tandem/internal/synth"
 )
 
@@ -602,7 +603,7 @@ func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c soakConfig, res
 	const probeEvery = 250 * time.Millisecond
 	floorG, floorF := -1, -1
 	probe := func() {
-		g, f := runtime.NumGoroutine(), openFiles()
+		g, f := runtime.NumGoroutine(), procstat.OpenFiles()
 		if floorG < 0 || g < floorG {
 			floorG = g
 		}
@@ -615,7 +616,7 @@ func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c soakConfig, res
 		probe()
 		s := takeSample(e, time.Since(start), &k)
 		s.Goroutines, s.Files = floorG, floorF
-		s.Disk = dirBytes(c.Dir)
+		s.Disk = procstat.DirBytes(c.Dir)
 		floorG, floorF = -1, -1
 		res.Samples = append(res.Samples, s)
 		fmt.Fprintln(stderr, soakProgress(res.Samples, c.Duration))
@@ -983,42 +984,14 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSa
 	s := soakSample{Elapsed: elapsed, Heap: int64(ms.HeapInuse), Goroutines: runtime.NumGoroutine(), Docs: e.Count(),
 		Searches: k.searches.Load(), Writes: k.upserts.Load(), Deletes: k.deletes.Load(),
 		Errors: k.errors.Load(), Violations: k.violations.Load()}
-	s.RSS, s.HWM = procStatus("VmRSS:"), procStatus("VmHWM:")
-	s.Anon, s.File = procStatus("RssAnon:"), procStatus("RssFile:")
+	m := procstat.ReadMemory()
+	s.RSS, s.HWM, s.Anon, s.File = m.RSS, m.Peak, m.Anon, m.File
 	s.GoSys = int64(ms.Sys - ms.HeapReleased)
-	s.Files = openFiles()
+	s.Files = procstat.OpenFiles()
 	if u, h, ok := malloc.Stats(); ok {
 		s.CInUse, s.CHeld = int64(u), int64(h)
 	}
 	return s
-}
-
-// openFiles counts the process's open file descriptors (0 where there is
-// no /proc).
-func openFiles() int {
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	return len(fds)
-}
-
-// procStatus reads a size in kB from /proc/self/status; 0 where there is
-// none (not Linux).
-func procStatus(key string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, key); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

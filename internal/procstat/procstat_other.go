@@ -1,8 +1,9 @@
 //go:build !unix
 
-package engine
+package procstat
 
 import "io/fs"
 
-// allocated is the file's size where the allocated size is not known.
 func allocated(info fs.FileInfo) int64 { return info.Size() }
+
+func maxRSS() int64 { return 0 }
