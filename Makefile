@@ -231,7 +231,7 @@ cluster-demo: build
 # A 3-node cluster (nodes in one process on loopback, 3 shards x 3
 # replicas) against one engine on SciFact, alternating: write latency per
 # acknowledged batch and throughput, then search latency per mode
-# (tandem bench cluster; the README's "Running a cluster" has the table).
+# (tandem bench cluster; docs/cluster.md, "Running a cluster", has the table).
 # BENCH_CLUSTER_FLAGS adds flags, e.g. --late or --docs 2000.
 .PHONY: bench-cluster
 BENCH_CLUSTER_FLAGS ?=

@@ -7,7 +7,7 @@
 # modes with SciFact's queries while one writer upserts SciFact documents
 # (the same content again, so reruns meet the same collection), for
 # DURATION. SERVE_FLAGS adds flags to `tandem serve` (--ingest-threads 0,
-# say), MODES picks the modes. Prints the table the README reports; any
+# say), MODES picks the modes. Prints the table docs/server.md reports; any
 # failed request fails the run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
