@@ -67,7 +67,10 @@ const (
 	// (FAISS warns below 39); until a collection has them, a trainable
 	// description is served by a Flat index.
 	minPointsPerList = 39
-	// maxTrainPerList caps the training sample, as FAISS does (256).
+	// maxTrainPerList caps the training sample at this many vectors per
+	// list (trainSample takes at least 10,000 in all): FAISS's own floor
+	// (minPointsPerList), well below its default cap of 256 per list, so
+	// that a retraining stays short.
 	maxTrainPerList = 39
 	// catchUpChunk is the number of changes read per Changes call at Open.
 	catchUpChunk = 10_000

@@ -8,12 +8,16 @@
 // # Layout of a collection directory
 //
 //	<dir>/badger     the source of truth (package storage)
+//	<dir>/blobs      its segments of large blobs (token matrices), part of it
 //	<dir>/snapshots  snapshot files of derived indexes
 //	<dir>/bleve      the BM25 index (package sparse), derived
 //
 // The dense (package dense) and late-interaction (package latecollect)
-// indexes are derived too: rebuilt from the blobs in Badger, or loaded from
-// their snapshots, which Close saves when they changed.
+// indexes are derived too: rebuilt from the vectors and token blobs in the
+// store, or loaded from their snapshots, which Close saves when they
+// changed. A collection made before token blobs were stored once may hold
+// <dir>/derived, the residual codes' old copy of every blob: Open removes
+// it.
 //
 // # Guarantees
 //

@@ -1,5 +1,6 @@
 // Package server is Tandem's HTTP JSON API: the collections of one data
-// directory, served over net/http. `tandem serve` runs it; a Go program can
+// directory, or those a Catalog holds (a cluster's, Config.Catalog),
+// served over net/http. `tandem serve` runs it; a Go program can
 // mount Server.Handler in its own server.
 //
 // The main types are Config, which holds the data directory, the API keys
@@ -21,7 +22,9 @@
 //
 // Each collection is a subdirectory of Config.DataDir, opened with
 // engine.Open when the server starts or when PUT /v1/collections/{name}
-// creates it. A name matches ^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$, so it can
+// creates it; with Config.Catalog set, the catalog opens and creates
+// them instead (a cluster's collections, sharded and replicated), and the
+// server keeps no directory of its own. A name matches ^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$, so it can
 // never name a path outside the data directory. A request holds its
 // collection for reading while it uses the engine; a drop takes it for
 // writing, so it waits for the requests in flight, closes the engine, and

@@ -15,9 +15,10 @@ var ErrDiskFull = fmt.Errorf("storage: disk full: %w", syscall.ENOSPC)
 // its memtable log, value log and tables through memory maps of sparse
 // files: on a full file system a store to such a page raises SIGBUS,
 // which kills the process instead of returning an error. So the store
-// refuses a write before the file system fills: 128 MiB is room for the
-// 64 MiB memtable's log to fill and then be flushed to a table of about
-// the same size, each write's own bytes coming on top. It does not cover
+// refuses a write before the file system fills: 128 MiB is room for a
+// memtable's log (DefaultMemTableSize) to fill and then be flushed to a
+// table of about the same size, several times over, each write's own
+// bytes coming on top. It does not cover
 // an arbitrarily large compaction, or another program filling the disk;
 // a process killed that way recovers on the next Open as after any crash.
 const DefaultDiskReserve = 128 << 20

@@ -77,12 +77,11 @@ type Options struct {
 // Badger's memory, as an embedded store sets it. Badger's defaults suit a
 // database server that owns the machine: up to five 64 MiB memtables, a
 // 256 MiB block cache and 1 GiB value-log files written through memory
-// maps. Flushing a memtable builds its table in memory, in buffers that
-// double up to twice its size: with 64 MiB memtables a soak's Go heap
-// rose from 230 MiB to 890 MiB at a flush. A collection embedded in an application
-// keeps at most three 16 MiB memtables, a 32 MiB block cache and 256 MiB
-// value-log files; a batch too large for one transaction is split by the
-// engine (ErrBatchTooLarge).
+// maps, and flushing a memtable builds its table in buffers up to twice
+// its size. A collection embedded in an application keeps at most three
+// 16 MiB memtables, a 32 MiB block cache and 256 MiB value-log files; a
+// batch too large for one transaction is split by the engine
+// (ErrBatchTooLarge). docs/storage.md has what this was chosen on.
 const (
 	DefaultMemTableSize   = 16 << 20
 	DefaultBlockCacheSize = 32 << 20
@@ -219,9 +218,8 @@ func tune(bo badger.Options, o *Options) badger.Options {
 
 // valueThreshold is the size from which Badger keeps a value in its value
 // log instead of in the LSM tree. Badger's default (1 MiB) keeps large
-// values in the tree, where every compaction rewrites them: indexing
-// SciFact wrote its 1.3 GB of token blobs about five times over, when they
-// were held in Badger. Blobs from this size go to blob segments instead
+// values in the tree, where every compaction rewrites them
+// (docs/storage.md). Blobs from this size go to blob segments instead
 // (blobThreshold), so only documents this large reach the value log;
 // smaller documents and pooled vectors (1.5 KiB at 384-d) stay in the
 // tree, where scans read them fastest.
