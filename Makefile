@@ -176,7 +176,7 @@ bench-collections: build
 # --duration 30m, --seed N, --late-index FAISS. make test runs 30 kills
 # (cmd/tandem TestTorture).
 # The replication layers issue #17 weighs, side by side on loopback
-# (cluster/consensusbench, a module of its own; docs/cluster.md):
+# (experiments/consensusbench, a module of its own; docs/cluster.md):
 # acknowledged-write latency, throughput and recovery after the leader is
 # lost, hashicorp/raft against NATS JetStream, alternating rounds;
 # CONSENSUS_FLAGS="--kill --rounds 5" runs each node as a process and
@@ -185,7 +185,7 @@ bench-collections: build
 .PHONY: bench-consensus
 CONSENSUS_FLAGS ?=
 bench-consensus:
-	cd cluster/consensusbench && go run . $(CONSENSUS_FLAGS)
+	cd experiments/consensusbench && go run . $(CONSENSUS_FLAGS)
 
 .PHONY: torture
 KILLS ?= 1000

@@ -1,4 +1,4 @@
-module github.com/tandemsearch/tandem/cluster/consensusbench
+module github.com/tandemsearch/tandem/experiments/consensusbench
 
 go 1.26.0
 
