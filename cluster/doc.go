@@ -85,6 +85,8 @@
 // status is served to an operator through the server, behind its admin
 // key.
 //
-// Catalog and Collection give the HTTP server (tandem serve --cluster) a
-// cluster's collections behind the same API as one node's.
+// Catalog and Collection give the HTTP server (package server) a
+// cluster's collections behind the same API as one node's; Serve runs a
+// node that serves that API on its HTTP listener, as tandem serve
+// --cluster does.
 package cluster

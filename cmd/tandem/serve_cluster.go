@@ -2,22 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tandemsearch/tandem/cluster"
-	"github.com/tandemsearch/tandem/engine"
-	"github.com/tandemsearch/tandem/server"
 )
 
 // clusterFlags are serve's flags for --cluster.
@@ -143,26 +138,6 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	return out, nil
 }
 
-// catalog adapts a cluster's collections to server.Catalog.
-type catalog struct{ c cluster.Catalog }
-
-func (c catalog) List() []string { return c.c.List() }
-func (c catalog) Open(name string) (server.Collection, error) {
-	col, err := c.c.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return col, nil
-}
-func (c catalog) Create(ctx context.Context, name string, opts engine.Options) (server.Collection, error) {
-	col, err := c.c.Create(ctx, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	return col, nil
-}
-func (c catalog) Drop(ctx context.Context, name string) error { return c.c.Drop(ctx, name) }
-
 // clusterDial, when set, opens this node's connections to the others:
 // the failover test routes them through fault-injecting proxies.
 var clusterDial cluster.Dialer
@@ -171,44 +146,14 @@ var clusterDial cluster.Dialer
 // listener serves the API to clients and /_cluster/ to the other nodes.
 func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raftLog io.Writer, listening func(addr string)) error {
 	cf := &sc.cluster
-	var api atomic.Pointer[http.Handler]
-	node, err := cluster.Start(cluster.Config{
-		ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Engine: sc.cfg.Engine, Log: raftLog, Dial: clusterDial,
-		HeartbeatTimeout: cf.timeout, ElectionTimeout: cf.timeout,
-		Credentials: cf.creds, RequestTimeout: sc.cfg.Timeout,
-		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if h := api.Load(); h != nil {
-				(*h).ServeHTTP(w, r)
-				return
-			}
-			http.Error(w, `{"error":{"code":"starting","message":"the node is starting"}}`, http.StatusServiceUnavailable)
-		}),
-	})
-	if err != nil {
-		return err
-	}
 	cfg := sc.cfg
 	cfg.Logger = logger
-	cfg.DataDir = ""
-	cfg.Catalog = catalog{cluster.Catalog{Node: node, Shards: cf.shards, Replicas: cf.replicas}}
-	// The cluster's status, for an operator with the admin key (the other
-	// nodes read it with the cluster's credential).
-	cfg.Routes = []server.Route{{Pattern: "GET /_cluster/status", Admin: true, Handler: func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(node.Status())
-	}}}
-	cfg.Collectors = node.Collectors()
-	srv, err := server.New(&cfg)
-	if err != nil {
-		node.Close()
-		return err
-	}
-	h := srv.Handler()
-	api.Store(&h)
-	logger.Info("cluster node", "node", cf.node, "raft", cf.self.Raft, "http", cf.self.HTTP, "credentials", cf.creds.String())
-	if listening != nil {
-		listening(cf.self.HTTP)
-	}
-	<-ctx.Done()
-	return errors.Join(node.Close(), srv.Close())
+	return cluster.Serve(ctx, cluster.ServeConfig{
+		Node: cluster.Config{
+			ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Engine: sc.cfg.Engine, Log: raftLog, Dial: clusterDial,
+			HeartbeatTimeout: cf.timeout, ElectionTimeout: cf.timeout,
+			Credentials: cf.creds, RequestTimeout: sc.cfg.Timeout,
+		},
+		Server: cfg, Shards: cf.shards, Replicas: cf.replicas, Listening: listening,
+	})
 }
