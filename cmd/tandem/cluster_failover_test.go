@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -25,34 +27,61 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tandemsearch/tandem/cluster"
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/server"
 )
 
 // The node processes of TestClusterFailover are this test binary, run
-// with clusterNodeEnv holding serve's arguments and clusterDialEnv the
-// map from each other node's address to the proxy this node reaches it
-// through.
-const (
-	clusterNodeEnv = "TANDEM_TEST_CLUSTER_NODE"
-	clusterDialEnv = "TANDEM_TEST_CLUSTER_DIAL"
-)
+// with clusterNodeEnv holding the node's nodeSpec in JSON.
+const clusterNodeEnv = "TANDEM_TEST_CLUSTER_NODE"
 
+// nodeSpec is a node process of TestClusterFailover: its id and data
+// directory, the cluster's peers and key, and the map from each other
+// node's address to the proxy this node reaches it through.
+type nodeSpec struct {
+	ID, Dir, Key string
+	Peers        []cluster.Peer
+	Dial         map[string]string
+}
+
+// TestClusterNodeProcess runs a node of TestClusterFailover as tandem
+// serve --cluster does (cluster.Serve), with serve's defaults, no API key
+// and the default Raft timeouts, until the test kills it.
 func TestClusterNodeProcess(t *testing.T) {
-	args := os.Getenv(clusterNodeEnv)
-	if args == "" {
+	env := os.Getenv(clusterNodeEnv)
+	if env == "" {
 		t.Skip("a node process of TestClusterFailover")
 	}
-	var dial map[string]string
-	if err := json.Unmarshal([]byte(os.Getenv(clusterDialEnv)), &dial); err != nil {
+	var spec nodeSpec
+	if err := json.Unmarshal([]byte(env), &spec); err != nil {
 		t.Fatal(err)
 	}
-	clusterDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if p, ok := dial[addr]; ok {
+	creds, err := cluster.KeyCredentials([]byte(spec.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p, ok := spec.Dial[addr]; ok {
 			addr = p
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	if err := runServe(strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
+	eopts := engine.Options{ // serve's defaults
+		FilterLimits:    filter.Limits{MaxClauses: filter.DefaultMaxClauses, MaxDepth: filter.DefaultMaxDepth},
+		DocumentThreads: max(1, runtime.NumCPU()/2),
+	}
+	err = cluster.Serve(context.Background(), cluster.ServeConfig{
+		Node: cluster.Config{ID: spec.ID, Dir: spec.Dir, Peers: spec.Peers, Engine: eopts, Log: os.Stderr, Dial: dial,
+			Credentials: creds, RequestTimeout: server.DefaultTimeout},
+		Server: server.Config{Engine: eopts, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), ReleaseAfterTimeout: true},
+		Shards: 3,
+		Listening: func(addr string) {
+			fmt.Printf("node %s listening on http://%s (data %s)\n", spec.ID, addr, spec.Dir)
+		},
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		os.Exit(3)
 	}
@@ -65,7 +94,7 @@ func TestClusterNodeProcess(t *testing.T) {
 type failoverCluster struct {
 	t      *testing.T
 	root   string
-	peers  string
+	peers  []cluster.Peer
 	web    []string                      // each node's HTTP address, for clients
 	proxy  map[[2]int][]*toxiproxy.Proxy // (from, to) -> raft and HTTP proxies
 	dial   []map[string]string           // per node: address -> proxy
@@ -93,13 +122,11 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 		client: &http.Client{Timeout: 5 * time.Second},
 		peer:   &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
 	var raftAddrs []string
-	var peers []string
 	for i := range n {
 		r, h := freeAddr(t), freeAddr(t)
 		raftAddrs, c.web = append(raftAddrs, r), append(c.web, h)
-		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, r, h))
+		c.peers = append(c.peers, cluster.Peer{ID: fmt.Sprint("n", i), Raft: r, HTTP: h})
 	}
-	c.peers = strings.Join(peers, ",")
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	for i := range n {
 		c.dial = append(c.dial, map[string]string{})
@@ -131,12 +158,9 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 }
 
 func (c *failoverCluster) start(i int) {
-	args := []string{"serve", "--cluster", "--node", fmt.Sprint("n", i), "--peers", c.peers,
-		"--data", filepath.Join(c.root, fmt.Sprint("n", i))} // the default Raft timeouts
-	dial, _ := json.Marshal(c.dial[i])
+	spec, _ := json.Marshal(nodeSpec{ID: c.peers[i].ID, Dir: filepath.Join(c.root, c.peers[i].ID), Key: c.key, Peers: c.peers, Dial: c.dial[i]})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterNodeProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+strings.Join(args[1:], "\x1f"), clusterDialEnv+"="+string(dial),
-		"TANDEM_API_KEYS=", "TANDEM_READ_KEYS=", "TANDEM_CLUSTER_KEY="+c.key)
+	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+string(spec))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	log := c.logs[i] // one log per node, across restarts
@@ -288,8 +312,6 @@ func TestClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 3 node processes")
 	}
-	t.Setenv("TANDEM_API_KEYS", "")
-	t.Setenv("TANDEM_READ_KEYS", "")
 	c := newFailoverCluster(t, 3)
 	t.Cleanup(func() {
 		if d := os.Getenv("TANDEM_TEST_LOGDIR"); d != "" {

@@ -138,10 +138,6 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 	return out, nil
 }
 
-// clusterDial, when set, opens this node's connections to the others:
-// the failover test routes them through fault-injecting proxies.
-var clusterDial cluster.Dialer
-
 // serveCluster runs this process as a node of a cluster: the node's HTTP
 // listener serves the API to clients and /_cluster/ to the other nodes.
 func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raftLog io.Writer, listening func(addr string)) error {
@@ -150,7 +146,7 @@ func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raf
 	cfg.Logger = logger
 	return cluster.Serve(ctx, cluster.ServeConfig{
 		Node: cluster.Config{
-			ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Engine: sc.cfg.Engine, Log: raftLog, Dial: clusterDial,
+			ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Engine: sc.cfg.Engine, Log: raftLog,
 			HeartbeatTimeout: cf.timeout, ElectionTimeout: cf.timeout,
 			Credentials: cf.creds, RequestTimeout: sc.cfg.Timeout,
 		},
