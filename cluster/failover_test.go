@@ -1,4 +1,4 @@
-package main
+package cluster_test
 
 import (
 	"bytes"
@@ -122,8 +122,9 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 		client: &http.Client{Timeout: 5 * time.Second},
 		peer:   &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
 	var raftAddrs []string
+	addrs := freeAddrs(t, 2*n)
 	for i := range n {
-		r, h := freeAddr(t), freeAddr(t)
+		r, h := addrs[2*i], addrs[2*i+1]
 		raftAddrs, c.web = append(raftAddrs, r), append(c.web, h)
 		c.peers = append(c.peers, cluster.Peer{ID: fmt.Sprint("n", i), Raft: r, HTTP: h})
 	}
@@ -584,6 +585,21 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d ids written, %d live at the end, %d with a version their acknowledged writes do not allow", len(led.ops), len(final), lost)
+}
+
+// freeAddrs returns n loopback addresses free a moment ago, for the node
+// processes to listen on.
+func freeAddrs(t *testing.T, n int) []string {
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close() // held until all are chosen, so that none repeats
+		out = append(out, l.Addr().String())
+	}
+	return out
 }
 
 func tail(s string, n int) string {
