@@ -16,22 +16,26 @@ TESTFLAGS ?=
 
 .PHONY: all setup models-extra build test test-short testrace eval-scifact eval-cranfield bench bench-encode bench-ingest bench-late bench-peers bench-serve soak soak-race lint demo clean-native
 
-all: build
+all: build ## the same as build
 
-setup:
+.PHONY: help
+help: ## this menu: each target and what it does
+	@awk -F':.*## ' '/^[a-z][a-zA-Z0-9_-]*:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: ## build .native/: FAISS, ONNX Runtime and the default models (idempotent)
 	@bash scripts/setup.sh
 
 # Optional models beyond the defaults (docs/models.md).
-models-extra: setup
+models-extra: setup ## add the optional encoder models to .native/
 	@bash scripts/setup-models.sh answerai-colbert-small-v1
 
-build: setup
+build: setup ## build bin/tandem
 	go build $(GOFLAGS_BUILD) -o bin/tandem ./cmd/tandem
 
 # The README's test command: set-up, lint, the embedding example, every
 # test, then the build without cgo, which serves BM25 only, the native fuzz
 # targets and a minute of the outside API fuzzer.
-test: setup lint example
+test: setup lint example ## the whole test suite: lint, the example, every test, fuzz seeds, a minute of Schemathesis
 	bash scripts/setup-browser.sh
 	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
 	CGO_ENABLED=0 go build ./...
@@ -46,14 +50,14 @@ test: setup lint example
 # also installs the tandem command).
 .PHONY: install example
 INSTALL_FLAGS ?=
-install: setup
+install: setup ## install the native libraries and models system-wide (scripts/install.sh)
 	@bash scripts/install.sh $(INSTALL_FLAGS)
 
 # examples/embed, a module of its own that depends on this checkout through
 # a replace, run as a user's program would be: after a system-wide install
 # (it fails, saying so, when that is not possible), with none of the CGO_*
 # flags this Makefile exports and no TANDEM_* variable.
-example: setup
+example: setup ## build and run examples/embed, the program that embeds Tandem
 	@bash scripts/install.sh --system
 	cd examples/embed && env -u CGO_ENABLED -u CGO_CFLAGS -u CGO_LDFLAGS -u TANDEM_NATIVE -u TANDEM_MODELS -u TANDEM_ONNXRUNTIME_LIB go run .
 
@@ -64,7 +68,7 @@ example: setup
 FUZZTIME ?= 1m
 FUZZ ?= .
 .PHONY: fuzz
-fuzz: setup
+fuzz: setup ## run every Go fuzz target for FUZZTIME each
 	FUZZ_LDFLAGS='$(GO_LDFLAGS)' bash scripts/fuzz.sh $(FUZZTIME) '$(FUZZ)'
 
 # Schemathesis, an outside API fuzzer, against a live tandem serve with
@@ -79,41 +83,41 @@ APIFUZZ_TIME ?= 10m
 APIFUZZ_DOCS ?= 0
 APIFUZZ_OUT ?= $(ROOT)/bin/apifuzz
 .PHONY: fuzz-api
-fuzz-api: build
+fuzz-api: build ## run Schemathesis against a live server (docs/apifuzz.md)
 	bash scripts/apifuzz/setup.sh
 	APIFUZZ_TIME=$(APIFUZZ_TIME) APIFUZZ_DOCS=$(APIFUZZ_DOCS) APIFUZZ_OUT=$(APIFUZZ_OUT) bash scripts/apifuzz/run.sh
 
-test-short: setup
+test-short: setup ## go test -short: the tests that need no models or shared data
 	go test $(GOFLAGS_BUILD) -short -count=1 ./...
 
-testrace: setup
+testrace: setup ## the tests under the race detector
 	go test $(GOFLAGS_BUILD) -race -count=1 -timeout 60m ./...
 
 # The SciFact acceptance run of dense, late and hybrid search (engine's
 # TestSciFact): indexes SciFact with the default model, then evaluates every
 # mode and fusion. TANDEM_SCIFACT_DIR keeps the indexed collection between
 # runs; TANDEM_SCIFACT_SUBSET=M cuts the corpus for a quick look.
-eval-scifact: setup
+eval-scifact: setup ## index SciFact and print nDCG@10, recall and p50 in every mode
 	TANDEM_SCIFACT=1 go test $(GOFLAGS_BUILD) -count=1 -timeout 150m -run '^TestSciFact$$' -v ./engine/
 
 # The same table for Cranfield through the CLI (scripts/eval-beir.sh).
-eval-cranfield: build
+eval-cranfield: build ## the same for Cranfield
 	bash scripts/eval-beir.sh cranfield
 
-bench: setup
+bench: setup ## every Go benchmark (go test -bench)
 	go test $(GOFLAGS_BUILD) -run '^$$' -bench . -benchmem -timeout 120m ./...
 
 # Document encoding, Tandem against onnxruntime in Python on the same model
 # file and threads, alternating (scripts/bench/encode.sh MODEL DOCS THREADS
 # ROUNDS).
 BENCH_MODEL ?= bge-small-en-v1.5-int8
-bench-encode: build
+bench-encode: build ## encoding speed beside onnxruntime in Python
 	bash scripts/bench/encode.sh $(BENCH_MODEL)
 
 # Ingest and search at scale: a synthetic collection whose documents bring
 # their vectors (tandem bench ingest). DOCS=1000000 is the README's run.
 DOCS ?= 1000000
-bench-ingest: build
+bench-ingest: build ## ingest DOCS synthetic documents that bring their vectors; RSS, disk, search
 	bin/tandem bench ingest --dir $(or $(BENCH_DIR),$(ROOT)/.bench-ingest) --docs $(DOCS)
 
 # Late interaction at scale: synthetic clustered token matrices (128 tokens
@@ -124,7 +128,7 @@ bench-ingest: build
 # LATE_FLAGS='--late-index FAISS' for the FAISS index.
 LATE_DOCS ?= 100000
 LATE_FLAGS ?=
-bench-late: build
+bench-late: build ## late interaction at LATE_DOCS synthetic documents: build, memory, p50, recall
 	bin/tandem bench late --dir $(or $(BENCH_DIR),$(ROOT)/.bench-late) --docs $(LATE_DOCS) $(LATE_FLAGS)
 
 # Tandem beside its peers, alternating PEERS_ROUNDS rounds, in its own
@@ -140,7 +144,7 @@ bench-late: build
 # built, as its progress line says). Writes the tables to
 # .native/peers/{bm25,dense,hybrid,late}.md.
 PEERS_ROUNDS ?= 3
-bench-peers: build
+bench-peers: build ## Tandem beside Tantivy, bm25s, Lucene, FAISS, LanceDB and PyLate
 	bash scripts/peers/setup.sh
 	.native/peers/bin/python scripts/peers/bench_bm25.py --rounds $(PEERS_ROUNDS)
 	.native/peers/bin/python scripts/peers/bench_dense.py --rounds $(PEERS_ROUNDS) $(if $(PEERS_DENSE_DIR),--dir $(PEERS_DENSE_DIR))
@@ -152,7 +156,7 @@ bench-peers: build
 # .bench-serve), 8 searchers cycling bm25, dense, late and hybrid plus one
 # writer upserting, for DURATION (default 2m); QPS, p50/p95/p99 per mode and
 # the error count, which must be 0.
-bench-serve: build
+bench-serve: build ## tandem serve under load on loopback
 	bash scripts/bench/serve.sh
 
 # What collections cost `tandem serve` in memory (scripts/bench/collections.sh;
@@ -163,7 +167,7 @@ bench-serve: build
 # BM25-only collections.
 .PHONY: bench-collections
 BENCH_COMPARE ?=
-bench-collections: build
+bench-collections: build ## what collections cost tandem serve in memory
 	bash scripts/bench/collections.sh $(BENCH_COMPARE) bin/tandem
 
 # The crash torture harness (tandem torture): KILLS SIGKILLs of a writer
@@ -184,13 +188,13 @@ bench-collections: build
 # CONSENSUS_FLAGS adds flags, e.g. --size 262144.
 .PHONY: bench-consensus
 CONSENSUS_FLAGS ?=
-bench-consensus:
+bench-consensus: ## the Raft experiment behind the cluster (experiments/consensusbench)
 	cd experiments/consensusbench && go run . $(CONSENSUS_FLAGS)
 
 .PHONY: torture
 KILLS ?= 1000
 TORTURE_FLAGS ?=
-torture: build
+torture: build ## KILLS SIGKILLs of a writer, then check every acknowledged write
 	bin/tandem torture --kills $(KILLS) $(if $(TORTURE_DIR),--dir $(TORTURE_DIR)) $(TORTURE_FLAGS)
 
 # The soak (tandem soak): 4 searchers in every mode, with and without
@@ -200,7 +204,7 @@ torture: build
 # on growth of RSS, goroutines or open files after warm-up. The samples
 # and the verdict go to bin/soak-report.md; SOAK_FLAGS adds flags.
 SOAK_FLAGS ?=
-soak: build
+soak: build ## searchers beside a writer and a deleter for DURATION; fails on growth
 	bin/tandem soak --duration $(or $(DURATION),60m) --report bin/soak-report.md $(SOAK_FLAGS)
 
 # The same under the race detector (default 5m), from a binary of its own:
@@ -208,16 +212,16 @@ soak: build
 # reports memory without bounding it (the race runtime's own memory grows;
 # cmd/tandem soakJudgesMemory);
 # the report goes to bin/soak-race-report.md.
-soak-race: setup
+soak-race: setup ## a short soak under the race detector
 	go build -race $(GOFLAGS_BUILD) -o bin/tandem-race ./cmd/tandem
 	bin/tandem-race soak --duration $(or $(DURATION),5m) --report bin/soak-race-report.md $(SOAK_FLAGS)
 
-lint:
+lint: ## gofmt, go vet and the house lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(GOFLAGS_BUILD) ./...
 
 # The README's main-job command: set-up, build, index a sample, search it.
-demo: build
+demo: build ## index the Go standard library docs and run filtered hybrid searches
 	@bash scripts/demo.sh
 
 # A 3-node cluster on loopback (tandem serve --cluster, ports 7711-7713
@@ -225,7 +229,7 @@ demo: build
 # indexed through one node and searched through another
 # (scripts/cluster-demo.sh; README "Running a cluster").
 .PHONY: cluster-demo
-cluster-demo: build
+cluster-demo: build ## start a 3-node cluster on loopback, index, search, kill a node
 	@bash scripts/cluster-demo.sh
 
 # A 3-node cluster (nodes in one process on loopback, 3 shards x 3
@@ -235,8 +239,8 @@ cluster-demo: build
 # BENCH_CLUSTER_FLAGS adds flags, e.g. --late or --docs 2000.
 .PHONY: bench-cluster
 BENCH_CLUSTER_FLAGS ?=
-bench-cluster: build
+bench-cluster: build ## a cluster of 3 shards against one node: speed and rankings
 	bin/tandem bench cluster --data ../shared/data/scifact $(BENCH_CLUSTER_FLAGS)
 
-clean-native:
+clean-native: ## remove .native/
 	rm -rf $(NATIVE)
