@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +22,12 @@ func TestTortureWriter(t *testing.T) {
 	if args == "" {
 		t.Skip("writer process of TestTorture")
 	}
-	if err := runTortureWriterCmd(strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
+	fs := flag.NewFlagSet("torture --writer", flag.ContinueOnError)
+	c := writerFlags(fs)
+	if err := fs.Parse(strings.Split(args, "\x1f")); err != nil {
+		os.Exit(3)
+	}
+	if err := runWriter(*c, os.Stdout); err != nil {
 		os.Exit(3)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -175,9 +176,9 @@ func (c writerConfig) args() []string {
 		"--late-index", c.lateIndex, "--model", c.model}
 }
 
-func parseWriterConfig(args []string, stderr io.Writer) (writerConfig, error) {
-	var c writerConfig
-	fs := newFlagSet("torture --writer", stderr)
+// writerFlags defines the writer's flags on fs: the flags args writes.
+func writerFlags(fs *flag.FlagSet) *writerConfig {
+	c := new(writerConfig)
 	fs.StringVar(&c.dir, "dir", "", "collection directory")
 	fs.StringVar(&c.ledger, "ledger", "", "ledger file")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of this writer's operations")
@@ -187,13 +188,7 @@ func parseWriterConfig(args []string, stderr io.Writer) (writerConfig, error) {
 	fs.IntVar(&c.closeEvery, "close-every", 15, "close and reopen the engine once in this many operations")
 	fs.StringVar(&c.lateIndex, "late-index", "Residual", "late-interaction index")
 	fs.StringVar(&c.model, "model", "", "installed model instead of the external one")
-	if err := parseFlags(fs, args); err != nil {
-		return c, err
-	}
-	if c.dir == "" || c.ledger == "" || c.ids < 1 || c.maxBatch < 1 || c.closeEvery < 1 {
-		return c, fmt.Errorf("torture --writer: --dir, --ledger, and positive --ids, --max-batch, --close-every are required")
-	}
-	return c, nil
+	return c
 }
 
 // runTortureWriter runs the writer until it is killed; it returns only on
@@ -361,11 +356,13 @@ func tortureJSONL(docs []tandem.Doc) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// runTortureWriterCmd is `tandem torture --writer`: the writer process.
-func runTortureWriterCmd(args []string, stdout, stderr io.Writer) error {
-	c, err := parseWriterConfig(args, stderr)
-	if err != nil {
-		return err
+// runWriter is the writer process: it runs c until the process is
+// killed. On an error it writes a line "error <message>" for the parent,
+// which reports it, and returns the error; a config without a directory,
+// a ledger and positive counts is refused before the writer starts.
+func runWriter(c writerConfig, stdout io.Writer) error {
+	if c.dir == "" || c.ledger == "" || c.ids < 1 || c.maxBatch < 1 || c.closeEvery < 1 {
+		return fmt.Errorf("torture --writer: --dir, --ledger, and positive --ids, --max-batch, --close-every are required")
 	}
 	if err := runTortureWriter(c, stdout); err != nil {
 		fmt.Fprintf(stdout, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
