@@ -7,24 +7,26 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tandemsearch/tandem/internal/stress/torture"
 )
 
 func runTorture(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "--writer" {
 		return runTortureWriterCmd(args[1:], stdout, stderr)
 	}
-	c := tortureConfig{targetWait: 5 * time.Second}
+	c := torture.Config{TargetWait: 5 * time.Second}
 	fs := newFlagSet("torture", stderr)
-	fs.StringVar(&c.dir, "dir", "", "working directory: collection/, ledger, check/ (default: a new temporary directory, removed after a passing run)")
-	fs.IntVar(&c.kills, "kills", 0, "number of SIGKILLs (default 100 when --duration is not given either)")
-	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (with --kills: whichever comes first)")
-	fs.Uint64Var(&c.seed, "seed", 0, "seed of the operations and kill times (default: from the clock; printed, to replay a run's choices)")
-	fs.IntVar(&c.ids, "ids", 2000, "size of the pool of document ids (bounds the collection)")
-	fs.IntVar(&c.maxBatch, "max-batch", 0, "largest batch of one call (default 300, or 32 with --model)")
-	fs.IntVar(&c.closeEvery, "close-every", 15, "the writer closes and reopens the engine once in this many operations, on average")
-	fs.StringVar(&c.lateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "FAISS"`)
-	fs.StringVar(&c.model, "model", "", "index with this installed model (e.g. bge-small-en-v1.5) on short texts instead of supplied vectors; slower")
-	fs.DurationVar(&c.progress, "progress", 10*time.Second, "interval between progress lines")
+	fs.StringVar(&c.Dir, "dir", "", "working directory: collection/, ledger, check/ (default: a new temporary directory, removed after a passing run)")
+	fs.IntVar(&c.Kills, "kills", 0, "number of SIGKILLs (default 100 when --duration is not given either)")
+	fs.DurationVar(&c.Duration, "duration", 0, "stop after this long (with --kills: whichever comes first)")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the operations and kill times (default: from the clock; printed, to replay a run's choices)")
+	fs.IntVar(&c.IDs, "ids", 2000, "size of the pool of document ids (bounds the collection)")
+	fs.IntVar(&c.MaxBatch, "max-batch", 0, "largest batch of one call (default 300, or 32 with --model)")
+	fs.IntVar(&c.CloseEvery, "close-every", 15, "the writer closes and reopens the engine once in this many operations, on average")
+	fs.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "FAISS"`)
+	fs.StringVar(&c.Model, "model", "", "index with this installed model (e.g. bge-small-en-v1.5) on short texts instead of supplied vectors; slower")
+	fs.DurationVar(&c.Progress, "progress", 10*time.Second, "interval between progress lines")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,53 +34,53 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "tandem torture: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
-	if c.kills == 0 && c.duration == 0 {
-		c.kills = 100
+	if c.Kills == 0 && c.Duration == 0 {
+		c.Kills = 100
 	}
 	switch {
-	case c.kills < 0:
-		return fmt.Errorf("--kills %d: want a positive count", c.kills)
-	case c.duration < 0:
-		return fmt.Errorf("--duration %v: want a positive duration", c.duration)
-	case c.ids < 1:
-		return fmt.Errorf("--ids %d: want a positive count", c.ids)
-	case c.maxBatch < 0:
-		return fmt.Errorf("--max-batch %d: want a positive count", c.maxBatch)
-	case c.closeEvery < 1:
-		return fmt.Errorf("--close-every %d: want a positive count", c.closeEvery)
-	case c.lateIndex != "" && c.lateIndex != "Residual":
-		return fmt.Errorf(`--late-index %q: want "Residual" or ""`, c.lateIndex)
+	case c.Kills < 0:
+		return fmt.Errorf("--kills %d: want a positive count", c.Kills)
+	case c.Duration < 0:
+		return fmt.Errorf("--duration %v: want a positive duration", c.Duration)
+	case c.IDs < 1:
+		return fmt.Errorf("--ids %d: want a positive count", c.IDs)
+	case c.MaxBatch < 0:
+		return fmt.Errorf("--max-batch %d: want a positive count", c.MaxBatch)
+	case c.CloseEvery < 1:
+		return fmt.Errorf("--close-every %d: want a positive count", c.CloseEvery)
+	case c.LateIndex != "" && c.LateIndex != "Residual":
+		return fmt.Errorf(`--late-index %q: want "Residual" or ""`, c.LateIndex)
 	}
-	if c.maxBatch == 0 {
-		c.maxBatch = 300
-		if c.model != "" {
-			c.maxBatch = 32
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 300
+		if c.Model != "" {
+			c.MaxBatch = 32
 		}
 	}
-	if c.seed == 0 {
-		c.seed = uint64(time.Now().UnixNano())
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
 	}
-	temp := c.dir == ""
+	temp := c.Dir == ""
 	if temp {
 		d, err := os.MkdirTemp("", "tandem-torture-")
 		if err != nil {
 			return err
 		}
-		c.dir = d
+		c.Dir = d
 	}
-	s, err := torture(context.Background(), c, stderr)
+	s, err := torture.Run(context.Background(), c, stderr)
 	if s != nil {
-		s.print(stdout, c)
+		s.Print(stdout, c)
 	}
 	if err != nil {
 		return err
 	}
-	if s.failed() {
-		fmt.Fprintf(stderr, "tandem torture: the collection and ledger are kept in %s\n", c.dir)
+	if s.Failed() {
+		fmt.Fprintf(stderr, "tandem torture: the collection and ledger are kept in %s\n", c.Dir)
 		return fmt.Errorf("%d lost, %d disagreements; first: %s", s.Lost, s.Disagree, strings.Join(s.Failures[:min(3, len(s.Failures))], "; "))
 	}
 	if temp {
-		os.RemoveAll(c.dir)
+		os.RemoveAll(c.Dir)
 	}
 	return nil
 }
@@ -86,9 +88,9 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 // runTortureWriterCmd is `tandem torture --writer`: the writer process.
 func runTortureWriterCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("torture --writer", stderr)
-	c := writerFlags(fs)
+	c := torture.WriterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return runWriter(*c, stdout)
+	return torture.RunWriter(*c, stdout)
 }

@@ -1,4 +1,4 @@
-package main
+package torture
 
 import (
 	"bytes"
@@ -158,8 +158,8 @@ func tortureDoc(id string, ver int64, external bool) tandem.Doc {
 
 func tortureID(i int) string { return fmt.Sprintf("d%05d", i) }
 
-// writerConfig is what the parent tells one writer process.
-type writerConfig struct {
+// WriterConfig is what the parent tells one writer process.
+type WriterConfig struct {
 	dir, ledger string
 	seed        uint64
 	firstOp     int64
@@ -170,15 +170,15 @@ type writerConfig struct {
 	model       string
 }
 
-func (c writerConfig) args() []string {
+func (c WriterConfig) args() []string {
 	return []string{"--dir", c.dir, "--ledger", c.ledger, "--seed", fmt.Sprint(c.seed), "--first-op", fmt.Sprint(c.firstOp),
 		"--ids", fmt.Sprint(c.ids), "--max-batch", fmt.Sprint(c.maxBatch), "--close-every", fmt.Sprint(c.closeEvery),
 		"--late-index", c.lateIndex, "--model", c.model}
 }
 
-// writerFlags defines the writer's flags on fs: the flags args writes.
-func writerFlags(fs *flag.FlagSet) *writerConfig {
-	c := new(writerConfig)
+// WriterFlags defines the writer's flags on fs: the flags args writes.
+func WriterFlags(fs *flag.FlagSet) *WriterConfig {
+	c := new(WriterConfig)
 	fs.StringVar(&c.dir, "dir", "", "collection directory")
 	fs.StringVar(&c.ledger, "ledger", "", "ledger file")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of this writer's operations")
@@ -193,7 +193,7 @@ func writerFlags(fs *flag.FlagSet) *writerConfig {
 
 // runTortureWriter runs the writer until it is killed; it returns only on
 // an error, which the parent reports (a writer never errs otherwise).
-func runTortureWriter(c writerConfig, stdout io.Writer) error {
+func runTortureWriter(c WriterConfig, stdout io.Writer) error {
 	phase := func(name string) { fmt.Fprintf(stdout, "phase %s\n", name) }
 	phase("start")
 	ctx := context.Background()
@@ -356,11 +356,11 @@ func tortureJSONL(docs []tandem.Doc) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// runWriter is the writer process: it runs c until the process is
+// RunWriter is the writer process: it runs c until the process is
 // killed. On an error it writes a line "error <message>" for the parent,
 // which reports it, and returns the error; a config without a directory,
 // a ledger and positive counts is refused before the writer starts.
-func runWriter(c writerConfig, stdout io.Writer) error {
+func RunWriter(c WriterConfig, stdout io.Writer) error {
 	if c.dir == "" || c.ledger == "" || c.ids < 1 || c.maxBatch < 1 || c.closeEvery < 1 {
 		return fmt.Errorf("torture --writer: --dir, --ledger, and positive --ids, --max-batch, --close-every are required")
 	}

@@ -1,4 +1,4 @@
-package main
+package torture
 
 import (
 	"bytes"
@@ -23,11 +23,11 @@ func TestTortureWriter(t *testing.T) {
 		t.Skip("writer process of TestTorture")
 	}
 	fs := flag.NewFlagSet("torture --writer", flag.ContinueOnError)
-	c := writerFlags(fs)
+	c := WriterFlags(fs)
 	if err := fs.Parse(strings.Split(args, "\x1f")); err != nil {
 		os.Exit(3)
 	}
-	if err := runWriter(*c, os.Stdout); err != nil {
+	if err := RunWriter(*c, os.Stdout); err != nil {
 		os.Exit(3)
 	}
 }
@@ -50,16 +50,16 @@ func TestTorture(t *testing.T) {
 	}
 	defer func() { tortureWriterCmd = old }()
 
-	c := tortureConfig{dir: t.TempDir(), kills: 30, seed: uint64(time.Now().UnixNano()), ids: 300, maxBatch: 120, closeEvery: 10,
-		lateIndex: "Residual", progress: time.Hour, targetWait: 3 * time.Second}
-	t.Logf("seed %d (tandem torture --seed %d --kills 30 --ids 300 --max-batch 120 --close-every 10 replays its choices)", c.seed, c.seed)
+	c := Config{Dir: t.TempDir(), Kills: 30, Seed: uint64(time.Now().UnixNano()), IDs: 300, MaxBatch: 120, CloseEvery: 10,
+		LateIndex: "Residual", Progress: time.Hour, TargetWait: 3 * time.Second}
+	t.Logf("seed %d (tandem torture --seed %d --kills 30 --ids 300 --max-batch 120 --close-every 10 replays its choices)", c.Seed, c.Seed)
 	var progress bytes.Buffer
-	s, err := torture(context.Background(), c, &progress)
+	s, err := Run(context.Background(), c, &progress)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var summary bytes.Buffer
-	s.print(&summary, c)
+	s.Print(&summary, c)
 	t.Log("\n" + summary.String())
 	if s.Stopped != nil {
 		t.Fatalf("stopped: %v", s.Stopped)
@@ -67,10 +67,10 @@ func TestTorture(t *testing.T) {
 	if s.Lost != 0 || s.Disagree != 0 {
 		t.Errorf("%d lost, %d disagreements", s.Lost, s.Disagree)
 	}
-	if s.Kills != c.kills {
-		t.Errorf("%d kills, want %d", s.Kills, c.kills)
+	if s.Kills != c.Kills {
+		t.Errorf("%d kills, want %d", s.Kills, c.Kills)
 	}
-	if s.acknowledged() < c.kills {
+	if s.acknowledged() < c.Kills {
 		t.Errorf("only %d operations acknowledged in %d kills: the kills came too early to test anything", s.acknowledged(), s.Kills)
 	}
 	if len(s.Phases) < 3 {
@@ -79,7 +79,7 @@ func TestTorture(t *testing.T) {
 	if s.InFlight == 0 {
 		t.Errorf("no kill landed with an operation in flight: %s", distribution(s.Raw, s.Kills))
 	}
-	if !strings.Contains(summary.String(), fmt.Sprintf("kills:              %d", c.kills)) {
+	if !strings.Contains(summary.String(), fmt.Sprintf("kills:              %d", c.Kills)) {
 		t.Errorf("summary lacks the kill count:\n%s", summary.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package torture
 
 import (
 	"bufio"
@@ -39,25 +39,25 @@ var tortureWriterCmd = func(args []string) (*exec.Cmd, error) {
 	return exec.Command(exe, append([]string{"torture", "--writer"}, args...)...), nil
 }
 
-// tortureConfig configures a run.
-type tortureConfig struct {
-	dir        string
-	kills      int           // 0: no limit
-	duration   time.Duration // 0: no limit
-	seed       uint64
-	ids        int
-	maxBatch   int
-	closeEvery int
-	lateIndex  string
-	model      string
-	progress   time.Duration // between progress lines
+// Config configures a run.
+type Config struct {
+	Dir        string
+	Kills      int           // 0: no limit
+	Duration   time.Duration // 0: no limit
+	Seed       uint64
+	IDs        int
+	MaxBatch   int
+	CloseEvery int
+	LateIndex  string
+	Model      string
+	Progress   time.Duration // between progress lines
 	// targetWait bounds the wait for the phase a kill aims at; the kill
 	// happens anyway when it runs out.
-	targetWait time.Duration
+	TargetWait time.Duration
 }
 
-// tortureSummary is what a run found.
-type tortureSummary struct {
+// Report is what a run found.
+type Report struct {
 	Seed     uint64
 	Kills    int
 	Elapsed  time.Duration
@@ -82,7 +82,7 @@ type tortureSummary struct {
 	LateDesc    string
 }
 
-func (s *tortureSummary) acknowledged() int {
+func (s *Report) acknowledged() int {
 	n := 0
 	for _, c := range s.Calls {
 		n += c
@@ -92,7 +92,7 @@ func (s *tortureSummary) acknowledged() int {
 
 // openTime is the q-quantile of the times the collection took to open
 // after a kill (q = 1: the longest); 0 before the first kill.
-func (s *tortureSummary) openTime(q float64) time.Duration {
+func (s *Report) openTime(q float64) time.Duration {
 	if len(s.OpenTimes) == 0 {
 		return 0
 	}
@@ -102,35 +102,35 @@ func (s *tortureSummary) openTime(q float64) time.Duration {
 
 // failed reports whether the run found any loss or disagreement, or
 // stopped on an error.
-func (s *tortureSummary) failed() bool { return s.Lost > 0 || s.Disagree > 0 || s.Stopped != nil }
+func (s *Report) Failed() bool { return s.Lost > 0 || s.Disagree > 0 || s.Stopped != nil }
 
 // torture runs the kills. It returns an error for a failure of the
 // harness itself; what the kills found is in the summary.
-func torture(ctx context.Context, c tortureConfig, progress io.Writer) (*tortureSummary, error) {
-	coll, checkDir := filepath.Join(c.dir, "collection"), filepath.Join(c.dir, "check")
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+func Run(ctx context.Context, c Config, progress io.Writer) (*Report, error) {
+	coll, checkDir := filepath.Join(c.Dir, "collection"), filepath.Join(c.Dir, "check")
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := newLedger(filepath.Join(c.dir, "ledger"))
+	l := newLedger(filepath.Join(c.Dir, "ledger"))
 	if err := l.read(); err != nil { // a run resumed in the same directory
 		return nil, err
 	}
-	r := rand.New(rand.NewPCG(c.seed, 0x6b696c6c))
-	ck := &checker{model: c.model, lateIndex: c.lateIndex, rand: rand.New(rand.NewPCG(c.seed, 0x636b))}
-	s := &tortureSummary{Seed: c.seed, Phases: map[string]int{}, Raw: map[string]int{}}
+	r := rand.New(rand.NewPCG(c.Seed, 0x6b696c6c))
+	ck := &checker{model: c.Model, lateIndex: c.LateIndex, rand: rand.New(rand.NewPCG(c.Seed, 0x636b))}
+	s := &Report{Seed: c.Seed, Phases: map[string]int{}, Raw: map[string]int{}}
 	est := newPhaseTimes()
-	fmt.Fprintf(progress, "torture: seed %d, directory %s, %s\n", c.seed, c.dir, c.limits())
+	fmt.Fprintf(progress, "torture: seed %d, directory %s, %s\n", c.Seed, c.Dir, c.limits())
 	start := time.Now()
 	lastProgress := start
 	for n := 0; ; n++ {
 		s.Elapsed = time.Since(start)
-		if c.kills > 0 && n >= c.kills || c.duration > 0 && s.Elapsed >= c.duration {
+		if c.Kills > 0 && n >= c.Kills || c.Duration > 0 && s.Elapsed >= c.Duration {
 			break
 		}
-		wc := writerConfig{dir: coll, ledger: l.path, seed: c.seed ^ uint64(n+1)*0x9e3779b97f4a7c15, firstOp: l.nextOp,
-			ids: c.ids, maxBatch: c.maxBatch, closeEvery: c.closeEvery, lateIndex: c.lateIndex, model: c.model}
+		wc := WriterConfig{dir: coll, ledger: l.path, seed: c.Seed ^ uint64(n+1)*0x9e3779b97f4a7c15, firstOp: l.nextOp,
+			ids: c.IDs, maxBatch: c.MaxBatch, closeEvery: c.CloseEvery, lateIndex: c.LateIndex, model: c.Model}
 		target := pickTarget(r)
-		last, err := killWriter(wc, target, r, est, c.targetWait)
+		last, err := killWriter(wc, target, r, est, c.TargetWait)
 		if err != nil {
 			s.Stopped = err
 			break
@@ -152,7 +152,7 @@ func torture(ctx context.Context, c tortureConfig, progress io.Writer) (*torture
 		}
 		os.RemoveAll(checkDir)
 		s.record(n+1, last, res, l)
-		if time.Since(lastProgress) >= c.progress {
+		if time.Since(lastProgress) >= c.Progress {
 			lastProgress = time.Now()
 			s.Elapsed = time.Since(start)
 			fmt.Fprintln(progress, s.progressLine(c))
@@ -163,27 +163,27 @@ func torture(ctx context.Context, c tortureConfig, progress io.Writer) (*torture
 	return s, nil
 }
 
-func (c tortureConfig) limits() string {
+func (c Config) limits() string {
 	var parts []string
-	if c.kills > 0 {
-		parts = append(parts, fmt.Sprintf("%d kills", c.kills))
+	if c.Kills > 0 {
+		parts = append(parts, fmt.Sprintf("%d kills", c.Kills))
 	}
-	if c.duration > 0 {
-		parts = append(parts, fmt.Sprintf("at most %v", c.duration))
+	if c.Duration > 0 {
+		parts = append(parts, fmt.Sprintf("at most %v", c.Duration))
 	}
-	late := c.lateIndex
+	late := c.LateIndex
 	if late == "" {
 		late = "FAISS"
 	}
 	model := "external vectors"
-	if c.model != "" {
-		model = "model " + c.model
+	if c.Model != "" {
+		model = "model " + c.Model
 	}
-	return fmt.Sprintf("%s; %s, late index %s, %d ids, batches of 1-%d", strings.Join(parts, " or "), model, late, c.ids, c.maxBatch)
+	return fmt.Sprintf("%s; %s, late index %s, %d ids, batches of 1-%d", strings.Join(parts, " or "), model, late, c.IDs, c.MaxBatch)
 }
 
 // record adds one kill's check to the summary.
-func (s *tortureSummary) record(n int, last string, res checkResult, l *ledger) {
+func (s *Report) record(n int, last string, res checkResult, l *ledger) {
 	if last == "" {
 		last = "start" // killed before the writer's first line
 	}
@@ -302,7 +302,7 @@ type phaseLine struct {
 // phase plus a random part of that phase's typical length (or after
 // targetWait), and returns the last phase it reported. A writer that
 // exits by itself has failed: its error is returned.
-func killWriter(wc writerConfig, target string, r *rand.Rand, est *phaseTimes, targetWait time.Duration) (string, error) {
+func killWriter(wc WriterConfig, target string, r *rand.Rand, est *phaseTimes, targetWait time.Duration) (string, error) {
 	cmd, err := tortureWriterCmd(wc.args())
 	if err != nil {
 		return "", err
@@ -409,25 +409,25 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *tortureSummary) progressLine(c tortureConfig) string {
+func (s *Report) progressLine(c Config) string {
 	rate := float64(s.Kills) / s.Elapsed.Seconds()
 	line := fmt.Sprintf("torture: %d kills", s.Kills)
 	var eta time.Duration
-	if c.kills > 0 {
-		line = fmt.Sprintf("torture: %d/%d kills (%.0f%%)", s.Kills, c.kills, 100*float64(s.Kills)/float64(c.kills))
+	if c.Kills > 0 {
+		line = fmt.Sprintf("torture: %d/%d kills (%.0f%%)", s.Kills, c.Kills, 100*float64(s.Kills)/float64(c.Kills))
 		if rate > 0 {
-			eta = time.Duration(float64(c.kills-s.Kills) / rate * float64(time.Second))
+			eta = time.Duration(float64(c.Kills-s.Kills) / rate * float64(time.Second))
 		}
 	}
-	if c.duration > 0 && (eta == 0 || c.duration-s.Elapsed < eta) {
-		eta = max(0, c.duration-s.Elapsed)
+	if c.Duration > 0 && (eta == 0 || c.Duration-s.Elapsed < eta) {
+		eta = max(0, c.Duration-s.Elapsed)
 	}
 	return fmt.Sprintf("%s, %.2f kills/s, ETA %v; %d operations acknowledged, %d lost, %d disagreements; open p50 %v",
 		line, rate, eta.Round(time.Second), s.acknowledged(), s.Lost, s.Disagree, s.openTime(0.5).Round(time.Millisecond))
 }
 
 // print writes the final summary.
-func (s *tortureSummary) print(w io.Writer, c tortureConfig) {
+func (s *Report) Print(w io.Writer, c Config) {
 	fmt.Fprintf(w, "tandem torture: seed %d, %s\n", s.Seed, c.limits())
 	fmt.Fprintf(w, "kills:              %d in %v (%.2f kills/s)\n", s.Kills, s.Elapsed.Round(time.Second), float64(s.Kills)/s.Elapsed.Seconds())
 	fmt.Fprintf(w, "acknowledged:       %d operations (index %d, jsonl %d, stream %d, delete %d)\n", s.acknowledged(),
