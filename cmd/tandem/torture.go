@@ -5,37 +5,37 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/tandemsearch/tandem/internal/stress/torture"
 )
 
+// runTorture is tandem torture: the crash torture harness
+// (internal/stress/torture), or with --writer first, one of its writer
+// processes.
 func runTorture(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "--writer" {
-		return runTortureWriterCmd(args[1:], stdout, stderr)
+		return runTortureWriter(args[1:], stdout, stderr)
 	}
-	c := torture.Config{TargetWait: 5 * time.Second}
+	c := torture.Config{Progress: stderr, WriterCommand: tortureWriterCommand}
 	fs := newFlagSet("torture", stderr)
 	fs.StringVar(&c.Dir, "dir", "", "working directory: collection/, ledger, check/ (default: a new temporary directory, removed after a passing run)")
 	fs.IntVar(&c.Kills, "kills", 0, "number of SIGKILLs (default 100 when --duration is not given either)")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop after this long (with --kills: whichever comes first)")
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the operations and kill times (default: from the clock; printed, to replay a run's choices)")
-	fs.IntVar(&c.IDs, "ids", 2000, "size of the pool of document ids (bounds the collection)")
+	fs.IntVar(&c.IDs, "ids", torture.DefaultIDs, "size of the pool of document ids (bounds the collection)")
 	fs.IntVar(&c.MaxBatch, "max-batch", 0, "largest batch of one call (default 300, or 32 with --model)")
-	fs.IntVar(&c.CloseEvery, "close-every", 15, "the writer closes and reopens the engine once in this many operations, on average")
+	fs.IntVar(&c.CloseEvery, "close-every", torture.DefaultCloseEvery, "the writer closes and reopens the engine once in this many operations, on average")
 	fs.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "FAISS"`)
 	fs.StringVar(&c.Model, "model", "", "index with this installed model (e.g. bge-small-en-v1.5) on short texts instead of supplied vectors; slower")
-	fs.DurationVar(&c.Progress, "progress", 10*time.Second, "interval between progress lines")
+	fs.DurationVar(&c.ProgressEvery, "progress", torture.DefaultProgressEvery, "interval between progress lines")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "tandem torture: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
-	}
-	if c.Kills == 0 && c.Duration == 0 {
-		c.Kills = 100
 	}
 	switch {
 	case c.Kills < 0:
@@ -51,15 +51,6 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 	case c.LateIndex != "" && c.LateIndex != "Residual":
 		return fmt.Errorf(`--late-index %q: want "Residual" or ""`, c.LateIndex)
 	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = 300
-		if c.Model != "" {
-			c.MaxBatch = 32
-		}
-	}
-	if c.Seed == 0 {
-		c.Seed = uint64(time.Now().UnixNano())
-	}
 	temp := c.Dir == ""
 	if temp {
 		d, err := os.MkdirTemp("", "tandem-torture-")
@@ -68,9 +59,9 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 		}
 		c.Dir = d
 	}
-	s, err := torture.Run(context.Background(), c, stderr)
+	s, err := torture.Run(context.Background(), c)
 	if s != nil {
-		s.Print(stdout, c)
+		s.Print(stdout)
 	}
 	if err != nil {
 		return err
@@ -85,8 +76,19 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runTortureWriterCmd is `tandem torture --writer`: the writer process.
-func runTortureWriterCmd(args []string, stdout, stderr io.Writer) error {
+// tortureWriterCommand starts a writer process of the harness: this
+// binary, as tandem torture --writer.
+func tortureWriterCommand(args []string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(exe, append([]string{"torture", "--writer"}, args...)...), nil
+}
+
+// runTortureWriter is tandem torture --writer: the writer process, which
+// the harness starts and SIGKILLs.
+func runTortureWriter(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("torture --writer", stderr)
 	c := torture.WriterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -3,6 +3,7 @@ package torture
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,44 +21,102 @@ import (
 	"time"
 )
 
-// tandem torture: the crash torture harness. A writer process (see
-// torture_writer.go) upserts and deletes a mixed stream against one
-// collection and records every acknowledged operation in a ledger; this
-// parent SIGKILLs it at random moments aimed at each phase of the write
-// path, copies the killed collection, reopens the copy and checks it
-// against the ledger (torture_check.go), then starts the next writer on
-// the killed original, so that the next writer's Open is a crash recovery
-// a kill can land in too.
+// Defaults of Config's zero fields.
+const (
+	DefaultKills         = 100 // when Duration is zero too
+	DefaultIDs           = 2000
+	DefaultMaxBatch      = 300
+	DefaultModelMaxBatch = 32 // with Model
+	DefaultCloseEvery    = 15
+	DefaultProgressEvery = 10 * time.Second
+	DefaultTargetWait    = 5 * time.Second
+)
 
-// tortureWriterCmd starts a writer process with the given writer flags:
-// this binary, `tandem torture --writer`. Tests replace it.
-var tortureWriterCmd = func(args []string) (*exec.Cmd, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	return exec.Command(exe, append([]string{"torture", "--writer"}, args...)...), nil
-}
-
-// Config configures a run.
+// Config configures a run. Zero fields take the defaults above; Dir and
+// WriterCommand are required.
 type Config struct {
-	Dir        string
-	Kills      int           // 0: no limit
-	Duration   time.Duration // 0: no limit
-	Seed       uint64
-	IDs        int
-	MaxBatch   int
+	// Dir is the working directory: collection/, ledger and check/. A run
+	// in a directory that holds a ledger resumes it.
+	Dir string
+	// Kills is the number of SIGKILLs and Duration the time limit: the run
+	// stops at whichever comes first; zero is no limit, unless both are.
+	Kills    int
+	Duration time.Duration
+	// Seed seeds the operations and the kill times (0: from the clock); the
+	// Report carries it, to replay a run's choices.
+	Seed uint64
+	// IDs is the size of the pool of document ids, which bounds the
+	// collection.
+	IDs int
+	// MaxBatch is the largest batch of one call.
+	MaxBatch int
+	// CloseEvery: the writer closes and reopens the engine once in this
+	// many operations, on average.
 	CloseEvery int
-	LateIndex  string
-	Model      string
-	Progress   time.Duration // between progress lines
-	// targetWait bounds the wait for the phase a kill aims at; the kill
+	// LateIndex is the late-interaction index of the collection's model
+	// (engine.Options.LateIndex).
+	LateIndex string
+	// Model indexes with this installed model on short texts instead of
+	// supplied vectors (slower).
+	Model string
+	// Progress, if not nil, receives a line at the start, one every
+	// ProgressEvery, and one at the end.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// TargetWait bounds the wait for the phase a kill aims at; the kill
 	// happens anyway when it runs out.
 	TargetWait time.Duration
+	// WriterCommand returns the command of a writer process with the given
+	// arguments: a process that parses them with WriterFlags and calls
+	// RunWriter, whose stdout the harness reads.
+	WriterCommand func(args []string) (*exec.Cmd, error)
+}
+
+// withDefaults fills c's zero fields and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	if c.Kills == 0 && c.Duration == 0 {
+		c.Kills = DefaultKills
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+		if c.Model != "" {
+			c.MaxBatch = DefaultModelMaxBatch
+		}
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	c.IDs = cmp.Or(c.IDs, DefaultIDs)
+	c.CloseEvery = cmp.Or(c.CloseEvery, DefaultCloseEvery)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, DefaultProgressEvery)
+	c.TargetWait = cmp.Or(c.TargetWait, DefaultTargetWait)
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	var bad []string
+	for name, v := range map[string]int64{"Kills": int64(c.Kills), "Duration": int64(c.Duration), "IDs": int64(c.IDs),
+		"MaxBatch": int64(c.MaxBatch), "CloseEvery": int64(c.CloseEvery), "TargetWait": int64(c.TargetWait)} {
+		if v < 0 {
+			bad = append(bad, fmt.Sprintf("Config.%s is negative", name))
+		}
+	}
+	if c.Dir == "" {
+		bad = append(bad, "Config.Dir is required")
+	}
+	if c.WriterCommand == nil {
+		bad = append(bad, "Config.WriterCommand is required")
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return c, fmt.Errorf("torture: %s", strings.Join(bad, "; "))
+	}
+	return c, nil
 }
 
 // Report is what a run found.
 type Report struct {
+	// Config is the run's, its zero fields filled.
+	Config   Config
 	Seed     uint64
 	Kills    int
 	Elapsed  time.Duration
@@ -100,13 +159,20 @@ func (s *Report) openTime(q float64) time.Duration {
 	return t[min(len(t)-1, int(q*float64(len(t))))]
 }
 
-// failed reports whether the run found any loss or disagreement, or
+// Failed reports whether the run found any loss or disagreement, or
 // stopped on an error.
 func (s *Report) Failed() bool { return s.Lost > 0 || s.Disagree > 0 || s.Stopped != nil }
 
-// torture runs the kills. It returns an error for a failure of the
-// harness itself; what the kills found is in the summary.
-func Run(ctx context.Context, c Config, progress io.Writer) (*Report, error) {
+// Run runs the kills until c's limit or until ctx is done. It returns an
+// error for a bad Config, a failure of the harness itself or ctx's end,
+// with the report so far; what the kills found is in the report, which
+// Failed sums up.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	progress := c.Progress
 	coll, checkDir := filepath.Join(c.Dir, "collection"), filepath.Join(c.Dir, "check")
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
@@ -117,7 +183,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Report, error) {
 	}
 	r := rand.New(rand.NewPCG(c.Seed, 0x6b696c6c))
 	ck := &checker{model: c.Model, lateIndex: c.LateIndex, rand: rand.New(rand.NewPCG(c.Seed, 0x636b))}
-	s := &Report{Seed: c.Seed, Phases: map[string]int{}, Raw: map[string]int{}}
+	s := &Report{Config: c, Seed: c.Seed, Phases: map[string]int{}, Raw: map[string]int{}}
 	est := newPhaseTimes()
 	fmt.Fprintf(progress, "torture: seed %d, directory %s, %s\n", c.Seed, c.Dir, c.limits())
 	start := time.Now()
@@ -127,10 +193,13 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Report, error) {
 		if c.Kills > 0 && n >= c.Kills || c.Duration > 0 && s.Elapsed >= c.Duration {
 			break
 		}
+		if err := ctx.Err(); err != nil {
+			return s, err
+		}
 		wc := WriterConfig{dir: coll, ledger: l.path, seed: c.Seed ^ uint64(n+1)*0x9e3779b97f4a7c15, firstOp: l.nextOp,
 			ids: c.IDs, maxBatch: c.MaxBatch, closeEvery: c.CloseEvery, lateIndex: c.LateIndex, model: c.Model}
 		target := pickTarget(r)
-		last, err := killWriter(wc, target, r, est, c.TargetWait)
+		last, err := killWriter(c.WriterCommand, wc, target, r, est, c.TargetWait)
 		if err != nil {
 			s.Stopped = err
 			break
@@ -152,7 +221,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Report, error) {
 		}
 		os.RemoveAll(checkDir)
 		s.record(n+1, last, res, l)
-		if time.Since(lastProgress) >= c.Progress {
+		if time.Since(lastProgress) >= c.ProgressEvery {
 			lastProgress = time.Now()
 			s.Elapsed = time.Since(start)
 			fmt.Fprintln(progress, s.progressLine(c))
@@ -298,12 +367,12 @@ type phaseLine struct {
 	at   time.Time
 }
 
-// killWriter starts a writer, SIGKILLs it once it has entered the target
+// killWriter starts a writer with command, SIGKILLs it once it has entered the target
 // phase plus a random part of that phase's typical length (or after
 // targetWait), and returns the last phase it reported. A writer that
 // exits by itself has failed: its error is returned.
-func killWriter(wc WriterConfig, target string, r *rand.Rand, est *phaseTimes, targetWait time.Duration) (string, error) {
-	cmd, err := tortureWriterCmd(wc.args())
+func killWriter(command func([]string) (*exec.Cmd, error), wc WriterConfig, target string, r *rand.Rand, est *phaseTimes, targetWait time.Duration) (string, error) {
+	cmd, err := command(wc.args())
 	if err != nil {
 		return "", err
 	}
@@ -426,8 +495,9 @@ func (s *Report) progressLine(c Config) string {
 		line, rate, eta.Round(time.Second), s.acknowledged(), s.Lost, s.Disagree, s.openTime(0.5).Round(time.Millisecond))
 }
 
-// print writes the final summary.
-func (s *Report) Print(w io.Writer, c Config) {
+// Print writes the final summary.
+func (s *Report) Print(w io.Writer) {
+	c := s.Config
 	fmt.Fprintf(w, "tandem torture: seed %d, %s\n", s.Seed, c.limits())
 	fmt.Fprintf(w, "kills:              %d in %v (%.2f kills/s)\n", s.Kills, s.Elapsed.Round(time.Second), float64(s.Kills)/s.Elapsed.Seconds())
 	fmt.Fprintf(w, "acknowledged:       %d operations (index %d, jsonl %d, stream %d, delete %d)\n", s.acknowledged(),

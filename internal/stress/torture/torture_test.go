@@ -3,6 +3,7 @@ package torture
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,13 +13,14 @@ import (
 	"time"
 )
 
-const tortureWriterEnv = "TANDEM_TORTURE_WRITER"
+// writerEnv carries a writer's arguments to TestWriterProcess.
+const writerEnv = "TANDEM_TORTURE_WRITER"
 
-// TestTortureWriter is the writer process of TestTorture: it runs only when
-// re-executed by it, with the writer's flags in the environment, and
-// writes until it is killed.
-func TestTortureWriter(t *testing.T) {
-	args := os.Getenv(tortureWriterEnv)
+// TestWriterProcess is the writer process of TestTorture: it runs only
+// when re-executed by it, with the writer's arguments in the environment,
+// and writes until it is killed.
+func TestWriterProcess(t *testing.T) {
+	args := os.Getenv(writerEnv)
 	if args == "" {
 		t.Skip("writer process of TestTorture")
 	}
@@ -32,6 +34,14 @@ func TestTortureWriter(t *testing.T) {
 	}
 }
 
+// testWriterCommand starts a writer process by re-executing the test
+// binary to run TestWriterProcess.
+func testWriterCommand(args []string) (*exec.Cmd, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), writerEnv+"="+strings.Join(args, "\x1f"))
+	return cmd, nil
+}
+
 // TestTorture is the short version of make torture: 30 SIGKILLs of a
 // writer upserting and deleting documents that bring dense and token
 // vectors (residual late index), each followed by a reopen and a full
@@ -42,24 +52,15 @@ func TestTorture(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash torture in short mode")
 	}
-	old := tortureWriterCmd
-	tortureWriterCmd = func(args []string) (*exec.Cmd, error) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTortureWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), tortureWriterEnv+"="+strings.Join(args, "\x1f"))
-		return cmd, nil
-	}
-	defer func() { tortureWriterCmd = old }()
-
 	c := Config{Dir: t.TempDir(), Kills: 30, Seed: uint64(time.Now().UnixNano()), IDs: 300, MaxBatch: 120, CloseEvery: 10,
-		LateIndex: "Residual", Progress: time.Hour, TargetWait: 3 * time.Second}
+		LateIndex: "Residual", ProgressEvery: time.Hour, TargetWait: 3 * time.Second, WriterCommand: testWriterCommand}
 	t.Logf("seed %d (tandem torture --seed %d --kills 30 --ids 300 --max-batch 120 --close-every 10 replays its choices)", c.Seed, c.Seed)
-	var progress bytes.Buffer
-	s, err := Run(context.Background(), c, &progress)
+	s, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var summary bytes.Buffer
-	s.Print(&summary, c)
+	s.Print(&summary)
 	t.Log("\n" + summary.String())
 	if s.Stopped != nil {
 		t.Fatalf("stopped: %v", s.Stopped)
@@ -81,5 +82,38 @@ func TestTorture(t *testing.T) {
 	}
 	if !strings.Contains(summary.String(), fmt.Sprintf("kills:              %d", c.Kills)) {
 		t.Errorf("summary lacks the kill count:\n%s", summary.String())
+	}
+}
+
+// Run refuses a Config without a directory or a way to start writers, or
+// with a negative count, naming the fields, and stops before the next
+// kill once its context is done.
+func TestRunConfig(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want []string
+	}{
+		{Config{}, []string{"Config.Dir is required", "Config.WriterCommand is required"}},
+		{Config{Dir: t.TempDir(), WriterCommand: testWriterCommand, Kills: -1, IDs: -3}, []string{"Config.IDs is negative", "Config.Kills is negative"}},
+	} {
+		r, err := Run(context.Background(), tc.c)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: error %v, want %q", tc.c, err, w)
+			}
+		}
+		if r != nil {
+			t.Errorf("%+v: a report from a refused config", tc.c)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	r, err := Run(ctx, Config{Dir: dir, WriterCommand: testWriterCommand})
+	if !errors.Is(err, context.Canceled) || r == nil || r.Kills != 0 {
+		t.Fatalf("cancelled run: %v, %+v", err, r)
+	}
+	if r.Config.Kills != DefaultKills || r.Config.IDs != DefaultIDs || r.Config.MaxBatch != DefaultMaxBatch || r.Seed == 0 || r.Seed != r.Config.Seed {
+		t.Errorf("defaults not filled: %+v", r.Config)
 	}
 }

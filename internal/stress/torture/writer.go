@@ -17,8 +17,8 @@ import (
 	"github.com/tandemsearch/tandem/engine"
 )
 
-// The writer of tandem torture: a child process (the same binary, run as
-// `tandem torture --writer`) that upserts and deletes a mixed stream
+// The writer: a child process (Config.WriterCommand starts it; in tandem,
+// the same binary run as `tandem torture --writer`) that upserts and deletes a mixed stream
 // against one collection until the parent SIGKILLs it. It reports each
 // phase it enters as a line "phase <name>" on stdout, written unbuffered
 // before the phase's work starts, so the last line the parent reads after
@@ -158,7 +158,8 @@ func tortureDoc(id string, ver int64, external bool) tandem.Doc {
 
 func tortureID(i int) string { return fmt.Sprintf("d%05d", i) }
 
-// WriterConfig is what the parent tells one writer process.
+// WriterConfig is what the parent tells one writer process, in the flags
+// WriterFlags defines.
 type WriterConfig struct {
 	dir, ledger string
 	seed        uint64
@@ -356,8 +357,8 @@ func tortureJSONL(docs []tandem.Doc) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// RunWriter is the writer process: it runs c until the process is
-// killed. On an error it writes a line "error <message>" for the parent,
+// RunWriter is the writer process: it runs c, writing its phase lines to
+// stdout, until the process is killed. On an error it writes a line "error <message>" for the parent,
 // which reports it, and returns the error; a config without a directory,
 // a ledger and positive counts is refused before the writer starts.
 func RunWriter(c WriterConfig, stdout io.Writer) error {
