@@ -170,15 +170,6 @@ BENCH_COMPARE ?=
 bench-collections: build ## what collections cost tandem serve in memory
 	bash scripts/bench/collections.sh $(BENCH_COMPARE) bin/tandem
 
-# The crash torture harness (tandem torture): KILLS SIGKILLs of a writer
-# that upserts and deletes documents bringing dense and token vectors
-# (residual late index), each followed by a reopen checked against the
-# writer's ledger of acknowledged operations. It fails on any lost
-# operation or any disagreement among Badger, Bleve, FAISS and the token
-# index. TORTURE_DIR keeps the collection and ledger (default: a temporary
-# directory, removed when the run passes); TORTURE_FLAGS adds flags, e.g.
-# --duration 30m, --seed N, --late-index FAISS. make test runs 30 kills
-# (cmd/tandem TestTorture).
 # The replication layers issue #17 weighs, side by side on loopback
 # (experiments/consensusbench, a module of its own; docs/cluster.md):
 # acknowledged-write latency, throughput and recovery after the leader is
@@ -191,6 +182,15 @@ CONSENSUS_FLAGS ?=
 bench-consensus: ## the Raft experiment behind the cluster (experiments/consensusbench)
 	cd experiments/consensusbench && go run . $(CONSENSUS_FLAGS)
 
+# The crash torture harness (tandem torture): KILLS SIGKILLs of a writer
+# that upserts and deletes documents bringing dense and token vectors
+# (residual late index), each followed by a reopen checked against the
+# writer's ledger of acknowledged operations. It fails on any lost
+# operation or any disagreement among Badger, Bleve, FAISS and the token
+# index. TORTURE_DIR keeps the collection and ledger (default: a temporary
+# directory, removed when the run passes); TORTURE_FLAGS adds flags, e.g.
+# --duration 30m, --seed N, --late-index FAISS. make test runs 30 kills
+# (internal/stress/torture TestTorture).
 .PHONY: torture
 KILLS ?= 1000
 TORTURE_FLAGS ?=
