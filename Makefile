@@ -189,7 +189,7 @@ bench-consensus: ## the Raft experiment behind the cluster (experiments/consensu
 # operation or any disagreement among Badger, Bleve, FAISS and the token
 # index. TORTURE_DIR keeps the collection and ledger (default: a temporary
 # directory, removed when the run passes); TORTURE_FLAGS adds flags, e.g.
-# --duration 30m, --seed N, --late-index FAISS. make test runs 30 kills
+# --duration 30m, --seed N. make test runs 30 kills
 # (internal/stress/torture TestTorture).
 .PHONY: torture
 KILLS ?= 1000
