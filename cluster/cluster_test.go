@@ -136,7 +136,7 @@ func withVectors(t *testing.T, e *engine.Engine, docs []tandem.Doc) []tandem.Doc
 	ctx := context.Background()
 	var out []tandem.Doc
 	for i := 0; i < len(docs); i += 64 {
-		p, err := e.Prepare(ctx, docs[i:min(i+64, len(docs))])
+		p, err := e.Shard().Prepare(ctx, docs[i:min(i+64, len(docs))])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 						req.Weight = map[string]float64{"bm25": 0.5, "dense": 2}
 					}
 					// The query is encoded once, for both.
-					req, _, err := single.EncodeQuery(ctx, req)
+					req, _, err := single.Shard().EncodeQuery(ctx, req)
 					if err != nil {
 						t.Fatal(err)
 					}

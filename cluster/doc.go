@@ -22,7 +22,7 @@
 //   - A document's shard is ShardOf(id, shards), fixed at creation, so an
 //     upsert or a delete always goes where the document is.
 //   - Every replica applies its group's committed entries in log order
-//     through the engine's batch path (engine.Engine.Write), and records
+//     through the engine's batch path (engine.Shard.Write), and records
 //     the entry's Raft index in the same Badger transaction (a storage
 //     mark). After a crash Raft replays its log from its last snapshot and
 //     the replica skips every entry at or below its mark: nothing is

@@ -341,8 +341,8 @@ func (r *replica) digest(ctx context.Context) (Digest, error) {
 		return Digest{}, fmt.Errorf("%w: %w", errOutOfService, err)
 	}
 	defer r.mu.RUnlock()
-	d := Digest{Applied: r.applied.Load(), LastSeq: eng.Store().LastSeq(), Docs: map[string]string{}}
-	err = eng.Store().ScanDocs(ctx, func(_ uint64, doc tandem.Doc) error {
+	d := Digest{Applied: r.applied.Load(), LastSeq: eng.Shard().Store().LastSeq(), Docs: map[string]string{}}
+	err = eng.Shard().Store().ScanDocs(ctx, func(_ uint64, doc tandem.Doc) error {
 		b, err := json.Marshal(doc.Fields) // map keys sorted: canonical
 		if err != nil {
 			return err

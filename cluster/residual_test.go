@@ -71,7 +71,7 @@ func TestEquivalenceResidual(t *testing.T) {
 		var n int
 		for qi, q := range queries {
 			for fi, f := range filters {
-				req, _, err := single.EncodeQuery(ctx, engine.Request{Text: q, Retrievers: mode, K: 10, Filter: []byte(f)})
+				req, _, err := single.Shard().EncodeQuery(ctx, engine.Request{Text: q, Retrievers: mode, K: 10, Filter: []byte(f)})
 				if err != nil {
 					t.Fatal(err)
 				}

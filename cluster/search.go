@@ -65,7 +65,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	if err != nil {
 		return nil, err
 	}
-	req, plan, err := eng.EncodeQuery(ctx, req)
+	req, plan, err := eng.Shard().EncodeQuery(ctx, req)
 	r.mu.RUnlock()
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 			if err != nil {
 				return nil, err
 			}
-			work, err := eng.ChooseLate(req, name, cols)
+			work, err := eng.Shard().ChooseLate(req, name, cols)
 			r.mu.RUnlock()
 			if err != nil {
 				return nil, err
@@ -284,13 +284,13 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 	defer r.mu.RUnlock()
 	switch phase {
 	case "prepare":
-		c, err := eng.Collect(ctx, sr.Request)
+		c, err := eng.Shard().Collect(ctx, sr.Request)
 		if err == nil {
 			*out.(*engine.Collected) = *c
 		}
 		return err
 	case "rank":
-		l, err := eng.Rank(ctx, sr.Request, sr.Shard)
+		l, err := eng.Shard().Rank(ctx, sr.Request, sr.Shard)
 		*out.(*[]engine.Ranked) = l
 		return err
 	case "stats":
@@ -298,7 +298,7 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 		*out.(*engine.Stats) = st
 		return err
 	case "fetch":
-		d, err := eng.Fetch(ctx, sr.Request, sr.IDs)
+		d, err := eng.Shard().Fetch(ctx, sr.Request, sr.IDs)
 		*out.(*map[string]tandem.Doc) = d
 		return err
 	}

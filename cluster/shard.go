@@ -68,7 +68,7 @@ func openReplica(coll string, shard int, dir string, opts engine.Options) (*repl
 }
 
 func (r *replica) loadApplied() error {
-	v, ok, err := r.eng.Store().Mark(markApplied)
+	v, ok, err := r.eng.Shard().Store().Mark(markApplied)
 	if err != nil {
 		return fmt.Errorf("cluster: %s shard %d: %w", r.coll, r.shard, err)
 	}
@@ -147,7 +147,7 @@ func (r *replica) Apply(l *raft.Log) any {
 	ctx := context.Background()
 	var res storage.WriteResult
 	if err == nil {
-		res, err = r.eng.Write(ctx, &b)
+		res, err = r.eng.Shard().Write(ctx, &b)
 	}
 	var be *storage.BatchError
 	if err != nil && (errors.As(err, &be) || errors.Is(err, storage.ErrBatchTooLarge) || errors.Is(err, errBadEntry)) {
@@ -155,7 +155,7 @@ func (r *replica) Apply(l *raft.Log) any {
 		// the mark is committed.
 		var m storage.Batch
 		m.SetMark(markApplied, mark)
-		if _, werr := r.eng.Write(ctx, &m); werr != nil {
+		if _, werr := r.eng.Shard().Write(ctx, &m); werr != nil {
 			return r.breakLocked(fmt.Errorf("record entry %d: %w", l.Index, werr))
 		}
 		r.setApplied(l.Index)
@@ -165,7 +165,7 @@ func (r *replica) Apply(l *raft.Log) any {
 		// Committed (the mark says so) with a derived index to catch up
 		// later, or not committed at all: then the replica stops, and a
 		// restart applies the entry again.
-		if v, ok, merr := r.eng.Store().Mark(markApplied); merr != nil || !ok || string(v) != string(mark) {
+		if v, ok, merr := r.eng.Shard().Store().Mark(markApplied); merr != nil || !ok || string(v) != string(mark) {
 			return r.breakLocked(fmt.Errorf("apply entry %d: %w", l.Index, err))
 		}
 	}
@@ -193,7 +193,7 @@ type replicaSnapshot struct{ r *replica }
 func (s replicaSnapshot) Persist(sink raft.SnapshotSink) error {
 	eng, err := s.r.engine()
 	if err == nil {
-		err = eng.Store().Backup(context.Background(), sink)
+		err = eng.Shard().Store().Backup(context.Background(), sink)
 		s.r.mu.RUnlock()
 	}
 	if err != nil {

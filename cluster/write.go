@@ -55,7 +55,7 @@ func (n *Node) Index(ctx context.Context, coll string, docs []tandem.Doc) (Write
 	if err != nil {
 		return WriteResult{}, err
 	}
-	prepared, err := eng.Prepare(ctx, docs)
+	prepared, err := eng.Shard().Prepare(ctx, docs)
 	r.mu.RUnlock()
 	if err != nil {
 		return WriteResult{}, err

@@ -198,7 +198,7 @@ func checkCrashState(t *testing.T, round int, dir string, state, uncertain map[s
 		t.Fatalf("round %d: reopen: %v", round, err)
 	}
 	defer e.Close()
-	st := e.Store()
+	st := e.Shard().Store()
 	// Badger: ids unique, each acknowledged state holds.
 	inBadger := map[string]uint64{}
 	if err := st.ScanDocs(ctx, func(num uint64, d tandem.Doc) error {

@@ -424,19 +424,18 @@ func (e *Engine) Delete(ctx context.Context, ids []string) (IndexResult, error) 
 		}
 		b.Delete(id)
 	}
-	r, err := e.Write(ctx, &b)
+	r, err := e.write(ctx, &b)
 	if err != nil {
 		return IndexResult{}, err
 	}
 	return IndexResult{Deleted: r.Deleted, Batches: 1}, nil
 }
 
-// Write commits one storage batch atomically and applies it to the derived
-// indexes. Callers that attach blobs (vectors) to documents use it
-// directly. Once storage commits, the batch is acknowledged: if a derived
+// write commits one storage batch atomically and applies it to the derived
+// indexes. Once storage commits, the batch is acknowledged: if a derived
 // index then fails, the error is returned but the batch stays committed
 // and the index catches up on the next Open.
-func (e *Engine) Write(ctx context.Context, b *storage.Batch) (storage.WriteResult, error) {
+func (e *Engine) write(ctx context.Context, b *storage.Batch) (storage.WriteResult, error) {
 	if err := e.enter(); err != nil {
 		return storage.WriteResult{}, err
 	}
@@ -601,10 +600,6 @@ func (e *Engine) WaitRetrain(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Store exposes the source of truth, for retrievers that read blobs and
-// the change log.
-func (e *Engine) Store() *storage.Store { return e.st }
 
 // Count is the number of live documents.
 func (e *Engine) Count() uint64 { return e.st.Count() }

@@ -390,7 +390,7 @@ func TestFilterLimits(t *testing.T) {
 		for name, run := range map[string]func() error{
 			"Search":       func() error { _, err := e.Search(ctx, Request{Filter: tc.over}); return err },
 			"FilterBitmap": func() error { _, err := e.FilterBitmap(ctx, tc.over); return err },
-			"Fetch":        func() error { _, err := e.Fetch(ctx, Request{Filter: tc.over}, []string{"1"}); return err },
+			"Fetch":        func() error { _, err := e.Shard().Fetch(ctx, Request{Filter: tc.over}, []string{"1"}); return err },
 		} {
 			err := run()
 			var fe *filter.Error
@@ -494,11 +494,11 @@ func TestWriteBlobs(t *testing.T) {
 	e := openT(t, t.TempDir(), &Options{NoSync: true})
 	var b storage.Batch
 	b.Put(tandem.Doc{ID: "a", Fields: map[string]any{"text": "x"}}, map[string][]byte{"vec/m": {1, 2, 3, 4}})
-	if _, err := e.Write(ctx, &b); err != nil {
+	if _, err := e.Shard().Write(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	num, _, _ := e.Store().Lookup("a")
-	if v, ok, _ := e.Store().Blob(num, "vec/m"); !ok || len(v) != 4 {
+	num, _, _ := e.Shard().Store().Lookup("a")
+	if v, ok, _ := e.Shard().Store().Blob(num, "vec/m"); !ok || len(v) != 4 {
 		t.Errorf("blob = %v, %v", v, ok)
 	}
 }
@@ -570,9 +570,9 @@ func TestAttachDerivedIndex(t *testing.T) {
 	}
 	e.Index(ctx, []tandem.Doc{{ID: "c", Fields: map[string]any{"text": "z"}}, {ID: "b", Fields: map[string]any{"text": "y2"}}})
 	want := map[uint64]string{}
-	e.Store().ScanDocs(ctx, func(num uint64, d tandem.Doc) error { want[num] = d.ID; return nil })
-	if fmt.Sprint(l.live) != fmt.Sprint(want) || l.applied != e.Store().LastSeq() {
-		t.Errorf("derived %v at %d, storage %v at %d", l.live, l.applied, want, e.Store().LastSeq())
+	e.Shard().Store().ScanDocs(ctx, func(num uint64, d tandem.Doc) error { want[num] = d.ID; return nil })
+	if fmt.Sprint(l.live) != fmt.Sprint(want) || l.applied != e.Shard().Store().LastSeq() {
+		t.Errorf("derived %v at %d, storage %v at %d", l.live, l.applied, want, e.Shard().Store().LastSeq())
 	}
 	if st, _ := e.Stats(); st.AppliedSeq["liveset"] != st.LastSeq {
 		t.Errorf("stats: %+v", st.AppliedSeq)

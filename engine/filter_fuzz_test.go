@@ -74,7 +74,7 @@ func FuzzFilter(f *testing.F) {
 	schema := e.Schema()
 	stored := map[string]map[string]any{}
 	nums := map[uint64]string{}
-	if err := e.Store().ScanDocs(ctx, func(num uint64, d tandem.Doc) error {
+	if err := e.Shard().Store().ScanDocs(ctx, func(num uint64, d tandem.Doc) error {
 		stored[d.ID], nums[num] = d.Fields, d.ID
 		return nil
 	}); err != nil {
@@ -119,7 +119,7 @@ func FuzzFilter(f *testing.F) {
 		}
 		if int(bm.GetCardinality()) != len(want) {
 			for id := range want {
-				num, _, _ := e.Store().Lookup(id)
+				num, _, _ := e.Shard().Store().Lookup(id)
 				if !bm.Contains(num) {
 					t.Fatalf("bitmap lacks %s (%v), which Match accepts", id, fieldsJSON(stored[id]))
 				}

@@ -165,7 +165,7 @@ func TestFilterProperty(t *testing.T) {
 	}
 	schema := e.Schema()
 	stored := map[string]map[string]any{}
-	if err := e.Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error {
+	if err := e.Shard().Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error {
 		stored[d.ID] = d.Fields
 		return nil
 	}); err != nil {
@@ -201,7 +201,7 @@ func TestFilterProperty(t *testing.T) {
 			t.Fatalf("filter %s: bitmap has %d docs, Match accepts %d", fj, bm.GetCardinality(), len(want))
 		}
 		for id := range want {
-			num, _, _ := e.Store().Lookup(id)
+			num, _, _ := e.Shard().Store().Lookup(id)
 			if !bm.Contains(num) {
 				t.Fatalf("filter %s: bitmap lacks %s", fj, id)
 			}

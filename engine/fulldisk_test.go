@@ -84,7 +84,7 @@ func faultDoc(i, words int) tandem.Doc {
 func checkConsistent(t *testing.T, e *Engine, want map[string]tandem.Doc) {
 	t.Helper()
 	ctx := context.Background()
-	st := e.Store()
+	st := e.Shard().Store()
 	inBadger := map[string]uint64{}
 	if err := st.ScanDocs(ctx, func(num uint64, d tandem.Doc) error {
 		if _, dup := inBadger[d.ID]; dup {

@@ -17,7 +17,8 @@ import (
 // consistency checks such as tandem torture compare the sets with storage
 // and with each other. Search never shows a difference, since hits are
 // materialised from storage.
-func (e *Engine) IndexedDocs(ctx context.Context) (map[string]*roaring64.Bitmap, error) {
+func (s *Shard) IndexedDocs(ctx context.Context) (map[string]*roaring64.Bitmap, error) {
+	e := s.e
 	if err := e.enter(); err != nil {
 		return nil, err
 	}

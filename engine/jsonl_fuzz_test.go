@@ -285,7 +285,7 @@ func FuzzIndexJSONL(f *testing.F) {
 			}
 			for _, l := range lines {
 				if r, err := decodeRefLine(l); err == nil {
-					if _, ok, _ := e.Store().Lookup(r.id); ok {
+					if _, ok, _ := e.Shard().Store().Lookup(r.id); ok {
 						t.Fatalf("rejected input stored %q", r.id)
 					}
 				}
@@ -331,11 +331,11 @@ func FuzzIndexJSONL(f *testing.F) {
 // its metadata fields finds it.
 func checkJSONLDoc(t *testing.T, ctx context.Context, e *Engine, schema *tandem.Schema, r refLine) {
 	t.Helper()
-	num, ok, err := e.Store().Lookup(r.id)
+	num, ok, err := e.Shard().Store().Lookup(r.id)
 	if err != nil || !ok {
 		t.Fatalf("accepted id %q: not stored (%v)", r.id, err)
 	}
-	doc, ok, err := e.Store().Get(num)
+	doc, ok, err := e.Shard().Store().Get(num)
 	if err != nil || !ok {
 		t.Fatalf("accepted id %q: no document (%v)", r.id, err)
 	}
@@ -362,7 +362,7 @@ func checkJSONLDoc(t *testing.T, ctx context.Context, e *Engine, schema *tandem.
 		t.Fatalf("id %q: stored fields %s, want %s", r.id, gotJSON, wantJSON)
 	}
 
-	blob, ok, err := e.Store().Blob(num, dense.BlobName(fuzzModel.Name))
+	blob, ok, err := e.Shard().Store().Blob(num, dense.BlobName(fuzzModel.Name))
 	if err != nil || !ok {
 		t.Fatalf("id %q: no dense blob (%v)", r.id, err)
 	}
@@ -370,7 +370,7 @@ func checkJSONLDoc(t *testing.T, ctx context.Context, e *Engine, schema *tandem.
 	if err != nil || !slices.Equal(vec, r.dense) {
 		t.Fatalf("id %q: stored dense vector %v (%v), supplied %v", r.id, vec, err, r.dense)
 	}
-	blob, ok, err = e.Store().Blob(num, latecollect.BlobName(fuzzModel.Name))
+	blob, ok, err = e.Shard().Store().Blob(num, latecollect.BlobName(fuzzModel.Name))
 	if err != nil || !ok {
 		t.Fatalf("id %q: no token blob (%v)", r.id, err)
 	}

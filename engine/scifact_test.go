@@ -92,7 +92,7 @@ func openSciFact(t *testing.T) (*Engine, string, time.Duration, int) {
 			continue
 		}
 		want++
-		if _, ok, _ := e.Store().Lookup(d.ID); ok {
+		if _, ok, _ := e.Shard().Store().Lookup(d.ID); ok {
 			continue
 		}
 		d.Fields["group"] = sciFactGroup(d.ID)
@@ -311,7 +311,7 @@ func fuseRuns(t *testing.T, e *Engine, runs []*sciFactRow, method string) evalua
 		for i, r := range runs {
 			lists[i] = fusion.List{Name: r.mode, Depth: DefaultDepth}
 			for _, res := range r.res.Run[q] {
-				num, ok, err := e.Store().Lookup(res.DocID)
+				num, ok, err := e.Shard().Store().Lookup(res.DocID)
 				if err != nil || !ok {
 					t.Fatalf("%s: %v %v", res.DocID, ok, err)
 				}

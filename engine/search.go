@@ -196,7 +196,8 @@ type Plan struct {
 }
 
 // Plan checks req against the collection and resolves it.
-func (e *Engine) Plan(req Request) (*Plan, error) {
+func (s *Shard) Plan(req Request) (*Plan, error) {
+	e := s.e
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err

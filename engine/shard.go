@@ -20,7 +20,7 @@ import (
 // is searched in phases, so that it ranks exactly as one engine holding
 // every document would:
 //
-//  1. the coordinating engine checks the request (Plan) and encodes the
+//  1. the coordinating engine checks the request (Shard.Plan) and encodes the
 //     query once (EncodeQuery), so that no shard encodes it again;
 //  2. every shard reports the BM25 statistics of the query's terms and
 //     what its late-interaction token search collected (Collect); the
@@ -36,6 +36,29 @@ import (
 // with it, and each shard's best hits include every one of its documents
 // in the union's best hits. Ranks tied at equal scores may differ from
 // one engine's, which breaks ties by document number.
+
+// Shard is an engine seen as one shard of a collection split over several
+// engines (package cluster): the phases of a sharded search, the writes a
+// replica applies, and the store beneath. A program that embeds one engine
+// needs none of it; Engine.Shard returns it.
+type Shard struct{ e *Engine }
+
+// Shard returns the engine's shard methods.
+func (e *Engine) Shard() *Shard { return &Shard{e} }
+
+// Write commits one storage batch atomically and applies it to the derived
+// indexes, as Index and Delete do with the batches they build: a replica
+// applies the batches its log replicates, which may carry blobs
+// (vectors) and marks. Once storage commits, the batch is acknowledged: if
+// a derived index then fails, the error is returned but the batch stays
+// committed and the index catches up on the next Open.
+func (s *Shard) Write(ctx context.Context, b *storage.Batch) (storage.WriteResult, error) {
+	return s.e.write(ctx, b)
+}
+
+// Store is the source of truth beneath the engine: its marks, change log,
+// backups and documents, which a replica reads and restores.
+func (s *Shard) Store() *storage.Store { return s.e.st }
 
 // ShardOptions run a search as one shard of a collection split over
 // several engines.
@@ -71,7 +94,8 @@ func (so *ShardOptions) late(name string) (LateWork, bool) {
 // and late-interaction retriever that would otherwise encode the text, so
 // that shards given it encode nothing, and req's plan. Each model encodes
 // once.
-func (e *Engine) EncodeQuery(ctx context.Context, req Request) (Request, *Plan, error) {
+func (s *Shard) EncodeQuery(ctx context.Context, req Request) (Request, *Plan, error) {
+	e := s.e
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return req, nil, err
@@ -126,7 +150,8 @@ type Collected struct {
 // Collect runs the first phase of a sharded search on this engine, with
 // one plan and one filter bitmap for every retriever. Query vectors come
 // from req.Vectors, else the text is encoded.
-func (e *Engine) Collect(ctx context.Context, req Request) (*Collected, error) {
+func (s *Shard) Collect(ctx context.Context, req Request) (*Collected, error) {
+	e := s.e
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
@@ -187,7 +212,8 @@ type RankedHit struct {
 // ShardOptions) and returns their rankings, unfused, in the order of
 // Plan.Retrievers. A document deleted since an index last caught up is
 // left out.
-func (e *Engine) Rank(ctx context.Context, req Request, so *ShardOptions) ([]Ranked, error) {
+func (s *Shard) Rank(ctx context.Context, req Request, so *ShardOptions) ([]Ranked, error) {
+	e := s.e
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
@@ -222,7 +248,8 @@ func (e *Engine) Rank(ctx context.Context, req Request, so *ShardOptions) ([]Ran
 // Fetch loads the documents with the given ids that exist and match
 // req's filter (when it has one), for the page of a sharded search.
 // Documents deleted since they were ranked are left out.
-func (e *Engine) Fetch(ctx context.Context, req Request, ids []string) (map[string]tandem.Doc, error) {
+func (s *Shard) Fetch(ctx context.Context, req Request, ids []string) (map[string]tandem.Doc, error) {
+	e := s.e
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
@@ -279,7 +306,8 @@ type Prepared struct {
 // its index in docs. Fields a document adds to a non-strict schema are
 // checked against the schema as it is, not as the earlier documents of
 // docs would extend it.
-func (e *Engine) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, error) {
+func (s *Shard) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, error) {
+	e := s.e
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
@@ -323,7 +351,8 @@ func (e *Engine) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, er
 // late-interaction retriever name (cols[i] is shard i's), what each shard
 // scores, as this engine's own search would choose over the union of the
 // shards (latecollect.Index.Choose).
-func (e *Engine) ChooseLate(req Request, name string, cols []*latecollect.Collection) ([]LateWork, error) {
+func (s *Shard) ChooseLate(req Request, name string, cols []*latecollect.Collection) ([]LateWork, error) {
+	e := s.e
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err

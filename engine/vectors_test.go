@@ -42,19 +42,19 @@ func storedVectors(t *testing.T, e *Engine, docs []tandem.Doc, model string) map
 	t.Helper()
 	out := map[string]tandem.Vectors{}
 	for _, d := range docs {
-		num, ok, err := e.Store().Lookup(d.ID)
+		num, ok, err := e.Shard().Store().Lookup(d.ID)
 		if err != nil || !ok {
 			t.Fatalf("lookup %s: %v %v", d.ID, ok, err)
 		}
 		var v tandem.Vectors
-		b, ok, err := e.Store().Blob(num, dense.BlobName(model))
+		b, ok, err := e.Shard().Store().Blob(num, dense.BlobName(model))
 		if err != nil || !ok {
 			t.Fatalf("dense blob of %s: %v %v", d.ID, ok, err)
 		}
 		if v.Dense, err = dense.DecodeVector(b, len(b)/4); err != nil {
 			t.Fatal(err)
 		}
-		b, ok, err = e.Store().Blob(num, latecollect.BlobName(model))
+		b, ok, err = e.Shard().Store().Blob(num, latecollect.BlobName(model))
 		if err != nil || !ok {
 			t.Fatalf("token blob of %s: %v %v", d.ID, ok, err)
 		}

@@ -79,7 +79,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	var prepared []tandem.Doc
 	for i := 0; i < len(corpus); i += 64 {
-		p, err := single.Prepare(ctx, corpus[i:min(i+64, len(corpus))])
+		p, err := single.Shard().Prepare(ctx, corpus[i:min(i+64, len(corpus))])
 		if err != nil {
 			return err
 		}

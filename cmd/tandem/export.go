@@ -154,7 +154,7 @@ func (n *npyFile) writeHeader() error {
 // scanIDs calls fn for every stored blob name of a live document, with
 // its external id.
 func scanIDs(ctx context.Context, e *engine.Engine, blob string, fn func(id string, value []byte) error) error {
-	st := e.Store()
+	st := e.Shard().Store()
 	return st.ScanBlobs(ctx, blob, func(num uint64, value []byte) error {
 		ids, err := st.IDs([]uint64{num})
 		if err != nil {

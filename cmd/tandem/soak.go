@@ -437,7 +437,7 @@ func (w *soakWorld) doc(id int, ver uint64) tandem.Doc {
 func (w *soakWorld) prefill(ctx context.Context, e *engine.Engine) error {
 	n := w.c.Docs
 	var others []string
-	err := e.Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error {
+	err := e.Shard().Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error {
 		if id, err := strconv.Atoi(strings.TrimPrefix(d.ID, "d")); err != nil || id < 0 || id >= 2*n {
 			others = append(others, d.ID)
 		}
@@ -720,7 +720,7 @@ func (w *soakWorld) search(e *engine.Engine, i int, rng *rand.Rand, k *soakCount
 // every live id is stored at its last acknowledged version, no other id
 // is stored, and the count agrees.
 func (w *soakWorld) checkFinal(e *engine.Engine) error {
-	st := e.Store()
+	st := e.Shard().Store()
 	live := 0
 	for id := range w.ledger.size {
 		want, ver := w.ledger.final(id)

@@ -193,7 +193,7 @@ func (c *checker) check(ctx context.Context, dir string, l *ledger) (res checkRe
 			err = fmt.Errorf("close after check: %w", cerr)
 		}
 	}()
-	st := e.Store()
+	st := e.Shard().Store()
 
 	// Storage: every document once, and what the ledger implies.
 	type stored struct {
@@ -334,7 +334,7 @@ func (c *checker) check(ctx context.Context, dir string, l *ledger) (res checkRe
 	}
 
 	// Every index holds exactly the live documents.
-	sets, err := e.IndexedDocs(ctx)
+	sets, err := e.Shard().IndexedDocs(ctx)
 	if err != nil {
 		return res, err
 	}

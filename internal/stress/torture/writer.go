@@ -211,7 +211,7 @@ func runTortureWriter(c WriterConfig, stdout io.Writer) error {
 	}
 	// The live ids, to pick existing documents to update and delete.
 	live := map[string]bool{}
-	if err := e.Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error { live[d.ID] = true; return nil }); err != nil {
+	if err := e.Shard().Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error { live[d.ID] = true; return nil }); err != nil {
 		return err
 	}
 	liveList := func() []string {
@@ -262,7 +262,7 @@ func runTortureWriter(c WriterConfig, stdout io.Writer) error {
 				ids = append(ids, id)
 			}
 		}
-		seq := e.Store().LastSeq()
+		seq := e.Shard().Store().LastSeq()
 		if del {
 			if err := writeIntent(ledger, op, "del", "delete", seq, ids); err != nil {
 				return err
