@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"context"
@@ -6,14 +6,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/tandemsearch/tandem"
@@ -72,9 +70,9 @@ const (
 // of the long run without it.
 const soakJudgesMemory = !raceEnabled
 
-// soakConfig configures one soak run; zero fields mean the defaults of the
+// Config configures one soak run; zero fields mean the defaults of the
 // flags.
-type soakConfig struct {
+type Config struct {
 	Dir       string        // the collection; "" means a new one in a temporary directory
 	Duration  time.Duration // of the load, after prefill
 	Sample    time.Duration // between samples of the process
@@ -84,10 +82,11 @@ type soakConfig struct {
 	Model     bool   // the default ONNX model instead of external vectors
 	LateIndex string // the late-interaction index of the first late model
 	Report    string // markdown file for the samples and verdict; "" for none
-	// MemProfile is a file for a Go heap profile taken when the load
-	// stops, before the collection closes; "" for none.
-	MemProfile string
-	Seed       uint64
+	// AtStop, if set, is called when the load stops, before the
+	// collection closes (the command writes its heap profile there); its
+	// error ends the run.
+	AtStop func() error
+	Seed   uint64
 }
 
 // The external models of a soak collection: documents and queries bring
@@ -97,49 +96,6 @@ const (
 	soakLate      = "soak-late"
 	soakLateFAISS = "soak-late-faiss"
 )
-
-// soakCommand is registered in main.go's command table.
-var soakCommand = command{"run searchers in every mode beside a writer and a deleter for a duration, checking every hit and the process's growth", runSoak}
-
-func runSoak(args []string, stdout, stderr io.Writer) error {
-	fset := newFlagSet("soak", stderr)
-	var c soakConfig
-	fset.StringVar(&c.Dir, "dir", "", "collection directory, new or made by an earlier soak (default: a new one in a temporary directory, removed afterwards)")
-	fset.DurationVar(&c.Duration, "duration", 5*time.Minute, "how long the load runs, after prefill")
-	fset.DurationVar(&c.Sample, "sample", 0, "time between samples of RSS, goroutines, open files and heap (default: a tenth of --duration, at most 1m)")
-	fset.DurationVar(&c.Warmup, "warmup", 0, "warm-up before growth is judged (default: a fifth of --duration, at most 10m)")
-	fset.IntVar(&c.Docs, "docs", 5000, "documents prefilled, and the live count the deleter keeps")
-	fset.IntVar(&c.Searchers, "searchers", 4, "concurrent searchers")
-	fset.BoolVar(&c.Model, "model", false, "index with the default ONNX model ("+encoder.DefaultModel+", dense and late) instead of external vectors")
-	fset.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index of the external "soak-late" model (or of the --model one); a second external model, "soak-late-faiss", always uses FAISS`)
-	fset.StringVar(&c.Report, "report", "", "write the samples, bounds and verdict to this markdown file")
-	fset.StringVar(&c.MemProfile, "memprofile", "", "write a Go heap profile (in use, after a GC) to this file when the load stops, before the collection closes")
-	seed := fset.Uint64("seed", 1, "random seed of documents, queries and operations")
-	if err := parseFlags(fset, args); err != nil {
-		return err
-	}
-	c.Seed = *seed
-	if c.Sample == 0 {
-		c.Sample = min(time.Minute, c.Duration/10)
-	}
-	if c.Duration <= 0 || c.Sample <= 0 || c.Warmup < 0 || c.Docs < 100 || c.Searchers < 1 || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem soak [--dir DIR] [--duration 5m] [--sample D] [--warmup D] [--docs N (at least 100)] [--searchers N (at least 1)] [--model] [--late-index Residual] [--report FILE]")
-		return errUsage
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := soak(ctx, c, stderr)
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(stdout, res.markdown(c))
-	if c.Report != "" {
-		if err := os.WriteFile(c.Report, []byte(res.markdown(c)), 0o644); err != nil {
-			return fmt.Errorf("--report: %w", err)
-		}
-	}
-	return res.verdict()
-}
 
 // soakSample is one look at the process.
 type soakSample struct {
@@ -158,8 +114,8 @@ type soakSample struct {
 	Violations      uint64
 }
 
-// soakResult is what a soak saw.
-type soakResult struct {
+// Report is what a soak saw.
+type Report struct {
 	Samples  []soakSample
 	Warmup   time.Duration
 	Prefill  time.Duration
@@ -179,7 +135,7 @@ type soakResult struct {
 	Final                      string // the end-of-run check of storage against the ledger
 }
 
-func (r *soakResult) verdict() error {
+func (r *Report) Verdict() error {
 	var why []string
 	if r.Interrupted {
 		why = append(why, "interrupted")
@@ -202,7 +158,7 @@ func (r *soakResult) verdict() error {
 
 // soak runs the whole soak: open or create the collection, prefill it,
 // run the load for c.Duration while sampling, then judge.
-func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, error) {
+func Run(ctx context.Context, c Config, stderr io.Writer) (*Report, error) {
 	if c.Warmup == 0 {
 		c.Warmup = min(soakMaxWarmup, c.Duration/5)
 	}
@@ -231,7 +187,7 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 	if err := w.checkCollection(e); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	res := &soakResult{Warmup: c.Warmup, PerMode: map[string]uint64{}, ViolationKinds: map[string]uint64{}}
+	res := &Report{Warmup: c.Warmup, PerMode: map[string]uint64{}, ViolationKinds: map[string]uint64{}}
 	fmt.Fprintf(stderr, "soak: %s, prefilling %d documents (ids %s..%s live, the next %d deleted)\n", dir, c.Docs, synth.ID(0), synth.ID(c.Docs-1), c.Docs)
 	start := time.Now()
 	if err := w.prefill(ctx, e); err != nil {
@@ -244,10 +200,9 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 	run := c
 	run.Dir = dir // the samples measure it on disk
 	w.run(ctx, e, run, res, stderr)
-	if c.MemProfile != "" {
-		runtime.GC() // the profile's in-use figures are as of the last GC
-		if err := writeHeapProfile(c.MemProfile); err != nil {
-			return nil, fmt.Errorf("--memprofile: %w", err)
+	if c.AtStop != nil {
+		if err := c.AtStop(); err != nil {
+			return nil, err
 		}
 	}
 
@@ -271,7 +226,7 @@ func soak(ctx context.Context, c soakConfig, stderr io.Writer) (*soakResult, err
 
 // soakWorld is the soak's documents, queries, filters and ledger.
 type soakWorld struct {
-	c      soakConfig
+	c      Config
 	gen    *synth.Generator
 	dense  tandem.Model // gen's external model
 	tgen   *synth.TokenGenerator
@@ -301,7 +256,7 @@ type soakQuery struct {
 	tokens [][]float32
 }
 
-func newSoakWorld(c soakConfig) (*soakWorld, error) {
+func newSoakWorld(c Config) (*soakWorld, error) {
 	corpus := synth.Default()
 	corpus.Seed, corpus.Vocab, corpus.MinWords, corpus.MaxWords, corpus.Categories, corpus.Dim, corpus.Clusters, corpus.Model =
 		c.Seed, 20_000, 8, 40, 20, 64, 64, soakDense
@@ -531,7 +486,7 @@ func (k *soakCounters) violation(kind, msg string) {
 
 // run runs the load until c.Duration has passed, ctx is done or the engine
 // fails, sampling the process as it goes.
-func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c soakConfig, res *soakResult, stderr io.Writer) {
+func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c Config, res *Report, stderr io.Writer) {
 	var k soakCounters
 	k.mu.perMode, k.mu.violationKinds = map[string]uint64{}, map[string]uint64{}
 	// Workers stop between operations when stop closes; their own calls
@@ -1063,7 +1018,7 @@ func judgeGrowth(samples []soakSample, warmup time.Duration, memory bool) []stri
 }
 
 // markdown is the run's report: the samples, the totals and the verdict.
-func (r *soakResult) markdown(c soakConfig) string {
+func (r *Report) Markdown(c Config) string {
 	var b strings.Builder
 	models := "external dense (64-d) and late-interaction (16 tokens of 32 values; " + strconv.Quote(c.LateIndex) + " and FAISS) models"
 	if c.Model {
@@ -1115,7 +1070,7 @@ func (r *soakResult) markdown(c soakConfig) string {
 	for _, s := range r.Violations {
 		fmt.Fprintf(&b, "- violation: %s\n", s)
 	}
-	if err := r.verdict(); err != nil {
+	if err := r.Verdict(); err != nil {
 		fmt.Fprintf(&b, "\n**FAIL**: %v\n", err)
 	} else {
 		bounded := "RSS, goroutines and open files"

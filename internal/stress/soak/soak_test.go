@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tandemsearch/tandem/engine"
 )
 
 // TestSoak is the short version of make soak: 20 seconds of searchers in
@@ -20,13 +18,13 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak runs for 20 seconds")
 	}
-	c := soakConfig{Dir: filepath.Join(t.TempDir(), "c"), Duration: 20 * time.Second, Sample: 2 * time.Second, Warmup: 4 * time.Second,
+	c := Config{Dir: filepath.Join(t.TempDir(), "c"), Duration: 20 * time.Second, Sample: 2 * time.Second, Warmup: 4 * time.Second,
 		Docs: 400, Searchers: 3, LateIndex: "Residual", Seed: 7}
-	res, err := soak(context.Background(), c, testWriter{t})
+	res, err := Run(context.Background(), c, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + res.markdown(c))
+	t.Log("\n" + res.Markdown(c))
 	if res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" || res.Interrupted {
 		t.Fatalf("%d errors %v, %d violations %v, final check %q, interrupted %v", res.ErrorCount, res.Errors, res.ViolationCount, res.Violations, res.Final, res.Interrupted)
 	}
@@ -56,7 +54,7 @@ func TestSoak(t *testing.T) {
 	// rewrites every id the soak uses and deletes the others, so the
 	// checks, and the final count, pass.
 	c.Duration, c.Sample, c.Warmup, c.Docs = 3*time.Second, time.Second, time.Second, 150
-	res, err = soak(context.Background(), c, io.Discard)
+	res, err = Run(context.Background(), c, io.Discard)
 	if err != nil || res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" {
 		t.Fatalf("second soak of the same collection: %v; %v %v %q", err, res.Errors, res.Violations, res.Final)
 	}
@@ -68,32 +66,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// The command refuses bad flags, and a collection that is not a soak's,
-// naming what it lacks.
-func TestSoakCommandErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"soak", "--docs", "10"},
-		{"soak", "--duration", "0s"},
-		{"soak", "--searchers", "0"},
-		{"soak", "extra"},
-	} {
-		if code, _, errs := tandemRun(t, args...); code == 0 || !strings.Contains(errs, "usage: tandem soak") {
-			t.Errorf("%v: code %d, %q", args, code, errs)
-		}
-	}
-	dir := filepath.Join(t.TempDir(), "beir")
-	e, err := engine.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := tandemRun(t, "soak", "--dir", dir, "--duration", "1s"); code == 0 || !strings.Contains(errs, "not a soak collection") || !strings.Contains(errs, dir) {
-		t.Errorf("BEIR collection: code %d, %q", code, errs)
-	}
 }
 
 // The ledger flags a hit only when the search certainly began after the
