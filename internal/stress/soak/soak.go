@@ -24,36 +24,36 @@ import (
 )
 
 // The soak's bounds on growth after warm-up (the first fifth of the run, at
-// most soakMaxWarmup: long enough for the Go heap, Badger's memtables and
+// most maxWarmup: long enough for the Go heap, Badger's memtables and
 // caches and the derived indexes to reach their working sizes). The end of a
 // run is the smallest of its last three samples: a leak raises every later
 // sample, while one GC cycle or one Badger flush raises only the sample it
 // lands in.
 const (
-	// soakRSSGrowth and soakRSSSlack bound the resident set at the end to
+	// rssGrowth and rssSlack bound the resident set at the end to
 	// the warm-up's peak plus 25% or 64 MiB, whichever is larger. A flat
 	// process still moves that much: the Go heap may reach twice its live
 	// size before a collection (GOGC=100), a Badger memtable is 64 MiB and
 	// is replaced as it flushes, and Badger's block cache fills as
 	// compactions write new tables.
-	soakRSSGrowth = 0.25
-	soakRSSSlack  = 64 << 20
-	// soakGoroutineSlack bounds goroutines at the end to the warm-up's
+	rssGrowth = 0.25
+	rssSlack  = 64 << 20
+	// goroutineSlack bounds goroutines at the end to the warm-up's
 	// peak plus this many. Each sample records the floor of readings four
 	// times a second, which leaves out most of what in-flight searches and
 	// writes start; what remains varies by a few (Badger's compactions,
 	// a search that spans the interval), while a leak grows without bound.
-	soakGoroutineSlack = 16
-	// soakFileSlack bounds open files the same way (their floor too):
+	goroutineSlack = 16
+	// fileSlack bounds open files the same way (their floor too):
 	// Badger opens a table file per flush and closes those a compaction
 	// merges, and Bleve opens and merges segment files, so the count
 	// moves with the data, not with time.
-	soakFileSlack = 16
-	// soakMaxWarmup caps the warm-up, otherwise a fifth of the run.
-	soakMaxWarmup = 10 * time.Minute
+	fileSlack = 16
+	// maxWarmup caps the warm-up, otherwise a fifth of the run.
+	maxWarmup = 10 * time.Minute
 )
 
-// soakJudgesMemory says whether the RSS bound applies: not under the race
+// judgesMemory says whether the RSS bound applies: not under the race
 // detector, whose own memory is no measure of Tandem's. ThreadSanitizer
 // keeps shadow and metadata for every heap address and sync object a run
 // touches, and its allocator for goroutine histories, none of which goes
@@ -68,7 +68,7 @@ const (
 // of the work in its time, so its minutes are all warm-up: it checks
 // correctness, goroutines and open files, and the memory bound is the job
 // of the long run without it.
-const soakJudgesMemory = !raceEnabled
+const judgesMemory = !raceEnabled
 
 // Config configures one soak run; zero fields mean the defaults of the
 // flags.
@@ -76,7 +76,7 @@ type Config struct {
 	Dir       string        // the collection; "" means a new one in a temporary directory
 	Duration  time.Duration // of the load, after prefill
 	Sample    time.Duration // between samples of the process
-	Warmup    time.Duration // 0 means min(soakMaxWarmup, Duration/5)
+	Warmup    time.Duration // 0 means min(maxWarmup, Duration/5)
 	Docs      int           // prefilled documents, and the live count the deleter keeps
 	Searchers int
 	Model     bool   // the default ONNX model instead of external vectors
@@ -92,13 +92,13 @@ type Config struct {
 // The external models of a soak collection: documents and queries bring
 // their vectors, so the load stays on the engine, not on ONNX inference.
 const (
-	soakDense     = "soak-dense"
-	soakLate      = "soak-late"
-	soakLateFAISS = "soak-late-faiss"
+	denseModel     = "soak-dense"
+	lateModel      = "soak-late"
+	lateFAISSModel = "soak-late-faiss"
 )
 
-// soakSample is one look at the process.
-type soakSample struct {
+// Sample is one look at the process.
+type Sample struct {
 	Elapsed         time.Duration
 	RSS, HWM, Heap  int64
 	Anon, File      int64 // RSS's anonymous and file-backed parts (RssAnon, RssFile)
@@ -116,7 +116,7 @@ type soakSample struct {
 
 // Report is what a soak saw.
 type Report struct {
-	Samples  []soakSample
+	Samples  []Sample
 	Warmup   time.Duration
 	Prefill  time.Duration
 	Searches uint64
@@ -160,7 +160,7 @@ func (r *Report) Verdict() error {
 // run the load for c.Duration while sampling, then judge.
 func Run(ctx context.Context, c Config, stderr io.Writer) (*Report, error) {
 	if c.Warmup == 0 {
-		c.Warmup = min(soakMaxWarmup, c.Duration/5)
+		c.Warmup = min(maxWarmup, c.Duration/5)
 	}
 	dir := c.Dir
 	if dir == "" {
@@ -171,7 +171,7 @@ func Run(ctx context.Context, c Config, stderr io.Writer) (*Report, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp + "/collection"
 	}
-	w, err := newSoakWorld(c)
+	w, err := newWorld(c)
 	if err != nil {
 		return nil, err
 	}
@@ -220,66 +220,66 @@ func Run(ctx context.Context, c Config, stderr io.Writer) (*Report, error) {
 		res.ErrorCount++
 		res.Errors = append(res.Errors, "close: "+err.Error())
 	}
-	res.Growth = judgeGrowth(res.Samples, c.Warmup+min(time.Second, c.Sample/2), soakJudgesMemory)
+	res.Growth = judgeGrowth(res.Samples, c.Warmup+min(time.Second, c.Sample/2), judgesMemory)
 	return res, nil
 }
 
-// soakWorld is the soak's documents, queries, filters and ledger.
-type soakWorld struct {
+// world is the soak's documents, queries, filters and ledger.
+type world struct {
 	c      Config
 	gen    *synth.Generator
 	dense  tandem.Model // gen's external model
 	tgen   *synth.TokenGenerator
-	ledger *soakLedger
+	ledger *ledger
 	// modes are the searches every searcher cycles through: a name and
 	// its request's retrievers, fusion and weights.
-	modes   []soakMode
-	filters []soakFilter
-	queries []soakQuery
+	modes   []searchMode
+	filters []searchFilter
+	queries []query
 }
 
-type soakMode struct {
+type searchMode struct {
 	name       string
 	retrievers []string
 	fusion     string
 	weight     map[string]float64
 }
 
-type soakFilter struct {
+type searchFilter struct {
 	json string
 	expr filter.Expr // checked against the collection's schema
 }
 
-type soakQuery struct {
+type query struct {
 	text   string
 	dense  []float32
 	tokens [][]float32
 }
 
-func newSoakWorld(c Config) (*soakWorld, error) {
+func newWorld(c Config) (*world, error) {
 	corpus := synth.Default()
 	corpus.Seed, corpus.Vocab, corpus.MinWords, corpus.MaxWords, corpus.Categories, corpus.Dim, corpus.Clusters, corpus.Model =
-		c.Seed, 20_000, 8, 40, 20, 64, 64, soakDense
+		c.Seed, 20_000, 8, 40, 20, 64, 64, denseModel
 	gen, err := synth.New(corpus)
 	if err != nil {
 		return nil, err
 	}
 	tc := synth.DefaultTokens()
-	tc.Seed, tc.Dim, tc.Tokens, tc.QueryTokens, tc.Centres, tc.Common, tc.Topics, tc.Model = c.Seed, 32, 16, 8, 1024, 64, 64, soakLate
+	tc.Seed, tc.Dim, tc.Tokens, tc.QueryTokens, tc.Centres, tc.Common, tc.Topics, tc.Model = c.Seed, 32, 16, 8, 1024, 64, 64, lateModel
 	tgen, err := synth.NewTokens(tc)
 	if err != nil {
 		return nil, err
 	}
-	w := &soakWorld{c: c, gen: gen, dense: corpus.ModelSpec(), tgen: tgen, ledger: newSoakLedger(2 * c.Docs)}
+	w := &world{c: c, gen: gen, dense: corpus.ModelSpec(), tgen: tgen, ledger: newLedger(2 * c.Docs)}
 	for i := range 256 {
 		text, dense := gen.Query(i)
 		tokens, _ := tgen.Query(i, c.Docs)
-		w.queries = append(w.queries, soakQuery{text: text, dense: dense, tokens: tokens})
+		w.queries = append(w.queries, query{text: text, dense: dense, tokens: tokens})
 	}
 	return w, nil
 }
 
-func (w *soakWorld) onnx() []string {
+func (w *world) onnx() []string {
 	if w.c.Model {
 		return []string{encoder.DefaultModel}
 	}
@@ -289,7 +289,7 @@ func (w *soakWorld) onnx() []string {
 // schema is the soak collection's: a text field, a keyword, a number and
 // a date for filters, "owner" and "ver" to check each hit's fields, and
 // the external models unless --model.
-func (w *soakWorld) schema() *tandem.Schema {
+func (w *world) schema() *tandem.Schema {
 	s := &tandem.Schema{IDField: "_id", Strict: true, Fields: []tandem.Field{
 		{Name: "text", Type: tandem.Text},
 		{Name: "cat", Type: tandem.Keyword},
@@ -302,7 +302,7 @@ func (w *soakWorld) schema() *tandem.Schema {
 		late := w.tgen.Corpus().ModelSpec()
 		late.LateIndex = w.c.LateIndex
 		faiss := late
-		faiss.Name, faiss.LateIndex = soakLateFAISS, "FAISS"
+		faiss.Name, faiss.LateIndex = lateFAISSModel, "FAISS"
 		s.Models = []tandem.Model{w.dense, late, faiss}
 	}
 	return s
@@ -310,7 +310,7 @@ func (w *soakWorld) schema() *tandem.Schema {
 
 // checkCollection makes sure a given collection is a soak collection,
 // then prepares the modes and filters for it.
-func (w *soakWorld) checkCollection(e *engine.Engine) error {
+func (w *world) checkCollection(e *engine.Engine) error {
 	s := e.Schema()
 	for _, f := range w.schema().Fields {
 		if g, ok := s.Field(f.Name); !ok || g.Type != f.Type {
@@ -336,16 +336,16 @@ func (w *soakWorld) checkCollection(e *engine.Engine) error {
 		}
 	}
 	all := e.Retrievers()
-	w.modes = []soakMode{{name: "bm25", retrievers: []string{"bm25"}}}
+	w.modes = []searchMode{{name: "bm25", retrievers: []string{"bm25"}}}
 	for _, r := range append(slices.Clone(dense), late...) {
-		w.modes = append(w.modes, soakMode{name: r, retrievers: []string{r}})
+		w.modes = append(w.modes, searchMode{name: r, retrievers: []string{r}})
 	}
 	for _, f := range []string{"minmax", "rrf", "zscore", "dbsf", "combmnz", "max"} {
-		w.modes = append(w.modes, soakMode{name: "hybrid " + f, retrievers: all, fusion: f})
+		w.modes = append(w.modes, searchMode{name: "hybrid " + f, retrievers: all, fusion: f})
 	}
 	w.modes = append(w.modes,
-		soakMode{name: "hybrid wrrf bm25+dense", retrievers: []string{"bm25", dense[0]}, fusion: "wrrf", weight: map[string]float64{"bm25": 0.5, "dense": 2}},
-		soakMode{name: "hybrid combsum dense+late", retrievers: []string{dense[0], late[0]}, fusion: "combsum"})
+		searchMode{name: "hybrid wrrf bm25+dense", retrievers: []string{"bm25", dense[0]}, fusion: "wrrf", weight: map[string]float64{"bm25": 0.5, "dense": 2}},
+		searchMode{name: "hybrid combsum dense+late", retrievers: []string{dense[0], late[0]}, fusion: "combsum"})
 	for _, js := range []string{
 		fmt.Sprintf(`{"term":{"cat":%q}}`, synth.Category(3)),
 		`{"range":{"year":{"gte":2000,"lt":2010}}}`,
@@ -360,14 +360,14 @@ func (w *soakWorld) checkCollection(e *engine.Engine) error {
 		if err != nil {
 			return fmt.Errorf("soak filter %s: %w", js, err)
 		}
-		w.filters = append(w.filters, soakFilter{json: js, expr: x})
+		w.filters = append(w.filters, searchFilter{json: js, expr: x})
 	}
 	return nil
 }
 
 // doc is version ver of document id: its content is drawn from ver, so
 // every version differs, and "owner" and "ver" record what it is.
-func (w *soakWorld) doc(id int, ver uint64) tandem.Doc {
+func (w *world) doc(id int, ver uint64) tandem.Doc {
 	d := w.gen.Doc(int(ver))
 	d.ID = synth.ID(id)
 	d.Fields["owner"] = d.ID
@@ -378,9 +378,9 @@ func (w *soakWorld) doc(id int, ver uint64) tandem.Doc {
 	if w.c.Model {
 		d.Vectors = nil
 	} else {
-		tokens := w.tgen.Doc(int(ver)).Vectors[soakLate].Tokens
-		d.Vectors[soakLate] = tandem.Vectors{Tokens: tokens}
-		d.Vectors[soakLateFAISS] = tandem.Vectors{Tokens: tokens}
+		tokens := w.tgen.Doc(int(ver)).Vectors[lateModel].Tokens
+		d.Vectors[lateModel] = tandem.Vectors{Tokens: tokens}
+		d.Vectors[lateFAISSModel] = tandem.Vectors{Tokens: tokens}
 	}
 	return d
 }
@@ -389,7 +389,7 @@ func (w *soakWorld) doc(id int, ver uint64) tandem.Doc {
 // the ledger knows the state of every id, in a new collection or in one
 // an earlier soak left; any other document such a collection holds (from
 // a soak with more --docs) is deleted first.
-func (w *soakWorld) prefill(ctx context.Context, e *engine.Engine) error {
+func (w *world) prefill(ctx context.Context, e *engine.Engine) error {
 	n := w.c.Docs
 	var others []string
 	err := e.Store().ScanDocs(ctx, func(_ uint64, d tandem.Doc) error {
@@ -423,7 +423,7 @@ func (w *soakWorld) prefill(ctx context.Context, e *engine.Engine) error {
 	return w.delete(ctx, e, ids)
 }
 
-func (w *soakWorld) upsert(ctx context.Context, e *engine.Engine, ids []int) error {
+func (w *world) upsert(ctx context.Context, e *engine.Engine, ids []int) error {
 	vers := w.ledger.beginUpsert(ids)
 	docs := make([]tandem.Doc, len(ids))
 	for i, id := range ids {
@@ -438,7 +438,7 @@ func (w *soakWorld) upsert(ctx context.Context, e *engine.Engine, ids []int) err
 
 // delete deletes ids, whose deletion the ledger has begun (beginDelete or
 // pickDeletes).
-func (w *soakWorld) delete(ctx context.Context, e *engine.Engine, ids []int) error {
+func (w *world) delete(ctx context.Context, e *engine.Engine, ids []int) error {
 	names := make([]string, len(ids))
 	for i, id := range ids {
 		names[i] = synth.ID(id)
@@ -450,8 +450,8 @@ func (w *soakWorld) delete(ctx context.Context, e *engine.Engine, ids []int) err
 	return nil
 }
 
-// soakCounters are the load's running totals, shared by its goroutines.
-type soakCounters struct {
+// counters are the load's running totals, shared by its goroutines.
+type counters struct {
 	searches, hits, upserts, created, deletes atomic.Uint64
 	errors, violations                        atomic.Uint64
 	mu                                        struct {
@@ -463,31 +463,31 @@ type soakCounters struct {
 	}
 }
 
-const soakKeep = 10 // errors and violations kept verbatim
+const keepFirst = 10 // errors and violations kept verbatim
 
-func (k *soakCounters) fail(err error) {
+func (k *counters) fail(err error) {
 	k.errors.Add(1)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if len(k.mu.errors) < soakKeep {
+	if len(k.mu.errors) < keepFirst {
 		k.mu.errors = append(k.mu.errors, err.Error())
 	}
 }
 
-func (k *soakCounters) violation(kind, msg string) {
+func (k *counters) violation(kind, msg string) {
 	k.violations.Add(1)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.mu.violationKinds[kind]++
-	if len(k.mu.violations) < soakKeep {
+	if len(k.mu.violations) < keepFirst {
 		k.mu.violations = append(k.mu.violations, kind+": "+msg)
 	}
 }
 
 // run runs the load until c.Duration has passed, ctx is done or the engine
 // fails, sampling the process as it goes.
-func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c Config, res *Report, stderr io.Writer) {
-	var k soakCounters
+func (w *world) run(ctx context.Context, e *engine.Engine, c Config, res *Report, stderr io.Writer) {
+	var k counters
 	k.mu.perMode, k.mu.violationKinds = map[string]uint64{}, map[string]uint64{}
 	// Workers stop between operations when stop closes; their own calls
 	// run to completion, so the end of the run is never an error.
@@ -574,7 +574,7 @@ func (w *soakWorld) run(ctx context.Context, e *engine.Engine, c Config, res *Re
 		s.Disk = procstat.DirBytes(c.Dir)
 		floorG, floorF = -1, -1
 		res.Samples = append(res.Samples, s)
-		fmt.Fprintln(stderr, soakProgress(res.Samples, c.Duration))
+		fmt.Fprintln(stderr, progressLine(res.Samples, c.Duration))
 	}
 	sample()
 	probes := time.NewTicker(probeEvery)
@@ -618,7 +618,7 @@ loop:
 
 // search runs search i: mode i mod len(modes), and the filters in turn
 // (one search in len(filters)+1 has none), then checks every hit.
-func (w *soakWorld) search(e *engine.Engine, i int, rng *rand.Rand, k *soakCounters) error {
+func (w *world) search(e *engine.Engine, i int, rng *rand.Rand, k *counters) error {
 	mode := w.modes[i%len(w.modes)]
 	q := w.queries[rng.IntN(len(w.queries))]
 	req := engine.Request{Text: q.text, K: 10, Retrievers: mode.retrievers, Fusion: mode.fusion, Weight: mode.weight}
@@ -626,9 +626,9 @@ func (w *soakWorld) search(e *engine.Engine, i int, rng *rand.Rand, k *soakCount
 		req.K, req.Offset = 25, 5
 	}
 	if !w.c.Model {
-		req.Vectors = map[string]tandem.Vectors{soakDense: {Dense: q.dense}, soakLate: {Tokens: q.tokens}, soakLateFAISS: {Tokens: q.tokens}}
+		req.Vectors = map[string]tandem.Vectors{denseModel: {Dense: q.dense}, lateModel: {Tokens: q.tokens}, lateFAISSModel: {Tokens: q.tokens}}
 	}
-	var f *soakFilter
+	var f *searchFilter
 	if j := (i / len(w.modes)) % (len(w.filters) + 1); j < len(w.filters) {
 		f = &w.filters[j]
 		req.Filter = []byte(f.json)
@@ -674,7 +674,7 @@ func (w *soakWorld) search(e *engine.Engine, i int, rng *rand.Rand, k *soakCount
 // checkFinal compares storage with the ledger once the load has stopped:
 // every live id is stored at its last acknowledged version, no other id
 // is stored, and the count agrees.
-func (w *soakWorld) checkFinal(e *engine.Engine) error {
+func (w *world) checkFinal(e *engine.Engine) error {
 	st := e.Store()
 	live := 0
 	for id := range w.ledger.size {
@@ -707,24 +707,24 @@ func (w *soakWorld) checkFinal(e *engine.Engine) error {
 	return nil
 }
 
-// soakLedger records, per id, what the writer and the deleter began and
+// ledger records, per id, what the writer and the deleter began and
 // had acknowledged, on one logical clock that searches read too. It lets
 // a search's hit be judged against what was certainly true when the
 // search began, whatever the writer and deleter did meanwhile.
-type soakLedger struct {
+type ledger struct {
 	size int // ids 0..size-1
 	mu   struct {
 		sync.Mutex
 		clock uint64
-		ids   []soakID
+		ids   []idState
 		live  []int // ids acknowledged upserted and not since picked for deletion
 		pos   []int // index in live, or -1
 	}
 }
 
-// soakID is one id's history. Versions are clock values of upsert
+// idState is one id's history. Versions are clock values of upsert
 // starts, so they grow with each upsert of an id.
-type soakID struct {
+type idState struct {
 	upStart    uint64 // clock at the start of the last upsert (its version)
 	upInflight bool   // an upsert has begun and is not acknowledged
 	// The last acknowledged delete: clock at its start and its
@@ -734,15 +734,15 @@ type soakID struct {
 	delClean         bool
 	pendStart        uint64 // a delete begun and not yet acknowledged
 	pendClean        bool
-	acks             [4]soakAck // the last acknowledged upserts, a ring
+	acks             [4]ack // the last acknowledged upserts, a ring
 	nacks            int
 }
 
-type soakAck struct{ clock, ver uint64 }
+type ack struct{ clock, ver uint64 }
 
-func newSoakLedger(size int) *soakLedger {
-	l := &soakLedger{size: size}
-	l.mu.ids = make([]soakID, size)
+func newLedger(size int) *ledger {
+	l := &ledger{size: size}
+	l.mu.ids = make([]idState, size)
 	l.mu.pos = make([]int, size)
 	for i := range l.mu.pos {
 		l.mu.pos[i] = -1
@@ -750,14 +750,14 @@ func newSoakLedger(size int) *soakLedger {
 	return l
 }
 
-func (l *soakLedger) now() uint64 {
+func (l *ledger) now() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.clock++
 	return l.mu.clock
 }
 
-func (l *soakLedger) beginUpsert(ids []int) []uint64 {
+func (l *ledger) beginUpsert(ids []int) []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	vers := make([]uint64, len(ids))
@@ -769,14 +769,14 @@ func (l *soakLedger) beginUpsert(ids []int) []uint64 {
 	return vers
 }
 
-func (l *soakLedger) ackUpsert(ids []int, vers []uint64) {
+func (l *ledger) ackUpsert(ids []int, vers []uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.clock++
 	for i, id := range ids {
 		s := &l.mu.ids[id]
 		s.upInflight = false
-		s.acks[s.nacks%len(s.acks)] = soakAck{clock: l.mu.clock, ver: vers[i]}
+		s.acks[s.nacks%len(s.acks)] = ack{clock: l.mu.clock, ver: vers[i]}
 		s.nacks++
 		if l.mu.pos[id] < 0 {
 			l.mu.pos[id] = len(l.mu.live)
@@ -785,13 +785,13 @@ func (l *soakLedger) ackUpsert(ids []int, vers []uint64) {
 	}
 }
 
-func (l *soakLedger) beginDelete(ids []int) {
+func (l *ledger) beginDelete(ids []int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.beginDeleteLocked(ids)
 }
 
-func (l *soakLedger) beginDeleteLocked(ids []int) {
+func (l *ledger) beginDeleteLocked(ids []int) {
 	l.mu.clock++
 	for _, id := range ids {
 		s := &l.mu.ids[id]
@@ -800,7 +800,7 @@ func (l *soakLedger) beginDeleteLocked(ids []int) {
 	}
 }
 
-func (l *soakLedger) ackDelete(ids []int) {
+func (l *ledger) ackDelete(ids []int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.clock++
@@ -810,7 +810,7 @@ func (l *soakLedger) ackDelete(ids []int) {
 	}
 }
 
-func (l *soakLedger) unliveLocked(id int) {
+func (l *ledger) unliveLocked(id int) {
 	p := l.mu.pos[id]
 	if p < 0 {
 		return
@@ -821,9 +821,9 @@ func (l *soakLedger) unliveLocked(id int) {
 	l.mu.pos[id] = -1
 }
 
-// soakPick is the writer's next batch: distinct ids, of which created
+// pick is the writer's next batch: distinct ids, of which created
 // were not live (new, deleted, or being deleted).
-type soakPick struct {
+type pick struct {
 	all     []int
 	created int
 }
@@ -831,10 +831,10 @@ type soakPick struct {
 // pickUpserts picks n distinct ids: each a new version of a live id or,
 // half the time, an id that is not live, which may be one the deleter is
 // deleting at that moment.
-func (l *soakLedger) pickUpserts(rng *rand.Rand, n int) soakPick {
+func (l *ledger) pickUpserts(rng *rand.Rand, n int) pick {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var p soakPick
+	var p pick
 	seen := map[int]bool{}
 	for tries := 0; len(p.all) < n && tries < 8*n; tries++ {
 		var id int
@@ -857,7 +857,7 @@ func (l *soakLedger) pickUpserts(rng *rand.Rand, n int) soakPick {
 
 // pickDeletes picks up to n live ids to delete, none while no more than
 // keep are live, and begins their deletion.
-func (l *soakLedger) pickDeletes(rng *rand.Rand, n, keep int) []int {
+func (l *ledger) pickDeletes(rng *rand.Rand, n, keep int) []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var ids []int
@@ -874,7 +874,7 @@ func (l *soakLedger) pickDeletes(rng *rand.Rand, n, keep int) []int {
 
 // checkHit judges a hit on id at version ver, from a search that began at
 // clock began. It returns the kind of violation and a message, or "".
-func (l *soakLedger) checkHit(id int, began, ver uint64) (kind, msg string) {
+func (l *ledger) checkHit(id int, began, ver uint64) (kind, msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &l.mu.ids[id]
@@ -903,19 +903,19 @@ func (l *soakLedger) checkHit(id int, began, ver uint64) (kind, msg string) {
 	return "", ""
 }
 
-// soakFinal is what storage must hold for an id once the load has
+// finalState is what storage must hold for an id once the load has
 // stopped.
-type soakFinal int
+type finalState int
 
 const (
-	finalGone   soakFinal = iota
-	finalLive             // at the last acknowledged version
-	finalEither           // the last upsert and delete overlapped: either committed last
+	finalGone   finalState = iota
+	finalLive              // at the last acknowledged version
+	finalEither            // the last upsert and delete overlapped: either committed last
 )
 
 // final is id's state once the load has stopped, and its last
 // acknowledged version.
-func (l *soakLedger) final(id int) (want soakFinal, ver uint64) {
+func (l *ledger) final(id int) (want finalState, ver uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &l.mu.ids[id]
@@ -933,10 +933,10 @@ func (l *soakLedger) final(id int) (want soakFinal, ver uint64) {
 }
 
 // takeSample looks at the process.
-func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSample {
+func takeSample(e *engine.Engine, elapsed time.Duration, k *counters) Sample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	s := soakSample{Elapsed: elapsed, Heap: int64(ms.HeapInuse), Goroutines: runtime.NumGoroutine(), Docs: e.Count(),
+	s := Sample{Elapsed: elapsed, Heap: int64(ms.HeapInuse), Goroutines: runtime.NumGoroutine(), Docs: e.Count(),
 		Searches: k.searches.Load(), Writes: k.upserts.Load(), Deletes: k.deletes.Load(),
 		Errors: k.errors.Load(), Violations: k.violations.Load()}
 	m := procstat.ReadMemory()
@@ -951,8 +951,8 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *soakCounters) soakSa
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// soakProgress is the line printed with each sample.
-func soakProgress(samples []soakSample, total time.Duration) string {
+// progressLine is the line printed with each sample.
+func progressLine(samples []Sample, total time.Duration) string {
 	s := samples[len(samples)-1]
 	var searchRate, writeRate float64
 	if len(samples) > 1 {
@@ -972,9 +972,9 @@ func soakProgress(samples []soakSample, total time.Duration) string {
 // last three samples after warm-up) against the warm-up's peak (its
 // samples up to warmup, the first taken as the load starts). The caller
 // adds to warmup the delay a sample due at its end may take. RSS is
-// judged only when memory is (soakJudgesMemory).
-func judgeGrowth(samples []soakSample, warmup time.Duration, memory bool) []string {
-	var base, tail []soakSample
+// judged only when memory is (judgesMemory).
+func judgeGrowth(samples []Sample, warmup time.Duration, memory bool) []string {
+	var base, tail []Sample
 	for _, s := range samples {
 		if s.Elapsed <= warmup {
 			base = append(base, s)
@@ -986,14 +986,14 @@ func judgeGrowth(samples []soakSample, warmup time.Duration, memory bool) []stri
 		return []string{fmt.Sprintf("no growth check: %d samples in the warm-up of %s and %d after it (lengthen --duration or shorten --sample)", len(base), warmup, len(tail))}
 	}
 	tail = tail[max(0, len(tail)-3):]
-	peak := func(ss []soakSample, f func(soakSample) int64) int64 {
+	peak := func(ss []Sample, f func(Sample) int64) int64 {
 		m := f(ss[0])
 		for _, s := range ss[1:] {
 			m = max(m, f(s))
 		}
 		return m
 	}
-	low := func(ss []soakSample, f func(soakSample) int64) int64 {
+	low := func(ss []Sample, f func(Sample) int64) int64 {
 		m := f(ss[0])
 		for _, s := range ss[1:] {
 			m = min(m, f(s))
@@ -1001,18 +1001,18 @@ func judgeGrowth(samples []soakSample, warmup time.Duration, memory bool) []stri
 		return m
 	}
 	var out []string
-	rss := func(s soakSample) int64 { return s.RSS }
+	rss := func(s Sample) int64 { return s.RSS }
 	baseRSS, endRSS := peak(base, rss), low(tail, rss)
-	if limit := baseRSS + max(int64(float64(baseRSS)*soakRSSGrowth), soakRSSSlack); memory && endRSS > limit {
+	if limit := baseRSS + max(int64(float64(baseRSS)*rssGrowth), rssSlack); memory && endRSS > limit {
 		out = append(out, fmt.Sprintf("RSS grew from %.0f MiB (warm-up peak) to %.0f MiB, above the bound of %.0f MiB", mib(baseRSS), mib(endRSS), mib(limit)))
 	}
-	gor := func(s soakSample) int64 { return int64(s.Goroutines) }
-	if b, e := peak(base, gor), low(tail, gor); e > b+soakGoroutineSlack {
-		out = append(out, fmt.Sprintf("goroutines grew from %d (warm-up peak) to %d, more than %d more", b, e, soakGoroutineSlack))
+	gor := func(s Sample) int64 { return int64(s.Goroutines) }
+	if b, e := peak(base, gor), low(tail, gor); e > b+goroutineSlack {
+		out = append(out, fmt.Sprintf("goroutines grew from %d (warm-up peak) to %d, more than %d more", b, e, goroutineSlack))
 	}
-	files := func(s soakSample) int64 { return int64(s.Files) }
-	if b, e := peak(base, files), low(tail, files); e > b+soakFileSlack {
-		out = append(out, fmt.Sprintf("open files grew from %d (warm-up peak) to %d, more than %d more", b, e, soakFileSlack))
+	files := func(s Sample) int64 { return int64(s.Files) }
+	if b, e := peak(base, files), low(tail, files); e > b+fileSlack {
+		out = append(out, fmt.Sprintf("open files grew from %d (warm-up peak) to %d, more than %d more", b, e, fileSlack))
 	}
 	return out
 }
@@ -1056,12 +1056,12 @@ func (r *Report) Markdown(c Config) string {
 		fmt.Fprintf(&b, "%s %d", m, r.PerMode[m])
 	}
 	b.WriteString(".\n\n")
-	if soakJudgesMemory {
+	if judgesMemory {
 		fmt.Fprintf(&b, "Bounds after warm-up: RSS at most the warm-up's peak + max(%.0f%%, %d MiB); goroutines + %d; open files + %d.\n\n",
-			soakRSSGrowth*100, soakRSSSlack>>20, soakGoroutineSlack, soakFileSlack)
+			rssGrowth*100, rssSlack>>20, goroutineSlack, fileSlack)
 	} else {
 		fmt.Fprintf(&b, "Bounds after warm-up: goroutines + %d; open files + %d. Memory is reported, not judged: the race detector's own memory grows with every address and sync object the run touches (the long soak without it bounds RSS).\n\n",
-			soakGoroutineSlack, soakFileSlack)
+			goroutineSlack, fileSlack)
 	}
 	fmt.Fprintf(&b, "Errors: %d. Violating hits: %d %v.\n", r.ErrorCount, r.ViolationCount, r.ViolationKinds)
 	for _, s := range r.Errors {
@@ -1074,7 +1074,7 @@ func (r *Report) Markdown(c Config) string {
 		fmt.Fprintf(&b, "\n**FAIL**: %v\n", err)
 	} else {
 		bounded := "RSS, goroutines and open files"
-		if !soakJudgesMemory {
+		if !judgesMemory {
 			bounded = "goroutines and open files"
 		}
 		fmt.Fprintf(&b, "\n**PASS**: no error, every hit matched its filter and none was deleted before its search began, storage agreed with the ledger at the end, and %s stayed within their bounds.\n", bounded)

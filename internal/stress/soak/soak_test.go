@@ -73,50 +73,50 @@ func (w testWriter) Write(p []byte) (int, error) {
 // acknowledged before the search.
 func TestSoakLedger(t *testing.T) {
 	const id = 3
-	upsert := func(l *soakLedger) uint64 {
+	upsert := func(l *ledger) uint64 {
 		v := l.beginUpsert([]int{id})
 		l.ackUpsert([]int{id}, v)
 		return v[0]
 	}
-	del := func(l *soakLedger) {
+	del := func(l *ledger) {
 		l.beginDelete([]int{id})
 		l.ackDelete([]int{id})
 	}
 	for _, tc := range []struct {
 		name  string
-		run   func(l *soakLedger) (began, ver uint64)
+		run   func(l *ledger) (began, ver uint64)
 		kind  string
-		final soakFinal
+		final finalState
 	}{
-		{"live", func(l *soakLedger) (uint64, uint64) {
+		{"live", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			return l.now(), v
 		}, "", finalLive},
-		{"deleted before the search", func(l *soakLedger) (uint64, uint64) {
+		{"deleted before the search", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			del(l)
 			return l.now(), v
 		}, "deleted", finalGone},
-		{"deleted during the search", func(l *soakLedger) (uint64, uint64) {
+		{"deleted during the search", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			began := l.now()
 			del(l)
 			return began, v
 		}, "", finalGone},
-		{"re-created, acknowledged", func(l *soakLedger) (uint64, uint64) {
+		{"re-created, acknowledged", func(l *ledger) (uint64, uint64) {
 			upsert(l)
 			del(l)
 			v := upsert(l)
 			return l.now(), v
 		}, "", finalLive},
-		{"re-creation begun after the search began, not acknowledged", func(l *soakLedger) (uint64, uint64) {
+		{"re-creation begun after the search began, not acknowledged", func(l *ledger) (uint64, uint64) {
 			upsert(l)
 			del(l)
 			began := l.now()
 			v := l.beginUpsert([]int{id})
 			return began, v[0]
 		}, "", -1}, // final is asked only once nothing is in flight
-		{"deleted while an upsert was in flight", func(l *soakLedger) (uint64, uint64) {
+		{"deleted while an upsert was in flight", func(l *ledger) (uint64, uint64) {
 			upsert(l)
 			v := l.beginUpsert([]int{id})
 			l.beginDelete([]int{id})
@@ -124,7 +124,7 @@ func TestSoakLedger(t *testing.T) {
 			l.ackDelete([]int{id})
 			return l.now(), v[0]
 		}, "", finalEither},
-		{"upsert begun while the delete was in flight", func(l *soakLedger) (uint64, uint64) {
+		{"upsert begun while the delete was in flight", func(l *ledger) (uint64, uint64) {
 			upsert(l)
 			l.beginDelete([]int{id})
 			v := l.beginUpsert([]int{id})
@@ -132,18 +132,18 @@ func TestSoakLedger(t *testing.T) {
 			l.ackUpsert([]int{id}, v)
 			return l.now(), v[0]
 		}, "", finalEither},
-		{"stale version", func(l *soakLedger) (uint64, uint64) {
+		{"stale version", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			upsert(l)
 			return l.now(), v
 		}, "stale", finalLive},
-		{"older version acknowledged during the search", func(l *soakLedger) (uint64, uint64) {
+		{"older version acknowledged during the search", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			began := l.now()
 			upsert(l)
 			return began, v
 		}, "", finalLive},
-		{"history beyond the ring", func(l *soakLedger) (uint64, uint64) {
+		{"history beyond the ring", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			began := l.now()
 			for range 5 {
@@ -151,16 +151,16 @@ func TestSoakLedger(t *testing.T) {
 			}
 			return began, v
 		}, "", finalLive},
-		{"version never written", func(l *soakLedger) (uint64, uint64) {
+		{"version never written", func(l *ledger) (uint64, uint64) {
 			v := upsert(l)
 			return l.now(), v + 100
 		}, "version", finalLive},
-		{"never upserted", func(l *soakLedger) (uint64, uint64) {
+		{"never upserted", func(l *ledger) (uint64, uint64) {
 			return l.now(), 0
 		}, "", finalGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newSoakLedger(10)
+			l := newLedger(10)
 			began, ver := tc.run(l)
 			if kind, msg := l.checkHit(id, began, ver); kind != tc.kind {
 				t.Errorf("check: %q (%s), want %q", kind, msg, tc.kind)
@@ -173,10 +173,10 @@ func TestSoakLedger(t *testing.T) {
 }
 
 func TestSoakGrowth(t *testing.T) {
-	flat := func(n int) []soakSample {
-		var ss []soakSample
+	flat := func(n int) []Sample {
+		var ss []Sample
 		for i := range n {
-			ss = append(ss, soakSample{Elapsed: time.Duration(i) * time.Minute, RSS: 400 << 20, Goroutines: 40, Files: 30})
+			ss = append(ss, Sample{Elapsed: time.Duration(i) * time.Minute, RSS: 400 << 20, Goroutines: 40, Files: 30})
 		}
 		return ss
 	}
@@ -185,26 +185,26 @@ func TestSoakGrowth(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(ss []soakSample)
+		edit func(ss []Sample)
 		want string
 	}{
-		{"rss", func(ss []soakSample) {
+		{"rss", func(ss []Sample) {
 			for i := range ss {
 				ss[i].RSS += int64(i) * 40 << 20
 			}
 		}, "RSS grew"},
-		{"rss spike at the end", func(ss []soakSample) { ss[len(ss)-1].RSS *= 2 }, ""},
-		{"rss within 64 MiB", func(ss []soakSample) {
+		{"rss spike at the end", func(ss []Sample) { ss[len(ss)-1].RSS *= 2 }, ""},
+		{"rss within 64 MiB", func(ss []Sample) {
 			for i := 3; i < len(ss); i++ {
 				ss[i].RSS += 60 << 20
 			}
 		}, ""},
-		{"goroutines", func(ss []soakSample) {
+		{"goroutines", func(ss []Sample) {
 			for i := range ss {
 				ss[i].Goroutines += 5 * i
 			}
 		}, "goroutines grew"},
-		{"files", func(ss []soakSample) {
+		{"files", func(ss []Sample) {
 			for i := range ss {
 				ss[i].Files += 5 * i
 			}
