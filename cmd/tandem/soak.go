@@ -28,13 +28,13 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	fset.IntVar(&c.Searchers, "searchers", 4, "concurrent searchers")
 	fset.BoolVar(&c.Model, "model", false, "index with the default ONNX model ("+encoder.DefaultModel+", dense and late) instead of external vectors")
 	fset.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index of the external "soak-late" model (or of the --model one); a second external model, "soak-late-faiss", always uses FAISS`)
-	fset.StringVar(&c.Report, "report", "", "write the samples, bounds and verdict to this markdown file")
+	report := fset.String("report", "", "write the samples, bounds and verdict to this markdown file")
 	memProfile := fset.String("memprofile", "", "write a Go heap profile (in use, after a GC) to this file when the load stops, before the collection closes")
 	seed := fset.Uint64("seed", 1, "random seed of documents, queries and operations")
 	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
-	c.Seed = *seed
+	c.Seed, c.Progress = *seed, stderr
 	if *memProfile != "" {
 		c.AtStop = func() error {
 			runtime.GC() // the profile's in-use figures are as of the last GC
@@ -53,13 +53,13 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := soak.Run(ctx, c, stderr)
+	res, err := soak.Run(ctx, c)
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, res.Markdown(c))
-	if c.Report != "" {
-		if err := os.WriteFile(c.Report, []byte(res.Markdown(c)), 0o644); err != nil {
+	fmt.Fprint(stdout, res.Markdown())
+	if *report != "" {
+		if err := os.WriteFile(*report, []byte(res.Markdown()), 0o644); err != nil {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}

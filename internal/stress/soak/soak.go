@@ -70,23 +70,43 @@ const (
 // of the long run without it.
 const judgesMemory = !raceEnabled
 
-// Config configures one soak run; zero fields mean the defaults of the
-// flags.
+// Config configures one soak run. Duration, Sample, Docs and Searchers
+// must be set (Run refuses a Config without them, naming the field); the
+// other zero fields have the meaning their comments give.
 type Config struct {
-	Dir       string        // the collection; "" means a new one in a temporary directory
+	Dir       string        // the collection; "" means a new one in a temporary directory, removed afterwards
 	Duration  time.Duration // of the load, after prefill
 	Sample    time.Duration // between samples of the process
 	Warmup    time.Duration // 0 means min(maxWarmup, Duration/5)
-	Docs      int           // prefilled documents, and the live count the deleter keeps
-	Searchers int
-	Model     bool   // the default ONNX model instead of external vectors
-	LateIndex string // the late-interaction index of the first late model
-	Report    string // markdown file for the samples and verdict; "" for none
+	Docs      int           // prefilled documents, and the live count the deleter keeps; at least 100
+	Searchers int           // concurrent searchers; at least 1
+	Model     bool          // the default ONNX model instead of external vectors
+	LateIndex string        // the late-interaction index of the first late model; "" means the engine's default
+	Seed      uint64        // of documents, queries and operations
+	// Progress receives a line as the prefill starts and ends and one
+	// with each sample; nil means none.
+	Progress io.Writer
 	// AtStop, if set, is called when the load stops, before the
 	// collection closes (the command writes its heap profile there); its
 	// error ends the run.
 	AtStop func() error
-	Seed   uint64
+}
+
+// validate names the first field of c that Run cannot run with.
+func (c *Config) validate() error {
+	switch {
+	case c.Duration <= 0:
+		return fmt.Errorf("soak: Config.Duration is %s, must be positive", c.Duration)
+	case c.Sample <= 0:
+		return fmt.Errorf("soak: Config.Sample is %s, must be positive", c.Sample)
+	case c.Warmup < 0:
+		return fmt.Errorf("soak: Config.Warmup is %s, must not be negative", c.Warmup)
+	case c.Docs < 100:
+		return fmt.Errorf("soak: Config.Docs is %d, must be at least 100", c.Docs)
+	case c.Searchers < 1:
+		return fmt.Errorf("soak: Config.Searchers is %d, must be at least 1", c.Searchers)
+	}
+	return nil
 }
 
 // The external models of a soak collection: documents and queries bring
@@ -116,8 +136,8 @@ type Sample struct {
 
 // Report is what a soak saw.
 type Report struct {
+	Config   Config // as run, its Warmup filled in
 	Samples  []Sample
-	Warmup   time.Duration
 	Prefill  time.Duration
 	Searches uint64
 	Hits     uint64
@@ -135,6 +155,9 @@ type Report struct {
 	Final                      string // the end-of-run check of storage against the ledger
 }
 
+// Verdict is nil when the soak passed, else an error that gives every
+// reason it failed: an interruption, engine errors, violating hits (with
+// the first of each), the bounds exceeded and the end-of-run check.
 func (r *Report) Verdict() error {
 	var why []string
 	if r.Interrupted {
@@ -156,11 +179,22 @@ func (r *Report) Verdict() error {
 	return nil
 }
 
-// soak runs the whole soak: open or create the collection, prefill it,
-// run the load for c.Duration while sampling, then judge.
-func Run(ctx context.Context, c Config, stderr io.Writer) (*Report, error) {
+// Run runs the whole soak: open or create the collection, prefill it,
+// run the load for c.Duration while sampling, then judge. An error means
+// the soak could not run (a bad Config, a collection that is not a soak's,
+// a failed prefill); what a run that ran found is in the Report, and its
+// Verdict says whether it passed. Cancelling ctx stops the load early and
+// the Report says it was interrupted.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
 	if c.Warmup == 0 {
 		c.Warmup = min(maxWarmup, c.Duration/5)
+	}
+	progress := c.Progress
+	if progress == nil {
+		progress = io.Discard
 	}
 	dir := c.Dir
 	if dir == "" {
@@ -187,19 +221,19 @@ func Run(ctx context.Context, c Config, stderr io.Writer) (*Report, error) {
 	if err := w.checkCollection(e); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	res := &Report{Warmup: c.Warmup, PerMode: map[string]uint64{}, ViolationKinds: map[string]uint64{}}
-	fmt.Fprintf(stderr, "soak: %s, prefilling %d documents (ids %s..%s live, the next %d deleted)\n", dir, c.Docs, synth.ID(0), synth.ID(c.Docs-1), c.Docs)
+	res := &Report{Config: c, PerMode: map[string]uint64{}, ViolationKinds: map[string]uint64{}}
+	fmt.Fprintf(progress, "soak: %s, prefilling %d documents (ids %s..%s live, the next %d deleted)\n", dir, c.Docs, synth.ID(0), synth.ID(c.Docs-1), c.Docs)
 	start := time.Now()
 	if err := w.prefill(ctx, e); err != nil {
 		return nil, fmt.Errorf("prefill: %w", err)
 	}
 	res.Prefill = time.Since(start)
-	fmt.Fprintf(stderr, "soak: prefilled in %s; load for %s: %d searchers, 1 writer, 1 deleter; samples every %s, warm-up %s\n",
+	fmt.Fprintf(progress, "soak: prefilled in %s; load for %s: %d searchers, 1 writer, 1 deleter; samples every %s, warm-up %s\n",
 		res.Prefill.Round(time.Millisecond), c.Duration, c.Searchers, c.Sample, c.Warmup)
 
 	run := c
 	run.Dir = dir // the samples measure it on disk
-	w.run(ctx, e, run, res, stderr)
+	w.run(ctx, e, run, res, progress)
 	if c.AtStop != nil {
 		if err := c.AtStop(); err != nil {
 			return nil, err
@@ -486,7 +520,7 @@ func (k *counters) violation(kind, msg string) {
 
 // run runs the load until c.Duration has passed, ctx is done or the engine
 // fails, sampling the process as it goes.
-func (w *world) run(ctx context.Context, e *engine.Engine, c Config, res *Report, stderr io.Writer) {
+func (w *world) run(ctx context.Context, e *engine.Engine, c Config, res *Report, progress io.Writer) {
 	var k counters
 	k.mu.perMode, k.mu.violationKinds = map[string]uint64{}, map[string]uint64{}
 	// Workers stop between operations when stop closes; their own calls
@@ -574,7 +608,7 @@ func (w *world) run(ctx context.Context, e *engine.Engine, c Config, res *Report
 		s.Disk = procstat.DirBytes(c.Dir)
 		floorG, floorF = -1, -1
 		res.Samples = append(res.Samples, s)
-		fmt.Fprintln(stderr, progressLine(res.Samples, c.Duration))
+		fmt.Fprintln(progress, progressLine(res.Samples, c.Duration))
 	}
 	sample()
 	probes := time.NewTicker(probeEvery)
@@ -1017,8 +1051,9 @@ func judgeGrowth(samples []Sample, warmup time.Duration, memory bool) []string {
 	return out
 }
 
-// markdown is the run's report: the samples, the totals and the verdict.
-func (r *Report) Markdown(c Config) string {
+// Markdown is the run's report: the samples, the totals and the verdict.
+func (r *Report) Markdown() string {
+	c := r.Config
 	var b strings.Builder
 	models := "external dense (64-d) and late-interaction (16 tokens of 32 values; " + strconv.Quote(c.LateIndex) + " and FAISS) models"
 	if c.Model {
@@ -1029,7 +1064,7 @@ func (r *Report) Markdown(c Config) string {
 		race = ", race detector on"
 	}
 	fmt.Fprintf(&b, "## Tandem soak: %s, %d searchers, 1 writer, 1 deleter, %d documents kept live, %s%s\n\n", c.Duration, c.Searchers, c.Docs, models, race)
-	fmt.Fprintf(&b, "Prefill %s; warm-up %s (the bounds compare the end of the run with the warm-up's peak).\n\n", r.Prefill.Round(time.Millisecond), r.Warmup)
+	fmt.Fprintf(&b, "Prefill %s; warm-up %s (the bounds compare the end of the run with the warm-up's peak).\n\n", r.Prefill.Round(time.Millisecond), c.Warmup)
 	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | C heap in use | C held | goroutines (floor) | open files (floor) | disk MiB | documents | searches | upserted | deleted | errors | violations |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {

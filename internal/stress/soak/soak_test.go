@@ -2,7 +2,7 @@ package soak
 
 import (
 	"context"
-	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,12 +19,12 @@ func TestSoak(t *testing.T) {
 		t.Skip("the soak runs for 20 seconds")
 	}
 	c := Config{Dir: filepath.Join(t.TempDir(), "c"), Duration: 20 * time.Second, Sample: 2 * time.Second, Warmup: 4 * time.Second,
-		Docs: 400, Searchers: 3, LateIndex: "Residual", Seed: 7}
-	res, err := Run(context.Background(), c, testWriter{t})
+		Docs: 400, Searchers: 3, LateIndex: "Residual", Seed: 7, Progress: testWriter{t}}
+	res, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + res.Markdown(c))
+	t.Log("\n" + res.Markdown())
 	if res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" || res.Interrupted {
 		t.Fatalf("%d errors %v, %d violations %v, final check %q, interrupted %v", res.ErrorCount, res.Errors, res.ViolationCount, res.Violations, res.Final, res.Interrupted)
 	}
@@ -53,8 +53,8 @@ func TestSoak(t *testing.T) {
 	// The collection it left can be soaked again, with fewer ids: prefill
 	// rewrites every id the soak uses and deletes the others, so the
 	// checks, and the final count, pass.
-	c.Duration, c.Sample, c.Warmup, c.Docs = 3*time.Second, time.Second, time.Second, 150
-	res, err = Run(context.Background(), c, io.Discard)
+	c.Duration, c.Sample, c.Warmup, c.Docs, c.Progress = 3*time.Second, time.Second, time.Second, 150, nil
+	res, err = Run(context.Background(), c)
 	if err != nil || res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" {
 		t.Fatalf("second soak of the same collection: %v; %v %v %q", err, res.Errors, res.Violations, res.Final)
 	}
@@ -233,5 +233,32 @@ func TestSoakGrowth(t *testing.T) {
 	}
 	if g := judgeGrowth(flat(3), 5*time.Minute, true); len(g) != 1 || !strings.Contains(g[0], "no growth check") {
 		t.Errorf("no sample after warm-up: %v", g)
+	}
+}
+
+// Run refuses a Config it cannot run, naming the field, before it opens
+// or creates anything.
+func TestSoakConfigErrors(t *testing.T) {
+	ok := Config{Duration: time.Second, Sample: time.Second, Docs: 100, Searchers: 1}
+	for _, tc := range []struct {
+		edit func(c *Config)
+		want string
+	}{
+		{func(c *Config) { c.Duration = 0 }, "Config.Duration"},
+		{func(c *Config) { c.Sample = 0 }, "Config.Sample"},
+		{func(c *Config) { c.Warmup = -time.Second }, "Config.Warmup"},
+		{func(c *Config) { c.Docs = 99 }, "Config.Docs"},
+		{func(c *Config) { c.Searchers = 0 }, "Config.Searchers"},
+	} {
+		c := ok
+		c.Dir = filepath.Join(t.TempDir(), "c")
+		tc.edit(&c)
+		res, err := Run(context.Background(), c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || res != nil {
+			t.Errorf("%s: %v, %v", tc.want, res, err)
+		}
+		if _, serr := os.Stat(c.Dir); !os.IsNotExist(serr) {
+			t.Errorf("%s: the collection directory was made (%v)", tc.want, serr)
+		}
 	}
 }
