@@ -206,7 +206,7 @@ soak: build
 # The same under the race detector (default 5m), from a binary of its own:
 # it judges errors, violations, data races, goroutines and open files, and
 # reports memory without bounding it (the race runtime's own memory grows;
-# cmd/tandem soakJudgesMemory);
+# internal/stress/soak judgesMemory);
 # the report goes to bin/soak-race-report.md.
 soak-race: setup
 	go build -race $(GOFLAGS_BUILD) -o bin/tandem-race ./cmd/tandem

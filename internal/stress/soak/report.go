@@ -24,9 +24,11 @@ const (
 	// rssGrowth and rssSlack bound the resident set at the end to
 	// the warm-up's peak plus 25% or 64 MiB, whichever is larger. A flat
 	// process still moves that much: the Go heap may reach twice its live
-	// size before a collection (GOGC=100), a Badger memtable is 64 MiB and
-	// is replaced as it flushes, and Badger's block cache fills as
-	// compactions write new tables.
+	// size before a collection (GOGC=100); Badger keeps up to three 16 MiB
+	// memtables (storage.DefaultMemTableSize: one taking writes, two
+	// flushing), and a flush builds its table in buffers up to twice a
+	// memtable's size; and Badger's block cache fills as compactions
+	// write new tables.
 	rssGrowth = 0.25
 	rssSlack  = 64 << 20
 	// goroutineSlack bounds goroutines at the end to the warm-up's
@@ -48,23 +50,18 @@ const (
 // detector, whose own memory is no measure of Tandem's. ThreadSanitizer
 // keeps shadow and metadata for every heap address and sync object a run
 // touches, and its allocator for goroutine histories, none of which goes
-// back to the OS (Go's documentation: memory may grow 5-10x). Measured
-// one after the other, 5-minute soaks of the same code with and without
-// -race:
-// anonymous RSS 502 -> 831 MiB with it, its metadata mapping 18 -> 66 MiB
-// and its allocator's 160 -> 344 MiB, while the Go heap held (97 -> 182
-// MiB) and the C heap held (92 -> 108 MiB) stayed within what the run
-// without it reached in its first minute (Go 141-186, C 84-139 MiB; its
-// anonymous RSS 199 -> 235 MiB, within bounds). A race run does a fifth
-// of the work in its time, so its minutes are all warm-up: it checks
-// correctness, goroutines and open files, and the memory bound is the job
-// of the long run without it.
+// back to the OS (Go's documentation: memory may grow 5-10x), while the
+// Go and C heaps stay where a run without it has them. A race run also
+// does much less work in its time, so its minutes are all warm-up: it
+// checks correctness, goroutines and open files, and the memory bound is
+// the job of the long run without it. docs/soak.md has the runs, with and
+// without the race detector, that this rests on.
 const judgesMemory = !raceEnabled
 
 // Sample is one look at the process.
 type Sample struct {
 	Elapsed         time.Duration
-	RSS, HWM, Heap  int64
+	RSS, HWM, Heap  int64 // the resident set, its peak (VmHWM) and the Go heap in use (HeapInuse), in bytes
 	Anon, File      int64 // RSS's anonymous and file-backed parts (RssAnon, RssFile)
 	GoSys           int64 // what the Go runtime holds from the OS (Sys - HeapReleased)
 	CInUse, CHeld   int64 // the C heap (FAISS, ONNX Runtime): malloc's bytes in use, and held from the OS
