@@ -210,7 +210,7 @@ soak: build ## searchers beside a writer and a deleter for DURATION; fails on gr
 # The same under the race detector (default 5m), from a binary of its own:
 # it judges errors, violations, data races, goroutines and open files, and
 # reports memory without bounding it (the race runtime's own memory grows;
-# cmd/tandem soakJudgesMemory);
+# internal/stress/soak judgesMemory);
 # the report goes to bin/soak-race-report.md.
 soak-race: setup ## a short soak under the race detector
 	go build -race $(GOFLAGS_BUILD) -o bin/tandem-race ./cmd/tandem

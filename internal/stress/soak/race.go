@@ -1,6 +1,6 @@
 //go:build race
 
-package main
+package soak
 
 // raceEnabled says whether the race detector is on, for the soak's report.
 const raceEnabled = true
