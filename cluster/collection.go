@@ -9,7 +9,6 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // Catalog is a node's view of the cluster's collections, as the HTTP
@@ -186,7 +185,7 @@ const streamBatch = 256
 
 // IndexStream upserts the documents next returns, streamBatch at a time
 // (Node.Index). With opts.SkipBad a document the collection refuses is
-// reported to opts.OnSkip, as a *storage.BatchError whose Index counts
+// reported to opts.OnSkip, as an *engine.DocError whose Index counts
 // from the stream's first document, and the others are written.
 func (c *Collection) IndexStream(ctx context.Context, next func() (tandem.Doc, error), opts engine.StreamOptions) (engine.Progress, error) {
 	var p engine.Progress
@@ -195,23 +194,23 @@ func (c *Collection) IndexStream(ctx context.Context, next func() (tandem.Doc, e
 	flush := func() error {
 		for len(batch) > 0 {
 			r, err := c.n.Index(ctx, c.name, batch)
-			var be *storage.BatchError
-			if err != nil && errors.As(err, &be) && r.Put == 0 && opts.SkipBad && be.Index >= 0 && be.Index < len(batch) {
+			var de *engine.DocError
+			if err != nil && errors.As(err, &de) && r.Put == 0 && opts.SkipBad && de.Index >= 0 && de.Index < len(batch) {
 				// Prepare refused one document before anything was
 				// written: report it and write the rest.
 				p.Skipped++
 				if opts.OnSkip != nil {
-					opts.OnSkip(&storage.BatchError{Index: pos[be.Index], ID: be.ID, Err: be.Err})
+					opts.OnSkip(&engine.DocError{Index: pos[de.Index], ID: de.ID, Err: de.Err})
 				}
-				batch = append(batch[:be.Index:be.Index], batch[be.Index+1:]...)
-				pos = append(pos[:be.Index:be.Index], pos[be.Index+1:]...)
+				batch = append(batch[:de.Index:de.Index], batch[de.Index+1:]...)
+				pos = append(pos[:de.Index:de.Index], pos[de.Index+1:]...)
 				continue
 			}
 			p.Docs += r.Put
 			p.Batches++
 			if err != nil {
-				if errors.As(err, &be) && be.Index >= 0 && be.Index < len(pos) {
-					err = &storage.BatchError{Index: pos[be.Index], ID: be.ID, Err: be.Err}
+				if errors.As(err, &de) && de.Index >= 0 && de.Index < len(pos) {
+					err = &engine.DocError{Index: pos[de.Index], ID: de.ID, Err: de.Err}
 				}
 				return err
 			}

@@ -13,8 +13,6 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/fusion"
-	"github.com/tandemsearch/tandem/latecollect"
-	"github.com/tandemsearch/tandem/sparse"
 )
 
 // SearchOptions tune a cluster search.
@@ -101,13 +99,13 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 		for _, p := range prep {
 			if p.BM25 != nil {
 				if so.BM25 == nil {
-					so.BM25 = &sparse.Stats{}
+					so.BM25 = &engine.BM25Stats{}
 				}
 				so.BM25.Add(*p.BM25)
 			}
 		}
 		for _, name := range plan.Retrievers() {
-			cols := make([]*latecollect.Collection, shards)
+			cols := make([]*engine.LateCollection, shards)
 			found := false
 			for s, p := range prep {
 				cols[s] = p.Late[name]

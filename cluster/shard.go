@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tandemsearch/tandem/engine"
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // markApplied is the storage mark (storage.Batch.SetMark) holding the
@@ -133,7 +132,7 @@ func (r *replica) Apply(l *raft.Log) any {
 		return applyResult{Err: err}
 	}
 	mark := binary.BigEndian.AppendUint64(nil, l.Index)
-	var b storage.Batch
+	var b engine.Batch
 	e, err := decodeEntry(l.Data)
 	if err == nil {
 		for _, p := range e.Puts {
@@ -145,15 +144,15 @@ func (r *replica) Apply(l *raft.Log) any {
 	}
 	b.SetMark(markApplied, mark)
 	ctx := context.Background()
-	var res storage.WriteResult
+	var res engine.WriteResult
 	if err == nil {
 		res, err = r.eng.Shard().Write(ctx, &b)
 	}
-	var be *storage.BatchError
-	if err != nil && (errors.As(err, &be) || errors.Is(err, storage.ErrBatchTooLarge) || errors.Is(err, errBadEntry)) {
+	var de *engine.DocError
+	if err != nil && (errors.As(err, &de) || errors.Is(err, engine.ErrBatchTooLarge) || errors.Is(err, errBadEntry)) {
 		// The entry's own fault: every replica refuses it alike. Only
 		// the mark is committed.
-		var m storage.Batch
+		var m engine.Batch
 		m.SetMark(markApplied, mark)
 		if _, werr := r.eng.Shard().Write(ctx, &m); werr != nil {
 			return r.breakLocked(fmt.Errorf("record entry %d: %w", l.Index, werr))
@@ -222,7 +221,7 @@ func (r *replica) Restore(rc io.ReadCloser) error {
 	if err := os.Rename(r.dir, old); err != nil {
 		return fmt.Errorf("cluster: restore %s shard %d: %w", r.coll, r.shard, err)
 	}
-	err := storage.Restore(r.dir, rc, &storage.Options{NoSync: r.opts.NoSync})
+	err := engine.RestoreStore(r.dir, rc, r.opts.NoSync)
 	if err == nil {
 		r.eng, err = engine.Open(r.dir, &r.opts)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // maxEntryBytes bounds one log entry; a larger write is split into
@@ -45,7 +44,7 @@ type WriteResult struct {
 // Each shard's part is one entry, or several when it is larger than
 // maxEntryBytes; an entry is atomic, the whole write is not. On error the
 // result says what was committed. A document's error is a
-// *storage.BatchError naming its index in docs.
+// *engine.DocError naming its index in docs.
 func (n *Node) Index(ctx context.Context, coll string, docs []tandem.Doc) (WriteResult, error) {
 	c, err := n.collection(coll)
 	if err != nil {
@@ -77,7 +76,7 @@ func (n *Node) Delete(ctx context.Context, coll string, ids []string) (WriteResu
 	parts := make([]entry, c.spec.Shards)
 	for i, id := range ids {
 		if id == "" {
-			return WriteResult{}, &storage.BatchError{Index: i, Err: tandem.ErrMissingID}
+			return WriteResult{}, &engine.DocError{Index: i, Err: tandem.ErrMissingID}
 		}
 		s := ShardOf(id, c.spec.Shards)
 		parts[s].Deletes = append(parts[s].Deletes, id)

@@ -402,15 +402,12 @@ type IndexResult struct {
 // When Index returns, every batch it committed is durable and applied to
 // every index. On error, the batches before the failing document's batch
 // are committed and the rest are not (IndexResult says how many documents
-// were written). A document's error is a *storage.BatchError naming the
+// were written). A document's error is a *DocError naming the
 // document by its index in docs and, when a field or a supplied vector is
 // at fault, wrapping a *tandem.FieldError or a *tandem.VectorError.
 func (e *Engine) Index(ctx context.Context, docs []tandem.Doc) (IndexResult, error) {
 	p, err := e.ingest(ctx, &sliceSource{docs: docs}, pipelineOptions{})
-	var de *docError
-	if errors.As(err, &de) {
-		err = &storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}
-	}
+	err = docFailure(err, false)
 	return IndexResult{Put: p.Docs, Batches: p.Batches}, err
 }
 

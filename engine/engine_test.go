@@ -173,9 +173,9 @@ func TestBadInput(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			var le *LineError
+			var le *DocError
 			if !errors.As(err, &le) || le.Line != 3 {
-				t.Errorf("error %v is not a LineError for line 3", err)
+				t.Errorf("error %v is not a DocError for line 3", err)
 			}
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("error %v is not %v", err, tc.is)
@@ -254,9 +254,9 @@ func TestBatchTooLargeIsSplit(t *testing.T) {
 		docs[i].ID = fmt.Sprint("again", i)
 	}
 	res, err = e.Index(ctx, docs)
-	var be *storage.BatchError
+	var be *DocError
 	if !errors.As(err, &be) || be.Index != n-11 || be.ID != fmt.Sprint("again", n-11) {
-		t.Fatalf("err = %v, want a BatchError for document %d", err, n-11)
+		t.Fatalf("err = %v, want a DocError for document %d", err, n-11)
 	}
 	if int(e.Count()) != n+res.Put || res.Put > n-11 {
 		t.Errorf("count %d after %d more were put", e.Count(), res.Put)
@@ -280,7 +280,7 @@ func TestJSONLSplitBatchWithBadLine(t *testing.T) {
 	}
 	e2 := openT(t, t.TempDir(), &Options{NoSync: true})
 	_, err = e2.IndexJSONL(ctx, strings.NewReader(sb.String()), JSONLOptions{})
-	var le *LineError
+	var le *DocError
 	if !errors.As(err, &le) || le.Line != 12 {
 		t.Fatalf("err = %v, want line 12", err)
 	}
@@ -291,7 +291,7 @@ func TestLineTooLong(t *testing.T) {
 	e := openT(t, t.TempDir(), &Options{NoSync: true})
 	in := `{"_id":"a","text":"short"}` + "\n" + `{"_id":"b","text":"` + strings.Repeat("x", 500) + `"}` + "\n" + `{"_id":"c","text":"short too"}`
 	_, err := e.IndexJSONL(ctx, strings.NewReader(in), JSONLOptions{MaxLineBytes: 100})
-	var le *LineError
+	var le *DocError
 	if !errors.As(err, &le) || le.Line != 2 || !errors.Is(err, ErrLineTooLong) {
 		t.Fatalf("err = %v, want line 2 too long", err)
 	}

@@ -476,7 +476,7 @@ type StreamOptions struct {
 	// of stopping at the first one.
 	SkipBad bool
 	// OnSkip, if set, is called with each skipped document's
-	// *storage.BatchError (its Index is the position in the stream).
+	// *DocError (its Index is the position in the stream).
 	OnSkip func(error)
 	// Progress, if set, is called after each committed batch.
 	Progress func(Progress)
@@ -486,19 +486,15 @@ type StreamOptions struct {
 // order and io.EOF after the last; any other error from next stops the
 // stream (batches before it stay committed). Documents are held in memory
 // a few batches at a time, so a stream may be far larger than memory. A
-// document's error is a *storage.BatchError whose Index is the document's
+// document's error is a *DocError whose Index is the document's
 // position in the stream; Progress.Lines counts the documents read.
 func (e *Engine) IndexStream(ctx context.Context, next func() (tandem.Doc, error), opts StreamOptions) (Progress, error) {
 	po := pipelineOptions{skipBad: opts.SkipBad, progress: opts.Progress}
 	if opts.OnSkip != nil {
-		po.onSkip = func(de *docError) { opts.OnSkip(&storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}) }
+		po.onSkip = func(de *docError) { opts.OnSkip(de.public(false)) }
 	}
 	p, err := e.ingest(ctx, &funcSource{fn: next}, po)
-	var de *docError
-	if errors.As(err, &de) {
-		err = &storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}
-	}
-	return p, err
+	return p, docFailure(err, false)
 }
 
 // funcSource yields the documents of a function, at their positions.

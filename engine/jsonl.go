@@ -43,22 +43,13 @@ type Progress struct {
 	Elapsed time.Duration
 }
 
-// LineError names the JSONL line a document came from.
-type LineError struct {
-	Line int
-	Err  error
-}
-
-func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
-func (e *LineError) Unwrap() error { return e.Err }
-
 // IndexJSONL streams JSON objects, one per line, into the collection: BEIR
 // corpus lines ({"_id", "title", "text", ...}) or any objects whose id is
 // under the schema's id field. A line may bring precomputed vectors under
 // tandem.VectorsKey ("_vectors"). Blank lines are ignored. Documents go
 // through the write pipeline (see Index) in atomic batches of
 // Options.BatchSize; on error, batches already committed stay, and the
-// error is a *LineError naming the line (and, through *tandem.FieldError
+// error is a *DocError naming the line (and, through *tandem.FieldError
 // or *tandem.VectorError, the field or the model); nothing of the bad
 // line's batch is stored. IndexJSONL returns when every committed batch is
 // applied to every index, after the reader's Read in progress returns.
@@ -71,13 +62,10 @@ func (e *Engine) IndexJSONL(ctx context.Context, r io.Reader, opts JSONLOptions)
 	src := &jsonlSource{cr: cr, br: bufio.NewReaderSize(cr, 1<<20), max: maxLine, idField: e.Schema().IDField}
 	po := pipelineOptions{skipBad: opts.SkipBad, progress: opts.Progress}
 	if opts.OnSkip != nil {
-		po.onSkip = func(de *docError) { opts.OnSkip(&LineError{Line: de.pos, Err: de.err}) }
+		po.onSkip = func(de *docError) { opts.OnSkip(de.public(true)) }
 	}
 	p, err := e.ingest(ctx, src, po)
-	var de *docError
-	if errors.As(err, &de) {
-		err = &LineError{Line: de.pos, Err: de.err}
-	}
+	err = docFailure(err, true)
 	if err == nil {
 		// Lines after the last committed batch (blank ones, skipped ones)
 		// were read too.

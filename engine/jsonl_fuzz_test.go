@@ -241,7 +241,7 @@ var jsonlFuzzSeeds = []string{
 
 // FuzzIndexJSONL indexes fuzzed JSONL (one to a few lines) into a
 // collection with an external dense and late-interaction model, and holds
-// IndexJSONL to its contract: an error is a *LineError naming a line of the
+// IndexJSONL to its contract: an error is a *DocError naming a line of the
 // input and classifying the fault (a field, a vector, the JSON, the
 // document), and stores nothing; an accepted line is stored with its fields
 // normalised as package tandem documents, its supplied vectors, and is
@@ -264,9 +264,9 @@ func FuzzIndexJSONL(f *testing.F) {
 		}
 		_, err := e.IndexJSONL(ctx, bytes.NewReader(data), JSONLOptions{})
 		if err != nil {
-			var le *LineError
+			var le *DocError
 			if !errors.As(err, &le) {
-				t.Fatalf("error %v is not a *LineError", err)
+				t.Fatalf("error %v is not a *DocError", err)
 			}
 			if le.Line < 1 || le.Line > len(lines) {
 				t.Fatalf("error names line %d of %d: %v", le.Line, len(lines), err)

@@ -194,7 +194,7 @@ func TestModelErrors(t *testing.T) {
 	// its batch is stored.
 	bad := []tandem.Doc{{ID: "ok", Fields: map[string]any{"text": "fine"}}, {ID: "bad", Fields: map[string]any{"text": "\xff"}}}
 	_, err = e.Index(ctx, bad)
-	var be *storage.BatchError
+	var be *DocError
 	if !errors.As(err, &be) || be.ID != "bad" || be.Index != 1 {
 		t.Fatalf("bad document: %v", err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/storage"
 )
 
 // checked is a document that passed the schema check and whose supplied
@@ -225,9 +227,38 @@ func (e *Engine) encodeChecked(ctx context.Context, docs []checked, in []modelIn
 	return blobs, tokens, nil
 }
 
+// DocError reports a document a call refused: where it was in the call's
+// input, its id when it had one, and the cause, which wraps a
+// *tandem.FieldError or a *tandem.VectorError when a field or a supplied
+// vector is at fault. Every call that takes documents reports a
+// document's failure as one: Index, IndexStream, IndexJSONL, Shard.Prepare
+// and Shard.Write.
+type DocError struct {
+	// Index is the document's position in the call's input, from 0: in
+	// the docs of Index or Shard.Prepare, the stream of IndexStream, the
+	// batch of Shard.Write. It is -1 for IndexJSONL, whose Line says where.
+	Index int
+	// Line is the line of IndexJSONL's input the document was on, from
+	// 1; 0 for the other calls.
+	Line int
+	// ID is the document's id, "" when it had none or its line could not
+	// be read.
+	ID  string
+	Err error
+}
+
+func (e *DocError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("document %d (id %q): %v", e.Index, e.ID, e.Err)
+}
+
+func (e *DocError) Unwrap() error { return e.Err }
+
 // docError is a document's error inside the write pipeline, at its
-// position in the input: a 1-based line for IndexJSONL, a 0-based index
-// for Index (and, inside encodeChecked, an index in the batch).
+// position in the input (a line of JSONL input, or an index); public
+// makes the DocError a call returns of it.
 type docError struct {
 	pos int
 	id  string
@@ -236,3 +267,29 @@ type docError struct {
 
 func (e *docError) Error() string { return fmt.Sprintf("document %d (id %q): %v", e.pos, e.id, e.err) }
 func (e *docError) Unwrap() error { return e.err }
+
+// public is the DocError of e; lines says the position is a line of
+// JSONL input.
+func (e *docError) public(lines bool) *DocError {
+	if lines {
+		return &DocError{Index: -1, Line: e.pos, ID: e.id, Err: e.err}
+	}
+	return &DocError{Index: e.pos, ID: e.id, Err: e.err}
+}
+
+// docFailure is where a document's failure becomes what the API returns:
+// the pipeline's *docError, or the store's *storage.BatchError (a
+// document Badger refused, at its position in the storage batch), becomes
+// a *DocError; lines says positions are lines of JSONL input. Other
+// errors, nil included, pass unchanged.
+func docFailure(err error, lines bool) error {
+	var de *docError
+	if errors.As(err, &de) {
+		return de.public(lines)
+	}
+	var be *storage.BatchError
+	if errors.As(err, &be) {
+		return (&docError{pos: be.Index, id: be.ID, err: be.Err}).public(lines)
+	}
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -51,14 +52,43 @@ func (e *Engine) Shard() *Shard { return &Shard{e} }
 // applies the batches its log replicates, which may carry blobs
 // (vectors) and marks. Once storage commits, the batch is acknowledged: if
 // a derived index then fails, the error is returned but the batch stays
-// committed and the index catches up on the next Open.
+// committed and the index catches up on the next Open. A document the
+// store refuses is a *DocError naming its position in the batch.
 func (s *Shard) Write(ctx context.Context, b *storage.Batch) (storage.WriteResult, error) {
-	return s.e.write(ctx, b)
+	r, err := s.e.write(ctx, b)
+	return r, docFailure(err, false)
 }
 
 // Store is the source of truth beneath the engine: its marks, change log,
 // backups and documents, which a replica reads and restores.
 func (s *Shard) Store() *storage.Store { return s.e.st }
+
+// What a replica and a coordinator handle, named here so that they reach
+// the store and the retrievers only through the engine.
+type (
+	// Batch is an atomic batch of puts (with their blobs), deletes and
+	// marks, as Shard.Write commits it and a replica's log carries it.
+	Batch = storage.Batch
+	// WriteResult describes a committed Batch.
+	WriteResult = storage.WriteResult
+	// BM25Stats are a query's BM25 statistics (Collected.BM25,
+	// ShardOptions.BM25), summed over the shards by the coordinator.
+	BM25Stats = sparse.Stats
+	// LateCollection is what one shard's late-interaction token search
+	// collected (Collected.Late), for latecollect.MergeCandidates.
+	LateCollection = latecollect.Collection
+)
+
+// ErrBatchTooLarge is Shard.Write's error for a Batch too large for one
+// store transaction; nothing of it is stored.
+var ErrBatchTooLarge = storage.ErrBatchTooLarge
+
+// RestoreStore creates a collection's store in dir, which must not hold
+// one, from a backup written by Shard().Store().Backup: a replica that
+// catches up from a peer's snapshot. noSync is Options.NoSync.
+func RestoreStore(dir string, r io.Reader, noSync bool) error {
+	return storage.Restore(dir, r, &storage.Options{NoSync: noSync})
+}
 
 // ShardOptions run a search as one shard of a collection split over
 // several engines.
@@ -302,7 +332,7 @@ type Prepared struct {
 }
 
 // Prepare checks docs and computes their blobs as Index does before it
-// commits them. A document's error is a *storage.BatchError naming it by
+// commits them. A document's error is a *DocError naming it by
 // its index in docs. Fields a document adds to a non-strict schema are
 // checked against the schema as it is, not as the earlier documents of
 // docs would extend it.
@@ -317,7 +347,7 @@ func (s *Shard) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, err
 	for i, d := range docs {
 		c, err := e.check(schema, d)
 		if err != nil {
-			return nil, &storage.BatchError{Index: i, ID: d.ID, Err: err}
+			return nil, docFailure(&docError{pos: i, id: d.ID, err: err}, false)
 		}
 		cs[i] = c
 	}
@@ -328,11 +358,7 @@ func (s *Shard) Prepare(ctx context.Context, docs []tandem.Doc) ([]Prepared, err
 			return nil, err
 		}
 		if blobs, _, err = e.encodeChecked(ctx, cs, in); err != nil {
-			var de *docError
-			if errors.As(err, &de) {
-				return nil, &storage.BatchError{Index: de.pos, ID: de.id, Err: de.err}
-			}
-			return nil, err
+			return nil, docFailure(err, false)
 		}
 	}
 	out := make([]Prepared, len(docs))
@@ -405,4 +431,39 @@ func BlobVectors(blobs map[string][]byte, model string) (tandem.Vectors, error) 
 		}
 	}
 	return v, nil
+}
+
+// ScanVectors calls fn with the id and stored vectors of every live
+// document that holds model's vectors of kind ("dense": Vectors.Dense;
+// "late": Vectors.Tokens), in document-number order: what `tandem export`
+// writes. A document deleted during the scan may be left out.
+func (s *Shard) ScanVectors(ctx context.Context, model, kind string, fn func(id string, v tandem.Vectors) error) error {
+	var blob string
+	switch kind {
+	case "dense":
+		blob = dense.BlobName(model)
+	case "late":
+		blob = latecollect.BlobName(model)
+	default:
+		return fmt.Errorf("%w: vectors of kind %q: want dense or late", ErrBadRequest, kind)
+	}
+	st := s.e.st
+	return st.ScanBlobs(ctx, blob, func(num uint64, value []byte) error {
+		ids, err := st.IDs([]uint64{num})
+		if err != nil {
+			return err
+		}
+		id, ok := ids[num]
+		if !ok {
+			return nil // deleted since the scan began
+		}
+		v, err := BlobVectors(map[string][]byte{blob: value}, model)
+		if err == nil {
+			err = fn(id, v)
+		}
+		if err != nil {
+			return fmt.Errorf("document %q: %w", id, err)
+		}
+		return nil
+	})
 }

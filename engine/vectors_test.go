@@ -18,7 +18,6 @@ import (
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/latecollect"
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // vectorCorpus is animals plus sentences enough to fill several pipeline
@@ -284,9 +283,9 @@ func TestSuppliedVectorErrors(t *testing.T) {
 			// with line 3.
 			in := strings.Join([]string{good("g1"), good("g2"), good("g3"), bad, good("g5")}, "\n")
 			p, err := e.IndexJSONL(ctx, strings.NewReader(in), JSONLOptions{})
-			var le *LineError
+			var le *DocError
 			if !errors.As(err, &le) || le.Line != 4 {
-				t.Fatalf("err = %v, want a LineError for line 4", err)
+				t.Fatalf("err = %v, want a DocError for line 4", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -311,9 +310,9 @@ func TestSuppliedVectorErrors(t *testing.T) {
 		docs := []tandem.Doc{{ID: "a", Fields: map[string]any{"text": "a"}, Vectors: map[string]tandem.Vectors{"ext": {Dense: []float32{1, 2, 3, 4}, Tokens: [][]float32{{1, 2, 3}}}}},
 			{ID: "b", Fields: map[string]any{"text": "b"}, Vectors: map[string]tandem.Vectors{"ext": {Dense: []float32{1, 2, x, 4}, Tokens: [][]float32{{1, 2, 3}}}}}}
 		res, err := e.Index(ctx, docs)
-		var be *storage.BatchError
+		var be *DocError
 		if !errors.As(err, &be) || be.Index != 1 || be.ID != "b" || !strings.Contains(err.Error(), "_vectors.ext.dense") || !strings.Contains(err.Error(), "value 2") {
-			t.Errorf("value %v: err = %v, want a BatchError for document 1 naming _vectors.ext.dense", x, err)
+			t.Errorf("value %v: err = %v, want a DocError for document 1 naming _vectors.ext.dense", x, err)
 		}
 		if res.Put != 0 || e.Count() != 0 {
 			t.Errorf("value %v: %d stored, want none of the batch", x, e.Count())
@@ -406,9 +405,9 @@ func TestIndexStream(t *testing.T) {
 	e := openT(t, t.TempDir(), &Options{BatchSize: 5, NoSync: true})
 	var seen []int
 	p, err := e.IndexStream(ctx, stream(25, 17, nil), StreamOptions{Progress: func(p Progress) { seen = append(seen, p.Docs) }})
-	var be *storage.BatchError
+	var be *DocError
 	if !errors.As(err, &be) || be.Index != 17 || be.ID != "s17" || !errors.Is(err, tandem.ErrWrongType) {
-		t.Fatalf("err = %v, want a BatchError for stream position 17", err)
+		t.Fatalf("err = %v, want a DocError for stream position 17", err)
 	}
 	if p.Docs != 15 || e.Count() != 15 || fmt.Sprint(seen) != "[5 10 15]" {
 		t.Errorf("stored %d (count %d, progress %v), want the 3 batches before position 17", p.Docs, e.Count(), seen)
@@ -447,9 +446,9 @@ func TestFieldTypeFixedByEarlierBatch(t *testing.T) {
 			}
 			continue
 		}
-		var le *LineError
+		var le *DocError
 		if !errors.As(err, &le) || le.Line != 26 || !errors.Is(err, tandem.ErrWrongType) {
-			t.Fatalf("err = %v, want a LineError for line 26", err)
+			t.Fatalf("err = %v, want a DocError for line 26", err)
 		}
 		if p.Docs != 25 || e.Count() != 25 {
 			t.Errorf("stored %d (count %d), want the 25 lines before", p.Docs, e.Count())

@@ -19,7 +19,6 @@ import (
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/internal/native"
-	"github.com/tandemsearch/tandem/storage"
 )
 
 // readBody reads the whole body, answering 413 past --max-body and 408
@@ -483,9 +482,9 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		}, engine.StreamOptions{SkipBad: true, OnSkip: func(err error) {
 			mu.Lock()
 			defer mu.Unlock()
-			var be *storage.BatchError
-			if errors.As(err, &be) && be.Index >= 0 && be.Index < len(lines) {
-				res.Errors = append(res.Errors, lineError{Line: lines[be.Index], ID: be.ID, Error: be.Err.Error()})
+			var de *engine.DocError
+			if errors.As(err, &de) && de.Index >= 0 && de.Index < len(lines) {
+				res.Errors = append(res.Errors, lineError{Line: lines[de.Index], ID: de.ID, Error: de.Err.Error()})
 				return
 			}
 			res.Errors = append(res.Errors, lineError{Error: err.Error()})

@@ -11,9 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tandemsearch/tandem/dense"
+	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
-	"github.com/tandemsearch/tandem/latecollect"
 )
 
 // runExport writes the vectors Tandem stored, so that another engine can
@@ -151,26 +150,6 @@ func (n *npyFile) writeHeader() error {
 	return err
 }
 
-// scanIDs calls fn for every stored blob name of a live document, with
-// its external id.
-func scanIDs(ctx context.Context, e *engine.Engine, blob string, fn func(id string, value []byte) error) error {
-	st := e.Shard().Store()
-	return st.ScanBlobs(ctx, blob, func(num uint64, value []byte) error {
-		ids, err := st.IDs([]uint64{num})
-		if err != nil {
-			return err
-		}
-		id, ok := ids[num]
-		if !ok {
-			return nil // deleted since the scan began
-		}
-		if err := fn(id, value); err != nil {
-			return fmt.Errorf("document %q: %w", id, err)
-		}
-		return nil
-	})
-}
-
 func writeLine(w *bufio.Writer, s string) error {
 	_, err := fmt.Fprintln(w, s)
 	return err
@@ -188,12 +167,11 @@ func exportDense(ctx context.Context, e *engine.Engine, model string, dim int, b
 	}
 	defer idf.Close()
 	iw := bufio.NewWriter(idf)
-	err = scanIDs(ctx, e, dense.BlobName(model), func(id string, value []byte) error {
-		v, err := dense.DecodeVector(value, dim)
-		if err != nil {
-			return err
+	err = e.Shard().ScanVectors(ctx, model, "dense", func(id string, v tandem.Vectors) error {
+		if len(v.Dense) != dim {
+			return fmt.Errorf("a vector of %d dimensions, the model has %d", len(v.Dense), dim)
 		}
-		if err := vecs.float32s(v); err != nil {
+		if err := vecs.float32s(v.Dense); err != nil {
 			return err
 		}
 		return writeLine(iw, id)
@@ -230,16 +208,14 @@ func exportTokens(ctx context.Context, e *engine.Engine, model string, dim int, 
 	if err := offs.int64(0); err != nil {
 		return 0, 0, err
 	}
-	err = scanIDs(ctx, e, latecollect.BlobName(model), func(id string, value []byte) error {
-		v, d, err := latecollect.DecodeTokens(value)
-		if err != nil {
-			return err
-		}
-		if d != dim {
-			return fmt.Errorf("tokens of %d dimensions, the model has %d", d, dim)
-		}
-		if err := toks.float32s(v); err != nil {
-			return err
+	err = e.Shard().ScanVectors(ctx, model, "late", func(id string, v tandem.Vectors) error {
+		for _, row := range v.Tokens {
+			if len(row) != dim {
+				return fmt.Errorf("tokens of %d dimensions, the model has %d", len(row), dim)
+			}
+			if err := toks.float32s(row); err != nil {
+				return err
+			}
 		}
 		if err := offs.int64(int64(toks.rows)); err != nil {
 			return err

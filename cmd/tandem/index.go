@@ -119,8 +119,8 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, progressLine(p, size, e.Retraining()))
 	}
 	if err != nil {
-		var le *engine.LineError
-		if errors.As(err, &le) && !*skipBad {
+		var de *engine.DocError
+		if errors.As(err, &de) && !*skipBad {
 			return fmt.Errorf("%s: %w (documents before this line's batch are stored; use --skip-bad to skip bad lines)", *corpus, err)
 		}
 		return err

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tandemsearch/tandem/encoder"
-	"github.com/tandemsearch/tandem/internal/native"
+	"github.com/tandemsearch/tandem/engine"
 )
 
 // modelCommands are the subcommands that list and run the installed
@@ -21,7 +21,7 @@ func modelCommands() map[string]command {
 
 func runModels(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("models", stderr)
-	dir := fs.String("dir", native.ModelsDir(), "models directory")
+	dir := fs.String("dir", engine.Native().Models, "models directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

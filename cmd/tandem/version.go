@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tandemsearch/tandem/internal/native"
+	"github.com/tandemsearch/tandem/engine"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -16,13 +16,14 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "tandem %s\n", version)
-	prefix := native.Prefix()
+	loc := engine.Native()
+	prefix := loc.Prefix
 	if prefix == "" {
 		prefix = "(none: libraries and models from the system directories)"
 	}
 	fmt.Fprintf(stdout, "native prefix:  %s\n", prefix)
-	fmt.Fprintf(stdout, "onnxruntime:    %s\n", orNone(native.ONNXRuntimeLibrary()))
-	fmt.Fprintf(stdout, "models:         %s\n", orNone(native.ModelsDir()))
+	fmt.Fprintf(stdout, "onnxruntime:    %s\n", orNone(loc.ONNXRuntime))
+	fmt.Fprintf(stdout, "models:         %s\n", orNone(loc.Models))
 	return nil
 }
 
