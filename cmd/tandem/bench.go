@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/procstat"
 	"github.com/tandemsearch/tandem/internal/synth"
 )
@@ -220,106 +216,14 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// generate produces documents doc(0)..doc(n-1) in order, at most ahead of
-// them made in advance by one goroutine per core (at most 4). stop ends
-// the goroutines early.
-func generate(n, ahead int, doc func(int) tandem.Doc) (next func() (tandem.Doc, error), stop func()) {
-	workers := max(1, min(4, runtime.NumCPU()))
-	ahead = max(ahead, workers)
-	done := make(chan struct{})
-	chans := make([]chan tandem.Doc, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		chans[w] = make(chan tandem.Doc, ahead/workers)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(chans[w])
-			for i := w; i < n; i += workers {
-				select {
-				case chans[w] <- doc(i):
-				case <-done:
-					return
-				}
-			}
-		}()
-	}
-	i := 0
-	next = func() (tandem.Doc, error) {
-		if i >= n {
-			return tandem.Doc{}, io.EOF
-		}
-		d, ok := <-chans[i%workers]
-		if !ok {
-			return tandem.Doc{}, errors.New("bench: generator stopped")
-		}
-		i++
-		return d, nil
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			close(done)
-			for _, c := range chans {
-				for range c {
-				}
-			}
-			wg.Wait()
-		})
-	}
-	return next, stop
-}
-
-// memoryStatus describes the process's memory for a progress line.
-func memoryStatus() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	m := procstat.ReadMemory()
-	return fmt.Sprintf("RSS %s anonymous (Go heap %s) + %s mapped files, peak %s", size(m.Anon), size(int64(ms.HeapInuse)), size(m.File), size(m.Peak))
-}
-
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	return f.Close()
-}
-
-// startCPUProfile starts a CPU profile written to path, if path is set.
-// The returned stop ends it and closes the file; later calls do nothing.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		})
-	}, nil
-}
+// The helpers the benchmarks share live in internal/bench; the other
+// commands (index, eval, stats, soak, torture) call them by these names.
+var (
+	generate         = bench.Generate
+	memoryStatus     = bench.MemoryStatus
+	percentile       = bench.Percentile
+	ms               = bench.Ms
+	size             = bench.Size
+	startCPUProfile  = bench.StartCPUProfile
+	writeHeapProfile = bench.WriteHeapProfile
+)

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/internal/procstat"
+)
+
+// Generate produces documents doc(0)..doc(n-1) in order, at most ahead of
+// them made in advance by one goroutine per core (at most 4). stop ends
+// the goroutines early.
+func Generate(n, ahead int, doc func(int) tandem.Doc) (next func() (tandem.Doc, error), stop func()) {
+	workers := max(1, min(4, runtime.NumCPU()))
+	ahead = max(ahead, workers)
+	done := make(chan struct{})
+	chans := make([]chan tandem.Doc, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		chans[w] = make(chan tandem.Doc, ahead/workers)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(chans[w])
+			for i := w; i < n; i += workers {
+				select {
+				case chans[w] <- doc(i):
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	i := 0
+	next = func() (tandem.Doc, error) {
+		if i >= n {
+			return tandem.Doc{}, io.EOF
+		}
+		d, ok := <-chans[i%workers]
+		if !ok {
+			return tandem.Doc{}, errors.New("bench: generator stopped")
+		}
+		i++
+		return d, nil
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(done)
+			for _, c := range chans {
+				for range c {
+				}
+			}
+			wg.Wait()
+		})
+	}
+	return next, stop
+}
+
+// MemoryStatus describes the process's memory for a progress line.
+func MemoryStatus() string {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m := procstat.ReadMemory()
+	return fmt.Sprintf("RSS %s anonymous (Go heap %s) + %s mapped files, peak %s", Size(m.Anon), Size(int64(ms.HeapInuse)), Size(m.File), Size(m.Peak))
+}
+
+func Percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func WriteHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
+}
+
+// StartCPUProfile starts a CPU profile written to path, if path is set.
+// The returned stop ends it and closes the file; later calls do nothing.
+func StartCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
+}
+
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
