@@ -130,3 +130,30 @@ func Size(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// CheckNew refuses a collection directory that exists: a benchmark builds
+// a new collection, and removes it afterwards unless asked to keep it.
+func CheckNew(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("%s exists; the benchmark builds a new collection", dir)
+	}
+	return nil
+}
+
+// Searches is what one search configuration measured: latency
+// percentiles and the hits a query found on average.
+type Searches struct {
+	Name     string
+	P50, P95 time.Duration
+	Hits     float64
+}
+
+// Measure summarises one configuration's latencies and total hits.
+func Measure(name string, lat []time.Duration, hits int) Searches {
+	return Searches{Name: name, P50: Percentile(lat, 0.50), P95: Percentile(lat, 0.95), Hits: float64(hits) / float64(len(lat))}
+}
+
+// Row is the configuration's line of a Markdown results table.
+func (s Searches) Row() string {
+	return fmt.Sprintf("| %s, top 10: p50 / p95 | %.1f / %.1f ms (%.1f hits a query) |", s.Name, Ms(s.P50), Ms(s.P95), s.Hits)
+}
