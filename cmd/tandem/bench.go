@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tandemsearch/tandem/internal/bench"
+	"github.com/tandemsearch/tandem/internal/bench/ingest"
 )
 
 func benchCommands() map[string]command {
@@ -42,7 +43,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 // ingest rate, disk, peak memory, open times and search latencies.
 func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench ingest", stderr)
-	var c Config
+	var c ingest.Config
 	fset.StringVar(&c.Dir, "dir", "", "directory for the collection; must not exist")
 	fset.IntVar(&c.Docs, "docs", 1_000_000, "documents to ingest")
 	fset.IntVar(&c.Batch, "batch", 0, "documents per atomic batch (default: the engine's)")
@@ -60,7 +61,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	c.Log = stderr
-	r, err := Run(context.Background(), c)
+	r, err := ingest.Run(context.Background(), c)
 	if err != nil {
 		return err
 	}
