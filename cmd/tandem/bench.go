@@ -72,10 +72,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 // The helpers the benchmarks share live in internal/bench; the other
 // commands (index, eval, stats, soak, torture) call them by these names.
 var (
-	generate         = bench.Generate
-	memoryStatus     = bench.MemoryStatus
 	percentile       = bench.Percentile
-	ms               = bench.Ms
 	size             = bench.Size
 	startCPUProfile  = bench.StartCPUProfile
 	writeHeapProfile = bench.WriteHeapProfile
