@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/internal/bench/late"
 )
 
 // runBenchLate builds a collection of synthetic token matrices that the
@@ -16,7 +17,7 @@ import (
 // (exhaustive) late-interaction ranking.
 func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench late", stderr)
-	var c Config
+	var c late.Config
 	fset.StringVar(&c.Dir, "dir", "", "directory for the collection; must not exist")
 	fset.IntVar(&c.Docs, "docs", 100_000, "documents to ingest")
 	fset.IntVar(&c.Tokens, "tokens", 128, "tokens per document")
@@ -42,11 +43,11 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	if c.Tokens > tandem.MaxTokens || c.QueryTokens > tandem.MaxTokens {
 		return fmt.Errorf("--tokens %d, --query-tokens %d: a token matrix has at most %d rows", c.Tokens, c.QueryTokens, tandem.MaxTokens)
 	}
-	if err := CheckLateIndex(c.LateIndex, c.Dim); err != nil {
+	if err := late.CheckLateIndex(c.LateIndex, c.Dim); err != nil {
 		return fmt.Errorf("--late-index %q with --dim %d: %w", c.LateIndex, c.Dim, err)
 	}
 	c.Log = stderr
-	r, err := Run(context.Background(), c)
+	r, err := late.Run(context.Background(), c)
 	if err != nil {
 		return err
 	}
