@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/tandemsearch/tandem/internal/bench/load"
 )
 
 // runBenchServe loads a running `tandem serve` over HTTP: concurrent
@@ -15,7 +17,7 @@ import (
 // JSON encoding, HTTP and the engine together.
 func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench serve", stderr)
-	var c Config
+	var c load.Config
 	fset.StringVar(&c.URL, "url", "http://127.0.0.1:7700", "base URL of the server")
 	fset.StringVar(&c.Collection, "collection", "", "collection to search and write")
 	fset.StringVar(&c.QueriesFile, "queries", "", "BEIR queries.jsonl: the query texts, used in turn")
@@ -36,7 +38,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	c.Log = stderr
-	r, err := Run(context.Background(), c)
+	r, err := load.Run(context.Background(), c)
 	if err != nil {
 		return err
 	}
