@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/internal/bench/cluster"
 )
 
 // runBenchCluster measures a 3-node cluster (3 shards x 3 replicas, nodes
@@ -17,7 +18,7 @@ import (
 // encoding.
 func runBenchCluster(args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench cluster", stderr)
-	var c Config
+	var c cluster.Config
 	fset.StringVar(&c.Data, "data", "", "BEIR directory (corpus.jsonl, queries.jsonl), e.g. ../shared/data/scifact")
 	fset.IntVar(&c.Docs, "docs", 0, "documents to index (default all)")
 	fset.IntVar(&c.Batch, "batch", 64, "documents per acknowledged batch")
@@ -33,7 +34,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	c.Log = stderr
-	r, err := Run(context.Background(), c)
+	r, err := cluster.Run(context.Background(), c)
 	if err != nil {
 		return err
 	}
