@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/internal/bench/encode"
 )
 
 // runBenchEncode measures document encoding the way ingest runs it: the
@@ -15,7 +16,7 @@ import (
 // on the same texts, model file and threads.
 func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench encode", stderr)
-	var c Config
+	var c encode.Config
 	fs.StringVar(&c.Model, "model", encoder.DefaultModel, "installed model name or model directory")
 	fs.StringVar(&c.Corpus, "corpus", "", "BEIR corpus.jsonl; documents are title + \" \" + text")
 	fs.IntVar(&c.Docs, "docs", 512, "documents to encode, from the start of the corpus")
@@ -32,7 +33,7 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [--threads N]")
 		return errUsage
 	}
-	r, err := Run(context.Background(), c)
+	r, err := encode.Run(context.Background(), c)
 	if err != nil {
 		return err
 	}
