@@ -43,7 +43,7 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	if c.Tokens > tandem.MaxTokens || c.QueryTokens > tandem.MaxTokens {
 		return fmt.Errorf("--tokens %d, --query-tokens %d: a token matrix has at most %d rows", c.Tokens, c.QueryTokens, tandem.MaxTokens)
 	}
-	if err := late.CheckLateIndex(c.LateIndex, c.Dim); err != nil {
+	if err := late.CheckIndex(c.LateIndex, c.Dim); err != nil {
 		return fmt.Errorf("--late-index %q with --dim %d: %w", c.LateIndex, c.Dim, err)
 	}
 	c.Log = stderr

@@ -92,7 +92,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Tokens > tandem.MaxTokens || c.QueryTokens > tandem.MaxTokens {
 		return nil, fmt.Errorf("bench late: Tokens %d, QueryTokens %d: a token matrix has at most %d rows", c.Tokens, c.QueryTokens, tandem.MaxTokens)
 	}
-	if err := CheckLateIndex(c.LateIndex, c.Dim); err != nil {
+	if err := CheckIndex(c.LateIndex, c.Dim); err != nil {
 		return nil, fmt.Errorf("bench late: LateIndex %q with Dim %d: %w", c.LateIndex, c.Dim, err)
 	}
 	if err := bench.CheckNew(c.Dir); err != nil {
@@ -341,10 +341,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	return r, nil
 }
 
-// CheckLateIndex reports whether description is a late-interaction index
+// CheckIndex reports whether description is a late-interaction index
 // that dim-dimensional tokens can have. The engine would find a bad one
 // only after creating the collection; Run says so before.
-func CheckLateIndex(description string, dim int) error {
+func CheckIndex(description string, dim int) error {
 	return latecollect.CheckDescription(description, dim)
 }
 
