@@ -81,7 +81,8 @@ func TestBenchLate(t *testing.T) {
 	// with the 1% filter (its 15 or so documents are all scored exactly),
 	// 0.887 with the 10% filter (without the query's topic neighbours,
 	// its 150 documents score within a few hundredths of one another,
-	// where one-bit residuals at 64-d rank least well).
+	// where one-bit residuals at 64-d rank least well); the test prints
+	// the table with go test -v -run TestBenchLate ./internal/bench/late/.
 	recall := map[string]float64{}
 	for _, m := range regexp.MustCompile(`\| late(, 1% filter|, 10% filter)?, recall@10 against late-exact \| ([0-9.]+) \(30 queries; exhaustive p50 [0-9.]+ ms\) \|`).FindAllStringSubmatch(out, -1) {
 		recall[m[1]], _ = strconv.ParseFloat(m[2], 64)
