@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -156,4 +157,33 @@ func Measure(name string, lat []time.Duration, hits int) Searches {
 // Row is the configuration's line of a Markdown results table.
 func (s Searches) Row() string {
 	return fmt.Sprintf("| %s, top 10: p50 / p95 | %.1f / %.1f ms (%.1f hits a query) |", s.Name, Ms(s.P50), Ms(s.P95), s.Hits)
+}
+
+// Output is what the benchmarks that build a collection share in their
+// Config: where the run says what it is doing, and the profiles it writes.
+type Output struct {
+	// Log receives what the run is doing (nil: nothing); Quiet leaves out
+	// the progress lines of the build.
+	Log   io.Writer
+	Quiet bool
+
+	// Profiles written when set: CPU of the build, CPU of the measured
+	// searches, and the heap's allocations during the build.
+	CPUProfile, SearchCPUProfile, MemProfile string
+}
+
+// Logger returns Log, or io.Discard when Log is nil.
+func (o Output) Logger() io.Writer {
+	if o.Log == nil {
+		return io.Discard
+	}
+	return o.Log
+}
+
+// NextPhase starts a phase of a run whose peak RSS is its own: the Go
+// runtime returns the memory it holds free, and the process's peak is
+// reset (procstat.ResetPeak).
+func NextPhase() {
+	debug.FreeOSMemory()
+	procstat.ResetPeak()
 }

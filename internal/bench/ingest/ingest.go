@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"time"
 
 	"github.com/tandemsearch/tandem"
@@ -25,14 +24,7 @@ type Config struct {
 	Queries int    // queries per measured search configuration
 	Keep    bool   // keep the collection afterwards
 
-	// Log receives what the run is doing (nil: nothing); Quiet leaves out
-	// the progress lines of the ingest.
-	Log   io.Writer
-	Quiet bool
-
-	// Profiles written when set: CPU of the ingest, CPU of the searches,
-	// and the heap's allocations during the ingest.
-	CPUProfile, SearchCPUProfile, MemProfile string
+	bench.Output // the progress lines and the profiles
 }
 
 // Report is what a run measured.
@@ -61,10 +53,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := bench.CheckNew(c.Dir); err != nil {
 		return nil, err
 	}
-	log := c.Log
-	if log == nil {
-		log = io.Discard
-	}
+	log := c.Logger()
 	if !c.Keep {
 		defer os.RemoveAll(c.Dir)
 	}
@@ -124,8 +113,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	r.Close = time.Since(closeStart)
 	r.Disk = procstat.DirBytes(c.Dir)
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
+	bench.NextPhase()
 
 	openStart := time.Now()
 	if e, err = engine.Open(c.Dir, nil); err != nil {
@@ -136,8 +124,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		return nil, err
 	}
 	r.PeakOpen = procstat.ReadMemory().Peak
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
+	bench.NextPhase()
 	// Without the dense snapshot, Open rebuilds the index from Badger.
 	snaps, _ := filepath.Glob(filepath.Join(c.Dir, "snapshots", "*"))
 	for _, s := range snaps {

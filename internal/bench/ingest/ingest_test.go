@@ -6,13 +6,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tandemsearch/tandem/internal/bench"
 )
 
 // TestBenchIngest runs the scale benchmark on a small synthetic collection:
 // every figure of its table is reported, and every search finds hits.
 func TestBenchIngest(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "bench")
-	r, err := Run(context.Background(), Config{Dir: dir, Docs: 3000, Queries: 20, Quiet: true})
+	r, err := Run(context.Background(), Config{Dir: dir, Docs: 3000, Queries: 20, Output: bench.Output{Quiet: true}})
 	if err != nil {
 		t.Fatalf("bench: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -34,15 +33,9 @@ type Config struct {
 	Batch         int    // documents per atomic batch (0: the engine's)
 	Keep          bool   // keep the collection afterwards
 
-	// Log receives what the run is doing (nil: nothing); Quiet leaves out
-	// the progress lines of the build.
-	Log   io.Writer
-	Quiet bool
-
-	// Profiles written when set: CPU of the build, CPU of the measured
-	// searches (not the exhaustive ones), and the heap's allocations
-	// during the build.
-	CPUProfile, SearchCPUProfile, MemProfile string
+	// The progress lines and the profiles; the search profile leaves out
+	// the exhaustive searches.
+	bench.Output
 }
 
 // Report is what a run measured.
@@ -98,10 +91,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := bench.CheckNew(c.Dir); err != nil {
 		return nil, err
 	}
-	log := c.Log
-	if log == nil {
-		log = io.Discard
-	}
+	log := c.Logger()
 	corpus := synth.DefaultTokens()
 	corpus.Dim, corpus.Tokens, corpus.QueryTokens = c.Dim, c.Tokens, c.QueryTokens
 	gen, err := synth.NewTokens(corpus)
@@ -226,8 +216,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	r.Close = time.Since(closeStart)
 	r.Disk = procstat.DirBytes(c.Dir)
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
+	bench.NextPhase()
 
 	// Each phase's peak is its own: a user opens a collection in a fresh
 	// process, not in the one that built it.
@@ -242,8 +231,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		return nil, err
 	}
 	r.Opened = opened.LateStats
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
+	bench.NextPhase()
 
 	type config struct {
 		name   string
@@ -301,8 +289,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	stopSearchProfile()
 	r.PeakSearch = procstat.ReadMemory().Peak
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
+	bench.NextPhase()
 	for ci, cf := range configs {
 		r.Searches = append(r.Searches, bench.Measure(cf.name, lat[ci], hits[ci]))
 	}

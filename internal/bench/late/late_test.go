@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/faiss"
 )
 
@@ -24,7 +25,7 @@ func TestBenchLate(t *testing.T) {
 	const docs, tokens, dim = 1500, 32, 64
 	dir := filepath.Join(t.TempDir(), "bench")
 	r, err := Run(context.Background(), Config{Dir: dir, Docs: docs, Tokens: tokens, Dim: dim, QueryTokens: 16,
-		Queries: 30, RecallQueries: 30, LateIndex: "Residual", Quiet: true})
+		Queries: 30, RecallQueries: 30, LateIndex: "Residual", Output: bench.Output{Quiet: true}})
 	if err != nil {
 		t.Fatalf("bench late: %v", err)
 	}
