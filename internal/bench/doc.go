@@ -17,9 +17,11 @@
 // What they share: Generate makes documents ahead of an ingest, in order;
 // Measure, Percentile and Ms summarise latencies, and Searches.Row prints
 // a search configuration's row; Size formats bytes; MemoryStatus describes
-// the process's memory (from internal/procstat) for progress lines;
-// StartCPUProfile and WriteHeapProfile write profiles; CheckNew refuses a
-// collection directory that exists.
+// the process's memory (from internal/procstat) for progress lines, and
+// NextPhase starts a phase whose peak RSS is its own; Output is the
+// progress and profile settings of a Config, and StartCPUProfile and
+// WriteHeapProfile write the profiles; CheckNew refuses a collection
+// directory that exists.
 //
 // Invariants of every benchmark here: its figures are measured, never
 // asserted, so a Run fails only when the benchmark cannot run (a bad

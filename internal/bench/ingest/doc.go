@@ -20,7 +20,8 @@
 //
 // # Usage
 //
-//	r, err := ingest.Run(ctx, ingest.Config{Dir: dir, Docs: 100_000, Queries: 200, Log: os.Stderr})
+//	r, err := ingest.Run(ctx, ingest.Config{Dir: dir, Docs: 100_000, Queries: 200,
+//		Output: bench.Output{Log: os.Stderr}})
 //	if err != nil {
 //		return err
 //	}

@@ -25,7 +25,7 @@
 // # Usage
 //
 //	r, err := late.Run(ctx, late.Config{Dir: dir, Docs: 100_000, Tokens: 128, Dim: 128, QueryTokens: 32,
-//		Queries: 200, RecallQueries: 50, LateIndex: "Residual", Log: os.Stderr})
+//		Queries: 200, RecallQueries: 50, LateIndex: "Residual", Output: bench.Output{Log: os.Stderr}})
 //	if err != nil {
 //		return err
 //	}
