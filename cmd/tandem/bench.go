@@ -2,22 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"runtime/pprof"
-	"slices"
-	"sync"
-	"time"
 
-	"github.com/tandemsearch/tandem"
-	"github.com/tandemsearch/tandem/engine"
-	"github.com/tandemsearch/tandem/internal/procstat"
-	"github.com/tandemsearch/tandem/internal/synth"
+	"github.com/tandemsearch/tandem/internal/bench"
+	"github.com/tandemsearch/tandem/internal/bench/ingest"
 )
 
 func benchCommands() map[string]command {
@@ -54,272 +43,37 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 // ingest rate, disk, peak memory, open times and search latencies.
 func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench ingest", stderr)
-	dir := fset.String("dir", "", "directory for the collection; must not exist")
-	docs := fset.Int("docs", 1_000_000, "documents to ingest")
-	batch := fset.Int("batch", 0, "documents per atomic batch (default: the engine's)")
-	queries := fset.Int("queries", 200, "queries per measured search configuration")
-	keep := fset.Bool("keep", false, "keep the collection afterwards")
-	quiet := fset.Bool("quiet", false, "no progress output")
-	cpuProfile := fset.String("cpuprofile", "", "write a CPU profile of the ingest to this file")
-	searchProfile := fset.String("search-cpuprofile", "", "write a CPU profile of the searches to this file")
-	memProfile := fset.String("memprofile", "", "write a heap profile (allocations during the ingest) to this file")
+	var c ingest.Config
+	fset.StringVar(&c.Dir, "dir", "", "directory for the collection; must not exist")
+	fset.IntVar(&c.Docs, "docs", 1_000_000, "documents to ingest")
+	fset.IntVar(&c.Batch, "batch", 0, "documents per atomic batch (default: the engine's)")
+	fset.IntVar(&c.Queries, "queries", 200, "queries per measured search configuration")
+	fset.BoolVar(&c.Keep, "keep", false, "keep the collection afterwards")
+	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")
+	fset.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the ingest to this file")
+	fset.StringVar(&c.SearchCPUProfile, "search-cpuprofile", "", "write a CPU profile of the searches to this file")
+	fset.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile (allocations during the ingest) to this file")
 	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
-	if *dir == "" || *docs <= 0 || *queries <= 0 || fset.NArg() > 0 {
+	if c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 || fset.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [--batch N] [--queries N] [--keep]")
 		return errUsage
 	}
-	if _, err := os.Stat(*dir); err == nil {
-		return fmt.Errorf("%s exists; the benchmark builds a new collection", *dir)
-	}
-	if !*keep {
-		defer os.RemoveAll(*dir)
-	}
-	corpus := synth.Default()
-	gen, err := synth.New(corpus)
+	c.Log = stderr
+	r, err := ingest.Run(context.Background(), c)
 	if err != nil {
 		return err
 	}
-	schema := &tandem.Schema{IDField: "_id", Strict: true, Models: []tandem.Model{corpus.ModelSpec()},
-		Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "cat", Type: tandem.Keyword}, {Name: "year", Type: tandem.Number}}}
-	ctx := context.Background()
-	e, err := engine.Open(*dir, &engine.Options{Schema: schema, BatchSize: *batch})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if e != nil {
-			e.Close()
-		}
-	}()
-
-	// Documents are generated ahead by one goroutine per core, in order.
-	next, stop := generate(*docs, 4096, gen.Doc)
-	defer stop()
-	var last time.Time
-	fmt.Fprintf(stderr, "ingesting %d synthetic documents (%d-d vectors supplied) into %s\n", *docs, corpus.Dim, *dir)
-	stopProfile, err := startCPUProfile(*cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-	p, err := e.IndexStream(ctx, next, engine.StreamOptions{Progress: func(p engine.Progress) {
-		if *quiet || time.Since(last) < 5*time.Second {
-			return
-		}
-		last = time.Now()
-		rate := float64(p.Docs) / p.Elapsed.Seconds()
-		eta := time.Duration(float64(*docs-p.Docs)/rate) * time.Second
-		fmt.Fprintf(stderr, "%d docs, %.0f docs/s, ETA %s, %s\n", p.Docs, rate, eta.Round(time.Second), memoryStatus())
-	}})
-	if err != nil {
-		return err
-	}
-	ingest := p.Elapsed
-	stopProfile()
-	// Each phase's peak is its own: a user opens a collection in a fresh
-	// process, not in the one that built it.
-	peakIngest := procstat.ReadMemory().Peak
-	procstat.ResetPeak()
-	if *memProfile != "" {
-		if err := writeHeapProfile(*memProfile); err != nil {
-			return err
-		}
-	}
-	closeStart := time.Now()
-	if err := e.Close(); err != nil {
-		return err
-	}
-	closeTook := time.Since(closeStart)
-	disk := procstat.DirBytes(*dir)
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
-
-	openStart := time.Now()
-	if e, err = engine.Open(*dir, nil); err != nil {
-		return err
-	}
-	openSnap := time.Since(openStart)
-	if err := e.Close(); err != nil {
-		return err
-	}
-	peakOpen := procstat.ReadMemory().Peak
-	debug.FreeOSMemory()
-	procstat.ResetPeak()
-	// Without the dense snapshot, Open rebuilds the index from Badger.
-	snaps, _ := filepath.Glob(filepath.Join(*dir, "snapshots", "*"))
-	for _, s := range snaps {
-		os.Remove(s)
-	}
-	openStart = time.Now()
-	if e, err = engine.Open(*dir, nil); err != nil {
-		return err
-	}
-	openRebuild := time.Since(openStart)
-	peakRebuild := procstat.ReadMemory().Peak
-
-	fmt.Fprintf(stderr, "searching: %d queries per configuration\n", *queries)
-	type config struct {
-		name   string
-		rets   []string
-		filter string
-	}
-	filter := fmt.Sprintf(`{"term":{"cat":%q}}`, synth.Category(7))
-	configs := []config{
-		{"bm25", []string{"bm25"}, ""},
-		{"bm25, 1% filter", []string{"bm25"}, filter},
-		{"dense", []string{"dense"}, ""},
-		{"dense, 1% filter", []string{"dense"}, filter},
-	}
-	lat := make([][]time.Duration, len(configs))
-	hits := make([]int, len(configs))
-	stopSearchProfile, err := startCPUProfile(*searchProfile)
-	if err != nil {
-		return err
-	}
-	defer stopSearchProfile()
-	// Configurations alternate query by query, so that the machine's
-	// load falls on all alike; the first 10 queries warm up.
-	for qi := -10; qi < *queries; qi++ {
-		text, vec := gen.Query(qi + 10)
-		for ci, c := range configs {
-			req := engine.Request{Text: text, K: 10, Retrievers: c.rets, Filter: []byte(c.filter)}
-			if c.rets[0] == "dense" {
-				req.Vectors = map[string]tandem.Vectors{corpus.Model: {Dense: vec}}
-			}
-			start := time.Now()
-			res, err := e.Search(ctx, req)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-			if qi >= 0 {
-				lat[ci] = append(lat[ci], time.Since(start))
-				hits[ci] += len(res.Hits)
-			}
-		}
-	}
-	if err := e.Close(); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(stdout, "| measure | value |\n|---|---|\n")
-	fmt.Fprintf(stdout, "| documents | %d (%d to %d words, %d-d vectors supplied, %d categories) |\n", p.Docs, corpus.MinWords, corpus.MaxWords, corpus.Dim, corpus.Categories)
-	fmt.Fprintf(stdout, "| ingest | %s, %.0f documents/s (%d atomic batches) |\n", ingest.Round(time.Second), float64(p.Docs)/ingest.Seconds(), p.Batches)
-	fmt.Fprintf(stdout, "| close (snapshots) | %s |\n", closeTook.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "| disk | %s, %.0f bytes/document |\n", size(disk), float64(disk)/float64(p.Docs))
-	fmt.Fprintf(stdout, "| peak RSS: ingest | %s |\n", size(peakIngest))
-	fmt.Fprintf(stdout, "| peak RSS: open from snapshot | %s |\n", size(peakOpen))
-	fmt.Fprintf(stdout, "| peak RSS: open with dense rebuild, then searches | %s |\n", size(max(peakRebuild, procstat.ReadMemory().Peak)))
-	fmt.Fprintf(stdout, "| open from snapshot | %s |\n", openSnap.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "| open with dense rebuild | %s |\n", openRebuild.Round(time.Millisecond))
-	for ci, c := range configs {
-		p50, p95 := percentile(lat[ci], 0.50), percentile(lat[ci], 0.95)
-		fmt.Fprintf(stdout, "| %s, top 10: p50 / p95 | %.1f / %.1f ms (%.1f hits a query) |\n", c.name, ms(p50), ms(p95), float64(hits[ci])/float64(len(lat[ci])))
-	}
+	r.WriteMarkdown(stdout)
 	return nil
 }
 
-// generate produces documents doc(0)..doc(n-1) in order, at most ahead of
-// them made in advance by one goroutine per core (at most 4). stop ends
-// the goroutines early.
-func generate(n, ahead int, doc func(int) tandem.Doc) (next func() (tandem.Doc, error), stop func()) {
-	workers := max(1, min(4, runtime.NumCPU()))
-	ahead = max(ahead, workers)
-	done := make(chan struct{})
-	chans := make([]chan tandem.Doc, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		chans[w] = make(chan tandem.Doc, ahead/workers)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(chans[w])
-			for i := w; i < n; i += workers {
-				select {
-				case chans[w] <- doc(i):
-				case <-done:
-					return
-				}
-			}
-		}()
-	}
-	i := 0
-	next = func() (tandem.Doc, error) {
-		if i >= n {
-			return tandem.Doc{}, io.EOF
-		}
-		d, ok := <-chans[i%workers]
-		if !ok {
-			return tandem.Doc{}, errors.New("bench: generator stopped")
-		}
-		i++
-		return d, nil
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			close(done)
-			for _, c := range chans {
-				for range c {
-				}
-			}
-			wg.Wait()
-		})
-	}
-	return next, stop
-}
-
-// memoryStatus describes the process's memory for a progress line.
-func memoryStatus() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	m := procstat.ReadMemory()
-	return fmt.Sprintf("RSS %s anonymous (Go heap %s) + %s mapped files, peak %s", size(m.Anon), size(int64(ms.HeapInuse)), size(m.File), size(m.Peak))
-}
-
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	return f.Close()
-}
-
-// startCPUProfile starts a CPU profile written to path, if path is set.
-// The returned stop ends it and closes the file; later calls do nothing.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		})
-	}, nil
-}
+// The helpers the benchmarks share live in internal/bench; the other
+// commands (index, eval, stats, soak, torture) call them by these names.
+var (
+	percentile       = bench.Percentile
+	size             = bench.Size
+	startCPUProfile  = bench.StartCPUProfile
+	writeHeapProfile = bench.WriteHeapProfile
+)

@@ -75,15 +75,3 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
 	return nil
 }
-
-func size(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

@@ -1,0 +1,26 @@
+// Package load is the benchmark behind tandem bench serve: a running
+// tandem serve under load over HTTP, as a client sees it (JSON, HTTP and
+// the engine together). Concurrent searchers cycle through the search
+// modes with real queries while writers upsert documents, for a fixed
+// time. The Report has each mode's requests, QPS, p50/p95/p99 latency and
+// errors.
+//
+// Invariants:
+//   - modes the collection cannot serve are dropped before the load
+//     starts, and a collection the server does not have is an error then;
+//   - a request that fails is counted in its mode and kept in the Report
+//     (Report.Failed), not returned by Run: the load goes on, and the
+//     caller decides (the command exits non-zero);
+//   - a request cut short by the end of the run is not counted;
+//   - upserts that the server answers with failed documents are errors.
+//
+// # Usage
+//
+//	r, err := load.Run(ctx, load.Config{URL: "http://127.0.0.1:7700", Collection: "scifact",
+//		QueriesFile: "queries.jsonl", Duration: time.Minute, Searchers: 8, WriteBatch: 8,
+//		Modes: "bm25,dense,late,hybrid", K: 10})
+//	if err != nil {
+//		return err
+//	}
+//	r.WriteMarkdown(os.Stdout)
+package load
