@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/bench/ingest"
 )
 
@@ -68,12 +67,3 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	r.WriteMarkdown(stdout)
 	return nil
 }
-
-// The helpers the benchmarks share live in internal/bench; the other
-// commands (index, eval, stats, soak, torture) call them by these names.
-var (
-	percentile       = bench.Percentile
-	size             = bench.Size
-	startCPUProfile  = bench.StartCPUProfile
-	writeHeapProfile = bench.WriteHeapProfile
-)

@@ -13,6 +13,7 @@ import (
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/evaluate"
 	"github.com/tandemsearch/tandem/fusion"
+	"github.com/tandemsearch/tandem/internal/bench"
 )
 
 func runEval(args []string, stdout, stderr io.Writer) error {
@@ -52,7 +53,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			methods = append(methods, m.String())
 		}
 	}
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := bench.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/bench"
 )
 
 // fieldFlags collects repeated --field name=type flags.
@@ -49,7 +50,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := bench.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/stress/soak"
 )
 
@@ -38,7 +39,7 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	if *memProfile != "" {
 		c.AtStop = func() error {
 			runtime.GC() // the profile's in-use figures are as of the last GC
-			if err := writeHeapProfile(*memProfile); err != nil {
+			if err := bench.WriteHeapProfile(*memProfile); err != nil {
 				return fmt.Errorf("--memprofile: %w", err)
 			}
 			return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/bench"
 )
 
 func runStats(args []string, stdout, stderr io.Writer) error {
@@ -53,7 +54,7 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "model       %s (%s)\n", m.Name, strings.Join(kinds, ", "))
 	}
 	for _, d := range s.Dense {
-		fmt.Fprintf(stdout, "dense       %s: %d vectors, FAISS %s, %s in memory\n", d.Model, d.Vectors, d.Description, size(int64(d.MemoryBytes)))
+		fmt.Fprintf(stdout, "dense       %s: %d vectors, FAISS %s, %s in memory\n", d.Model, d.Vectors, d.Description, bench.Size(int64(d.MemoryBytes)))
 	}
 	for _, l := range s.Late {
 		if l.Centroids > 0 {
@@ -65,13 +66,13 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 				fallback += fmt.Sprintf(", %d unreadable documents scored from codes (latest: %s)", l.ExactReadErrors, l.ExactReadError)
 			}
 			fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens, %s (%d centroids, drift %.3f), %s in memory (%.1f bytes/token)%s\n",
-				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, size(l.MemoryBytes), l.BytesPerToken, fallback)
+				l.Model, l.Docs, l.Tokens, l.Description, l.Centroids, l.Drift, bench.Size(l.MemoryBytes), l.BytesPerToken, fallback)
 			continue
 		}
 		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory (%.1f bytes/token), %s of it token blobs\n",
-			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, size(l.MemoryBytes), l.BytesPerToken, size(l.StoredBytes))
+			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, bench.Size(l.MemoryBytes), l.BytesPerToken, bench.Size(l.StoredBytes))
 	}
-	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s\n", size(s.DiskBytes["badger"]), size(s.DiskBytes["blobs"]), size(s.DiskBytes["bleve"]), size(s.DiskBytes["snapshots"]))
+	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s\n", bench.Size(s.DiskBytes["badger"]), bench.Size(s.DiskBytes["blobs"]), bench.Size(s.DiskBytes["bleve"]), bench.Size(s.DiskBytes["snapshots"]))
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
 	return nil
 }

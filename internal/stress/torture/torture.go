@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tandemsearch/tandem/internal/bench"
 )
 
 // Defaults of Config's zero fields.
@@ -152,11 +154,7 @@ func (s *Report) acknowledged() int {
 // openTime is the q-quantile of the times the collection took to open
 // after a kill (q = 1: the longest); 0 before the first kill.
 func (s *Report) openTime(q float64) time.Duration {
-	if len(s.OpenTimes) == 0 {
-		return 0
-	}
-	t := slices.Sorted(slices.Values(s.OpenTimes))
-	return t[min(len(t)-1, int(q*float64(len(t))))]
+	return bench.Percentile(s.OpenTimes, q)
 }
 
 // Failed reports whether the run found any loss or disagreement, or
