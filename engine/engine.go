@@ -459,11 +459,8 @@ func (e *Engine) FilterBitmap(ctx context.Context, filterJSON []byte) (*roaring6
 	}
 	defer e.mu.RUnlock()
 	schema := e.st.Schema()
-	fe, err := e.opts.FilterLimits.Parse(filterJSON)
+	fe, err := e.compileFilter(filterJSON, schema)
 	if err != nil {
-		return nil, err
-	}
-	if err := filter.Check(fe, schema); err != nil {
 		return nil, err
 	}
 	return e.sparse.FilterBitmap(ctx, schema, fe)

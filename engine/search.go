@@ -293,10 +293,7 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 	}
 	schema := e.st.Schema()
 	if len(strings.TrimSpace(string(req.Filter))) > 0 {
-		if p.filter, err = e.opts.FilterLimits.Parse(req.Filter); err != nil {
-			return nil, err
-		}
-		if err := filter.Check(p.filter, schema); err != nil {
+		if p.filter, err = e.compileFilter(req.Filter, schema); err != nil {
 			return nil, err
 		}
 	}
@@ -450,18 +447,46 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 // run runs the plan's retrievers, as one shard of a collection when so is
 // not nil, and returns them with their hits.
 func (e *Engine) run(ctx context.Context, p *Plan, so *ShardOptions) ([]retriever, error) {
-	var allow *roaring64.Bitmap
-	if p.filter != nil && p.needBitmap {
+	s := &search{p: p, q: newQueries(p), shard: so}
+	if p.needBitmap {
 		var err error
-		if allow, err = e.sparse.FilterBitmap(ctx, p.schema, p.filter); err != nil {
-			return nil, fmt.Errorf("engine: filter: %w", err)
+		if s.allow, err = e.allowed(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 	rets := slices.Clone(p.rets)
-	if err := e.retrieve(ctx, p.schema, p, allow, rets, so); err != nil {
+	if err := e.retrieve(ctx, s, rets); err != nil {
 		return nil, err
 	}
 	return rets, nil
+}
+
+// allowed returns the documents p's filter allows, nil when it has none:
+// the bitmap dense and late retrieval search under, made once per search
+// (by a search of this engine and by a shard's phases).
+func (e *Engine) allowed(ctx context.Context, p *Plan) (*roaring64.Bitmap, error) {
+	if p.filter == nil {
+		return nil, nil
+	}
+	allow, err := e.sparse.FilterBitmap(ctx, p.schema, p.filter)
+	if err != nil {
+		return nil, fmt.Errorf("engine: filter: %w", err)
+	}
+	return allow, nil
+}
+
+// compileFilter parses a JSON filter within Options.FilterLimits and
+// checks it against schema: what a search plans with and FilterBitmap
+// answers from.
+func (e *Engine) compileFilter(filterJSON []byte, schema *tandem.Schema) (filter.Expr, error) {
+	fe, err := e.opts.FilterLimits.Parse(filterJSON)
+	if err != nil {
+		return nil, err
+	}
+	if err := filter.Check(fe, schema); err != nil {
+		return nil, err
+	}
+	return fe, nil
 }
 
 // queryVectors checks a request's query vectors against the collection's
@@ -496,42 +521,26 @@ func lookup[T int | float64](m map[string]T, name string, r retriever) T {
 	return 0
 }
 
-// retrieve runs the retrievers concurrently, filling each one's hits. The
-// goroutines are joined before it returns; the first error cancels the
-// others.
-func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, p *Plan, allow *roaring64.Bitmap, rets []retriever, so *ShardOptions) error {
-	req, fe, scoring := p.req, p.filter, p.scoring
+// search is what the retrievers of one search share: its plan, the
+// filter's bitmap (nil without a filter), the query encodings, and, when
+// the engine searches as one shard of a collection, the shard's options
+// (nil for a search of this engine alone).
+type search struct {
+	p     *Plan
+	allow *roaring64.Bitmap
+	q     *queries
+	shard *ShardOptions
+}
+
+// retrieve runs the retrievers concurrently, filling each one's hits and
+// time. The goroutines are joined before it returns; the first error
+// cancels the others.
+func (e *Engine) retrieve(ctx context.Context, s *search, rets []retriever) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(rets))
-	// One query encoding per model, shared by its dense and late
-	// retrievers: the forward pass gives the pooled and token vectors.
-	type encoded struct {
-		once sync.Once
-		out  *encoder.Batch
-		err  error
-	}
-	enc := map[*model]*encoded{}
-	needTokens := map[*model]bool{}
-	for _, r := range rets {
-		if r.model != nil && r.query == nil {
-			enc[r.model] = &encoded{}
-			needTokens[r.model] = needTokens[r.model] || r.kind == "late"
-		}
-	}
-	encode := func(m *model) (*encoder.Batch, error) {
-		x := enc[m]
-		x.once.Do(func() {
-			x.out, x.err = m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: needTokens[m]})
-			if x.err != nil {
-				x.err = fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, x.err)
-			}
-		})
-		return x.out, x.err
-	}
-	empty := allow != nil && allow.IsEmpty()
 	for i := range rets {
 		wg.Add(1)
 		go func() {
@@ -539,82 +548,7 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, p *Plan, a
 			r := &rets[i]
 			start := time.Now()
 			defer func() { r.took = time.Since(start) }()
-			var err error
-			switch r.kind {
-			case "bm25":
-				// BM25 waits for the query encodings: beside an ONNX
-				// Runtime run, whose intra-op threads take both cores and
-				// wait for each other at every operator, its goroutine
-				// preempted one of them and held the encoding back by
-				// about 2 ms a query, ten times its own cost (SciFact,
-				// `tandem eval --mode late,bm25+late`: p50 19.5 and 21.9
-				// ms). An encoding's error is its retriever's to report.
-				for m := range enc {
-					encode(m)
-				}
-				var hits []sparse.Hit
-				q := sparse.Query{Text: req.Text, Fields: req.Fields, Filter: fe, K: r.depth}
-				if so != nil {
-					q.Stats = so.BM25
-				}
-				hits, err = e.sparse.Search(ctx, schema, q)
-				r.hits = make([]fusion.Item, len(hits))
-				for j, h := range hits {
-					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: h.Score}
-				}
-			case "dense":
-				if empty {
-					break
-				}
-				qv := r.query
-				if qv == nil {
-					var q *encoder.Batch
-					if q, err = encode(r.model); err != nil {
-						break
-					}
-					qv = q.Vectors[0]
-				}
-				var hits []dense.Hit
-				hits, err = r.model.dense.Search(ctx, qv, r.depth, allow)
-				r.hits = make([]fusion.Item, len(hits))
-				for j, h := range hits {
-					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}
-				}
-			case "late":
-				if empty {
-					break
-				}
-				qt := r.query
-				if qt == nil {
-					var q *encoder.Batch
-					if q, err = encode(r.model); err != nil {
-						break
-					}
-					qt = q.Tokens[0].Vectors
-				}
-				var hits []latecollect.Hit
-				lo := &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: scoring}
-				if r.exact {
-					lo.Mode = latecollect.Exhaustive
-				}
-				if w, ok := so.late(r.name); ok && !r.exact {
-					if w.AllAllowed {
-						// The union of the shards allows no more
-						// documents than the candidate cap: each scores
-						// all it allows, as one engine would.
-						lo.Mode = latecollect.Exhaustive
-						hits, err = r.model.late.Search(ctx, qt, lo)
-					} else {
-						hits, err = r.model.late.Rescore(ctx, qt, w.Docs, lo)
-					}
-				} else {
-					hits, err = r.model.late.Search(ctx, qt, lo)
-				}
-				r.hits = make([]fusion.Item, len(hits))
-				for j, h := range hits {
-					r.hits[j] = fusion.Item{Doc: h.DocNum, Score: float64(h.Score)}
-				}
-			}
+			hits, err := e.rank(ctx, s, r)
 			if err != nil {
 				errs[i] = fmt.Errorf("engine: %s: %w", r.name, err)
 				cancel()
@@ -622,13 +556,14 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, p *Plan, a
 			}
 			if r.kind != "bm25" {
 				// Deterministic ties: score descending, then docnum.
-				slices.SortStableFunc(r.hits, func(a, b fusion.Item) int {
+				slices.SortStableFunc(hits, func(a, b fusion.Item) int {
 					if c := cmp.Compare(b.Score, a.Score); c != 0 {
 						return c
 					}
 					return cmp.Compare(a.Doc, b.Doc)
 				})
 			}
+			r.hits = hits
 		}()
 	}
 	wg.Wait()
@@ -642,6 +577,172 @@ func (e *Engine) retrieve(ctx context.Context, schema *tandem.Schema, p *Plan, a
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rank runs one retriever of s, by its kind. Dense and late retrievers
+// return no hits at once when the filter allows no document.
+func (e *Engine) rank(ctx context.Context, s *search, r *retriever) ([]fusion.Item, error) {
+	empty := s.allow != nil && s.allow.IsEmpty()
+	switch r.kind {
+	case "bm25":
+		return e.rankBM25(ctx, s, r)
+	case "dense":
+		if empty {
+			return nil, nil
+		}
+		return e.rankDense(ctx, s, r)
+	case "late":
+		if empty {
+			return nil, nil
+		}
+		return e.rankLate(ctx, s, r)
+	}
+	return nil, fmt.Errorf("engine: no ranker for retriever kind %q", r.kind)
+}
+
+// rankBM25 ranks by BM25, with the collection's statistics when a shard
+// is given them. It waits for the query encodings first: beside an ONNX
+// Runtime run, whose intra-op threads take both cores and wait for each
+// other at every operator, its goroutine preempted one of them and held
+// the encoding back by about 2 ms a query, ten times its own cost
+// (SciFact, `tandem eval --mode late,bm25+late`: p50 19.5 and 21.9 ms).
+// An encoding's error is its retriever's to report.
+func (e *Engine) rankBM25(ctx context.Context, s *search, r *retriever) ([]fusion.Item, error) {
+	s.q.all(ctx)
+	req := s.p.req
+	q := sparse.Query{Text: req.Text, Fields: req.Fields, Filter: s.p.filter, K: r.depth}
+	if s.shard != nil {
+		q.Stats = s.shard.BM25
+	}
+	hits, err := e.sparse.Search(ctx, s.p.schema, q)
+	return items(hits, func(h sparse.Hit) fusion.Item { return fusion.Item{Doc: h.DocNum, Score: h.Score} }), err
+}
+
+// rankDense ranks by the model's vectors, under the filter's bitmap.
+func (e *Engine) rankDense(ctx context.Context, s *search, r *retriever) ([]fusion.Item, error) {
+	qv, err := s.q.dense(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	hits, err := r.model.dense.Search(ctx, qv, r.depth, s.allow)
+	return items(hits, func(h dense.Hit) fusion.Item { return fusion.Item{Doc: h.DocNum, Score: float64(h.Score)} }), err
+}
+
+// rankLate ranks by late interaction under the filter's bitmap: the
+// index's search, exhaustive for late-exact, or, as one shard of a
+// collection, the work the coordinator chose for this shard.
+func (e *Engine) rankLate(ctx context.Context, s *search, r *retriever) ([]fusion.Item, error) {
+	qt, err := s.q.tokens(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	lo := &latecollect.SearchOptions{K: r.depth, Allow: s.allow, Scoring: s.p.scoring}
+	if r.exact {
+		lo.Mode = latecollect.Exhaustive
+	}
+	var hits []latecollect.Hit
+	if w, ok := s.shard.late(r.name); ok && !r.exact {
+		if w.AllAllowed {
+			// The union of the shards allows no more documents than
+			// the candidate cap: each scores all it allows, as one
+			// engine would.
+			lo.Mode = latecollect.Exhaustive
+			hits, err = r.model.late.Search(ctx, qt, lo)
+		} else {
+			hits, err = r.model.late.Rescore(ctx, qt, w.Docs, lo)
+		}
+	} else {
+		hits, err = r.model.late.Search(ctx, qt, lo)
+	}
+	return items(hits, func(h latecollect.Hit) fusion.Item { return fusion.Item{Doc: h.DocNum, Score: float64(h.Score)} }), err
+}
+
+// items turns a retriever's hits into the items fusion takes.
+func items[H any](hits []H, item func(H) fusion.Item) []fusion.Item {
+	out := make([]fusion.Item, len(hits))
+	for i, h := range hits {
+		out[i] = item(h)
+	}
+	return out
+}
+
+// queries encodes a search's query text once per model, for the
+// retrievers given no query vector: one forward pass gives the model's
+// pooled vector and, when one of its late-interaction retrievers runs,
+// its tokens. A search of this engine, EncodeQuery and a shard's Collect
+// all encode through it. Safe for concurrent use.
+type queries struct {
+	text string
+	m    map[*model]*encoding
+}
+
+// encoding is one model's encoding of the query text, made once.
+type encoding struct {
+	once   sync.Once
+	tokens bool
+	out    *encoder.Batch
+	err    error
+}
+
+func newQueries(p *Plan) *queries {
+	q := &queries{text: p.req.Text, m: map[*model]*encoding{}}
+	for _, r := range p.rets {
+		if r.model == nil || r.query != nil {
+			continue
+		}
+		x := q.m[r.model]
+		if x == nil {
+			x = &encoding{}
+			q.m[r.model] = x
+		}
+		x.tokens = x.tokens || r.kind == "late"
+	}
+	return q
+}
+
+// encode returns m's encoding of the text, running the model the first
+// time it is asked.
+func (q *queries) encode(ctx context.Context, m *model) (*encoder.Batch, error) {
+	x := q.m[m]
+	x.once.Do(func() {
+		x.out, x.err = m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{q.text}, Tokens: x.tokens})
+		if x.err != nil {
+			x.err = fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, x.err)
+		}
+	})
+	return x.out, x.err
+}
+
+// all encodes the text with every model that needs it.
+func (q *queries) all(ctx context.Context) {
+	for m := range q.m {
+		q.encode(ctx, m)
+	}
+}
+
+// dense is r's query vector: the request's own, or the model's encoding.
+func (q *queries) dense(ctx context.Context, r *retriever) ([]float32, error) {
+	if r.query != nil {
+		return r.query, nil
+	}
+	b, err := q.encode(ctx, r.model)
+	if err != nil {
+		return nil, err
+	}
+	return b.Vectors[0], nil
+}
+
+// tokens is r's row-major query token matrix: the request's own, or the
+// model's encoding.
+func (q *queries) tokens(ctx context.Context, r *retriever) ([]float32, error) {
+	if r.query != nil {
+		return r.query, nil
+	}
+	b, err := q.encode(ctx, r.model)
+	if err != nil {
+		return nil, err
+	}
+	return b.Tokens[0].Vectors, nil
 }
 
 // indexesCurrent reports whether every derived index has applied every

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/dense"
-	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/sparse"
@@ -131,29 +130,24 @@ func (s *Shard) EncodeQuery(ctx context.Context, req Request) (Request, *Plan, e
 		return req, nil, err
 	}
 	defer e.mu.RUnlock()
-	need := map[*model]bool{} // model -> tokens wanted
-	for _, r := range p.rets {
-		if r.model != nil && r.query == nil {
-			need[r.model] = need[r.model] || r.kind == "late"
-		}
-	}
-	if len(need) == 0 {
+	q := newQueries(p)
+	if len(q.m) == 0 {
 		return req, p, nil
 	}
-	vs := make(map[string]tandem.Vectors, len(req.Vectors)+len(need))
+	vs := make(map[string]tandem.Vectors, len(req.Vectors)+len(q.m))
 	for k, v := range req.Vectors {
 		vs[k] = v
 	}
-	for m, tokens := range need {
-		b, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: tokens})
+	for m, x := range q.m {
+		b, err := q.encode(ctx, m)
 		if err != nil {
-			return req, nil, fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, err)
+			return req, nil, err
 		}
 		v := vs[m.spec.Name]
 		if m.spec.Dense && v.Dense == nil {
 			v.Dense = b.Vectors[0]
 		}
-		if tokens && v.Tokens == nil {
+		if x.tokens && v.Tokens == nil {
 			t := b.Tokens[0]
 			v.Tokens = make([][]float32, len(t.Vectors)/t.Dim)
 			for i := range v.Tokens {
@@ -189,6 +183,7 @@ func (s *Shard) Collect(ctx context.Context, req Request) (*Collected, error) {
 	defer e.mu.RUnlock()
 	out := &Collected{Late: map[string]*latecollect.Collection{}}
 	var allow *roaring64.Bitmap
+	q := newQueries(p)
 	for _, r := range p.rets {
 		switch {
 		case r.kind == "bm25" && req.Text != "" && out.BM25 == nil:
@@ -199,17 +194,13 @@ func (s *Shard) Collect(ctx context.Context, req Request) (*Collected, error) {
 			out.BM25 = &st
 		case r.kind == "late" && !r.exact:
 			if p.filter != nil && allow == nil {
-				if allow, err = e.sparse.FilterBitmap(ctx, p.schema, p.filter); err != nil {
-					return nil, fmt.Errorf("engine: filter: %w", err)
+				if allow, err = e.allowed(ctx, p); err != nil {
+					return nil, err
 				}
 			}
-			qt := r.query
-			if qt == nil {
-				b, err := r.model.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{req.Text}, Tokens: true})
-				if err != nil {
-					return nil, fmt.Errorf("engine: encode query with %s: %w", r.model.spec.Name, err)
-				}
-				qt = b.Tokens[0].Vectors
+			qt, err := q.tokens(ctx, &r)
+			if err != nil {
+				return nil, err
 			}
 			c, err := r.model.late.Collect(ctx, qt, &latecollect.SearchOptions{K: r.depth, Allow: allow, Scoring: p.scoring})
 			if errors.Is(err, latecollect.ErrNoCollect) {
