@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tandemsearch/tandem/internal/export"
 )
 
 // TestExport writes the stored dense vectors of a collection whose lines
@@ -42,16 +44,16 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) != npyHeader+2*3*4 || string(b[:8]) != "\x93NUMPY\x01\x00" || b[npyHeader-1] != '\n' {
-		t.Fatalf("npy file of %d bytes, header %q", len(b), b[:min(len(b), npyHeader)])
+	if len(b) != export.HeaderSize+2*3*4 || string(b[:8]) != "\x93NUMPY\x01\x00" || b[export.HeaderSize-1] != '\n' {
+		t.Fatalf("npy file of %d bytes, header %q", len(b), b[:min(len(b), export.HeaderSize)])
 	}
 	hlen := int(binary.LittleEndian.Uint16(b[8:]))
-	if 10+hlen != npyHeader || !strings.Contains(string(b[10:npyHeader]), "'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") {
-		t.Errorf("npy header %q (length %d)", b[10:npyHeader], hlen)
+	if 10+hlen != export.HeaderSize || !strings.Contains(string(b[10:export.HeaderSize]), "'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") {
+		t.Errorf("npy header %q (length %d)", b[10:export.HeaderSize], hlen)
 	}
 	want := []float32{1, 0, 0.25, 0.5, 0.5, 0}
 	for i, w := range want {
-		if got := math.Float32frombits(binary.LittleEndian.Uint32(b[npyHeader+4*i:])); got != w {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(b[export.HeaderSize+4*i:])); got != w {
 			t.Errorf("value %d = %v, want %v", i, got, w)
 		}
 	}
@@ -84,9 +86,9 @@ func readNpy(t *testing.T, path, dict string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < npyHeader || string(b[:8]) != "\x93NUMPY\x01\x00" || int(binary.LittleEndian.Uint16(b[8:]))+10 != npyHeader ||
-		!strings.Contains(string(b[10:npyHeader]), dict) || b[npyHeader-1] != '\n' {
-		t.Fatalf("%s: header %q, want %q", path, b[:min(len(b), npyHeader)], dict)
+	if len(b) < export.HeaderSize || string(b[:8]) != "\x93NUMPY\x01\x00" || int(binary.LittleEndian.Uint16(b[8:]))+10 != export.HeaderSize ||
+		!strings.Contains(string(b[10:export.HeaderSize]), dict) || b[export.HeaderSize-1] != '\n' {
+		t.Fatalf("%s: header %q, want %q", path, b[:min(len(b), export.HeaderSize)], dict)
 	}
-	return b[npyHeader:]
+	return b[export.HeaderSize:]
 }
