@@ -97,6 +97,8 @@ func writeLine(w *bufio.Writer, s string) error {
 	return err
 }
 
+// Dense writes model's stored dense vectors, each of dim values, to
+// base.npy and their ids to base.ids, and returns the number of rows.
 func Dense(ctx context.Context, e *engine.Engine, model string, dim int, base string) (int, error) {
 	vecs, err := createNpy(base+".npy", "<f4", dim)
 	if err != nil {
@@ -130,6 +132,10 @@ func Dense(ctx context.Context, e *engine.Engine, model string, dim int, base st
 	return vecs.rows, vecs.close()
 }
 
+// Tokens writes model's stored token matrices, each row of dim values, to
+// base.tokens.npy, the documents' first rows to base.offsets.npy and their
+// ids to base.tokens.ids, and returns the numbers of documents and of
+// token rows.
 func Tokens(ctx context.Context, e *engine.Engine, model string, dim int, base string) (docs, tokens int, err error) {
 	toks, err := createNpy(base+".tokens.npy", "<f4", dim)
 	if err != nil {
