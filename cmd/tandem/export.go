@@ -13,14 +13,9 @@ import (
 )
 
 // runExport writes the vectors Tandem stored, so that another engine can
-// search the same numbers. For each model, in document-number order:
-//
-//   - dense: OUT/<model>.npy (float32, documents × dimension) and
-//     OUT/<model>.ids (external ids, one per line);
-//   - late interaction: OUT/<model>.tokens.npy (float32, all documents'
-//     tokens × dimension, row after row), OUT/<model>.offsets.npy (int64,
-//     documents + 1: document i's tokens are rows offsets[i] to
-//     offsets[i+1]) and OUT/<model>.tokens.ids.
+// search the same numbers: for each model, OUT/<model>.npy and .ids
+// (dense), OUT/<model>.tokens.npy, .offsets.npy and .tokens.ids (late
+// interaction), in the formats package export's doc gives.
 func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", stderr)
 	dir := fs.String("dir", "", "collection directory")
