@@ -111,30 +111,14 @@ func splitKeys(s string) []string {
 	return out
 }
 
-// readKeysFile reads "admin KEY" and "read KEY" lines.
+// readKeysFile reads --keys-file (server.ParseKeys).
 func readKeysFile(path string) (admin, read []string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--keys-file: %w", err)
 	}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		kind, key, ok := strings.Cut(line, " ")
-		key = strings.TrimSpace(key)
-		if !ok || key == "" {
-			return nil, nil, fmt.Errorf("--keys-file %s: line %d: want 'admin KEY' or 'read KEY'", path, i+1)
-		}
-		switch kind {
-		case "admin":
-			admin = append(admin, key)
-		case "read":
-			read = append(read, key)
-		default:
-			return nil, nil, fmt.Errorf("--keys-file %s: line %d: unknown kind %q (want admin or read)", path, i+1, kind)
-		}
+	if admin, read, err = server.ParseKeys(data); err != nil {
+		return nil, nil, fmt.Errorf("--keys-file %s: %w", path, err)
 	}
 	return admin, read, nil
 }

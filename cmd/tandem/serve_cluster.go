@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tandemsearch/tandem/cluster"
@@ -112,30 +110,13 @@ func (c *clusterFlags) credentials() (cluster.Credentials, error) {
 	return cluster.Credentials{}, nil
 }
 
-// parsePeers parses --peers.
+// parsePeers parses --peers (cluster.ParsePeers).
 func parsePeers(s string) ([]cluster.Peer, error) {
-	var out []cluster.Peer
-	for i, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		id, addrs, ok := strings.Cut(f, "=")
-		raft, web, ok2 := strings.Cut(addrs, "/")
-		if !ok || !ok2 || id == "" || raft == "" || web == "" {
-			return nil, fmt.Errorf("--peers: entry %d %q: want ID=RAFT_ADDR/HTTP_ADDR", i+1, f)
-		}
-		for _, a := range []string{raft, web} {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, fmt.Errorf("--peers: entry %d %q: address %q: %v", i+1, f, a, err)
-			}
-		}
-		out = append(out, cluster.Peer{ID: id, Raft: raft, HTTP: web})
+	peers, err := cluster.ParsePeers(s)
+	if err != nil {
+		return nil, fmt.Errorf("--peers: %w", err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--peers: no node given")
-	}
-	return out, nil
+	return peers, nil
 }
 
 // serveCluster runs this process as a node of a cluster: the node's HTTP
