@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -280,12 +281,10 @@ func (s *Shard) Fetch(ctx context.Context, req Request, ids []string) (map[strin
 	}
 	schema := e.st.Schema()
 	var fe filter.Expr
-	if len(req.Filter) > 0 {
+	if len(strings.TrimSpace(string(req.Filter))) > 0 {
+		// As plan reads it: a blank filter is none.
 		var err error
-		if fe, err = e.opts.FilterLimits.Parse(req.Filter); err != nil {
-			return nil, err
-		}
-		if err := filter.Check(fe, schema); err != nil {
+		if fe, err = e.compileFilter(req.Filter, schema); err != nil {
 			return nil, err
 		}
 	}
