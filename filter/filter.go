@@ -258,7 +258,14 @@ func (p *parser) key(path string) (string, bool, error) {
 	if t == json.Delim('}') {
 		return "", false, nil
 	}
-	return t.(string), true, nil // the decoder gives only keys here
+	k, ok := t.(string)
+	if !ok {
+		// Inside an object the decoder gives only keys; a caller that
+		// asks for a key after a value that opened an array or an
+		// object is answered here, not with a panic.
+		return "", false, errf(path, "want a key or the end of the object")
+	}
+	return k, true, nil
 }
 
 // node parses the filter node at path, depth levels deep.
@@ -349,6 +356,9 @@ func (p *parser) operator(op, path string, depth int) (Expr, error) {
 				t, err := p.token(ps)
 				if err != nil {
 					return nil, err
+				}
+				if _, ok := t.(string); !ok {
+					return nil, errf(ps, `want a field name or {"field": name}`)
 				}
 				_, more, err := p.key(ps)
 				if err != nil {

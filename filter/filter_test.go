@@ -49,6 +49,8 @@ func TestParseErrorsNamePath(t *testing.T) {
 		{`{"range":{"year":{"lt":true}}}`, "range.year.lt", "number or a date"},
 		{`{"prefix":{"lang":3}}`, "prefix.lang", "want a string prefix"},
 		{`{"exists":3}`, "exists", "field name"},
+		{`{"exists":{"field":[true]}}`, "exists", "field name"}, // once a panic: a key asked for inside the array
+		{`{"exists":{"field":{"a":1}}}`, "exists", "field name"},
 		{`{"term":{"a":1}} {}`, "", "trailing data"},
 		{strings.Repeat(`{"not":`, 100) + `{"exists":"a"}` + strings.Repeat(`}`, 100), strings.TrimSuffix(strings.Repeat("not.", DefaultMaxDepth), "."), "nested deeper than the limit of 32 levels"},
 	}
