@@ -407,20 +407,39 @@ func BlobVectors(blobs map[string][]byte, model string) (tandem.Vectors, error) 
 	var v tandem.Vectors
 	if b := blobs[dense.BlobName(model)]; b != nil {
 		var err error
-		if v.Dense, err = dense.DecodeVector(b, len(b)/4); err != nil {
-			return v, fmt.Errorf("engine: %s vector: %w", model, err)
+		if v.Dense, err = decodeDense(b, model); err != nil {
+			return v, err
 		}
 	}
 	if b := blobs[latecollect.BlobName(model)]; b != nil {
-		flat, dim, err := latecollect.DecodeTokens(b)
-		if err != nil {
-			return v, fmt.Errorf("engine: %s tokens: %w", model, err)
-		}
-		for r := 0; r+dim <= len(flat); r += dim {
-			v.Tokens = append(v.Tokens, flat[r:r+dim:r+dim])
+		var err error
+		if v.Tokens, err = decodeTokens(b, model); err != nil {
+			return v, err
 		}
 	}
 	return v, nil
+}
+
+// decodeDense decodes a stored dense vector blob of model.
+func decodeDense(b []byte, model string) ([]float32, error) {
+	v, err := dense.DecodeVector(b, len(b)/4)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s vector: %w", model, err)
+	}
+	return v, nil
+}
+
+// decodeTokens decodes a stored token matrix blob of model into rows.
+func decodeTokens(b []byte, model string) ([][]float32, error) {
+	flat, dim, err := latecollect.DecodeTokens(b)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s tokens: %w", model, err)
+	}
+	var rows [][]float32
+	for r := 0; r+dim <= len(flat); r += dim {
+		rows = append(rows, flat[r:r+dim:r+dim])
+	}
+	return rows, nil
 }
 
 // ScanVectors calls fn with the id and stored vectors of every live
@@ -429,11 +448,14 @@ func BlobVectors(blobs map[string][]byte, model string) (tandem.Vectors, error) 
 // writes. A document deleted during the scan may be left out.
 func (s *Shard) ScanVectors(ctx context.Context, model, kind string, fn func(id string, v tandem.Vectors) error) error {
 	var blob string
+	var decode func([]byte) (tandem.Vectors, error)
 	switch kind {
 	case "dense":
 		blob = dense.BlobName(model)
+		decode = func(b []byte) (v tandem.Vectors, err error) { v.Dense, err = decodeDense(b, model); return v, err }
 	case "late":
 		blob = latecollect.BlobName(model)
+		decode = func(b []byte) (v tandem.Vectors, err error) { v.Tokens, err = decodeTokens(b, model); return v, err }
 	default:
 		return fmt.Errorf("%w: vectors of kind %q: want dense or late", ErrBadRequest, kind)
 	}
@@ -447,7 +469,7 @@ func (s *Shard) ScanVectors(ctx context.Context, model, kind string, fn func(id 
 		if !ok {
 			return nil // deleted since the scan began
 		}
-		v, err := BlobVectors(map[string][]byte{blob: value}, model)
+		v, err := decode(value)
 		if err == nil {
 			err = fn(id, v)
 		}
