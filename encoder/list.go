@@ -148,3 +148,34 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// ParseModels reads a list of models separated by commas, the form of
+// `tandem index --models`: NAME serves dense and late retrieval, dense:NAME
+// or late:NAME one of them (a token-only model such as a ColBERT
+// checkpoint is late:NAME), and "none" alone is no model.
+func ParseModels(s string) (dense, late []string, err error) {
+	if strings.TrimSpace(s) == "none" {
+		return nil, nil, nil
+	}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		kind, name, found := strings.Cut(n, ":")
+		if !found {
+			kind, name = "", n
+		}
+		if name == "" {
+			return nil, nil, fmt.Errorf("empty name in %q", s)
+		}
+		switch kind {
+		case "":
+			dense, late = append(dense, name), append(late, name)
+		case "dense":
+			dense = append(dense, name)
+		case "late":
+			late = append(late, name)
+		default:
+			return nil, nil, fmt.Errorf("%q: want NAME, dense:NAME or late:NAME", n)
+		}
+	}
+	return dense, late, nil
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -117,5 +118,33 @@ func TestInstalled(t *testing.T) {
 	t.Setenv("TANDEM_MODELS", filepath.Join(root, "absent"))
 	if _, err := Installed(); err == nil {
 		t.Error("Installed() of a missing models directory: no error")
+	}
+}
+
+func TestParseModels(t *testing.T) {
+	tests := []struct {
+		in          string
+		dense, late []string
+		err         string
+	}{
+		{"none", nil, nil, ""},
+		{"a", []string{"a"}, []string{"a"}, ""},
+		{"a, late:b,dense:c", []string{"a", "c"}, []string{"a", "b"}, ""},
+		{"late:b", nil, []string{"b"}, ""},
+		{"a,,b", nil, nil, `empty name in "a,,b"`},
+		{"late:", nil, nil, "empty name"},
+		{"sparse:a", nil, nil, `"sparse:a": want NAME, dense:NAME or late:NAME`},
+	}
+	for _, tc := range tests {
+		dense, late, err := ParseModels(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseModels(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(dense, tc.dense) || !slices.Equal(late, tc.late) {
+			t.Errorf("ParseModels(%q) = %v, %v, %v; want %v, %v", tc.in, dense, late, err, tc.dense, tc.late)
+		}
 	}
 }

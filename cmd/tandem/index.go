@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,12 +20,23 @@ type fieldFlags []tandem.Field
 
 func (f *fieldFlags) String() string { return fmt.Sprint(*f) }
 func (f *fieldFlags) Set(s string) error {
-	name, typ, ok := strings.Cut(s, "=")
-	if !ok || name == "" || typ == "" {
-		return fmt.Errorf("want name=type, got %q", s)
+	field, err := tandem.ParseField(s)
+	if err == nil {
+		*f = append(*f, field)
 	}
-	*f = append(*f, tandem.Field{Name: name, Type: tandem.FieldType(typ)})
-	return nil
+	return err
+}
+
+// externalFlags collects repeated --external NAME:dense=DIM,tokens=DIM,similarity=S.
+type externalFlags []tandem.Model
+
+func (f *externalFlags) String() string { return fmt.Sprint(*f) }
+func (f *externalFlags) Set(s string) error {
+	m, err := tandem.ParseExternalModel(s)
+	if err == nil {
+		*f = append(*f, m)
+	}
+	return err
 }
 
 func runIndex(args []string, stdout, stderr io.Writer) error {
@@ -91,7 +100,6 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer e.Close()
 	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0 || *models != "" || len(external) > 0) {
 		fmt.Fprintf(stderr, "note: %s exists; its stored schema and models are used and --schema, --id-field, --strict, --field, --models and --external are ignored\n", *dir)
 	}
@@ -171,81 +179,20 @@ func waitRetrain(e *engine.Engine, quiet bool, stderr io.Writer) error {
 }
 
 // modelNames turns --models into the models of dense and of late
-// retrieval: "" is the installed default model for both (none when it is
-// not installed), "none" is BM25 only, NAME serves both, and dense:NAME or
-// late:NAME one of them (a token-only model such as a ColBERT checkpoint
-// is late:NAME).
+// retrieval (encoder.ParseModels): "" is the installed default model for
+// both, none when it is not installed.
 func modelNames(flag string, stderr io.Writer) (dense, late []string, err error) {
-	switch strings.TrimSpace(flag) {
-	case "none":
-		return nil, nil, nil
-	case "":
+	if strings.TrimSpace(flag) == "" {
 		if _, err := encoder.Find(""); err != nil {
 			fmt.Fprintf(stderr, "note: default model %s is not installed (%v); indexing for BM25 only\n", encoder.DefaultModel, err)
 			return nil, nil, nil
 		}
 		return []string{encoder.DefaultModel}, []string{encoder.DefaultModel}, nil
 	}
-	for _, n := range strings.Split(flag, ",") {
-		n = strings.TrimSpace(n)
-		kind, name, found := strings.Cut(n, ":")
-		if !found {
-			kind, name = "", n
-		}
-		if name == "" {
-			return nil, nil, fmt.Errorf("--models: empty name in %q", flag)
-		}
-		switch kind {
-		case "":
-			dense, late = append(dense, name), append(late, name)
-		case "dense":
-			dense = append(dense, name)
-		case "late":
-			late = append(late, name)
-		default:
-			return nil, nil, fmt.Errorf("--models: %q: want NAME, dense:NAME or late:NAME", n)
-		}
+	if dense, late, err = encoder.ParseModels(flag); err != nil {
+		return nil, nil, fmt.Errorf("--models: %w", err)
 	}
 	return dense, late, nil
-}
-
-// externalFlags collects repeated --external NAME:dense=DIM,tokens=DIM,similarity=S.
-type externalFlags []tandem.Model
-
-func (f *externalFlags) String() string { return fmt.Sprint(*f) }
-func (f *externalFlags) Set(s string) error {
-	name, spec, ok := strings.Cut(s, ":")
-	if !ok || name == "" || spec == "" {
-		return fmt.Errorf("want NAME:dense=DIM,tokens=DIM,similarity=cosine|dot, got %q", s)
-	}
-	m := tandem.Model{Name: name, External: true}
-	for _, kv := range strings.Split(spec, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return fmt.Errorf("%s: %q: want key=value", name, kv)
-		}
-		switch k {
-		case "dense", "tokens":
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return fmt.Errorf("%s: %s=%q: want a positive dimension", name, k, v)
-			}
-			if k == "dense" {
-				m.Dense, m.Dim = true, n
-			} else {
-				m.Late, m.TokenDim = true, n
-			}
-		case "similarity":
-			m.Similarity = v
-		default:
-			return fmt.Errorf("%s: unknown key %q (want dense, tokens, similarity)", name, k)
-		}
-	}
-	if m.Similarity == "" {
-		return fmt.Errorf("%s: similarity is required (cosine or dot)", name)
-	}
-	*f = append(*f, m)
-	return nil
 }
 
 // progressLine describes a load's progress; retraining names the late
@@ -274,6 +221,8 @@ func progressLine(p engine.Progress, size int64, retraining []string) string {
 	return s
 }
 
+// buildSchema is a new collection's schema: --schema's file, or the BEIR
+// default, with --id-field, --strict and --field applied.
 func buildSchema(file, idField string, strict bool, fields fieldFlags) (*tandem.Schema, error) {
 	schema := tandem.DefaultSchema()
 	if file != "" {
@@ -281,30 +230,16 @@ func buildSchema(file, idField string, strict bool, fields fieldFlags) (*tandem.
 		if err != nil {
 			return nil, err
 		}
-		schema = &tandem.Schema{}
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(schema); err != nil {
+		if schema, err = tandem.ReadSchema(b); err != nil {
 			return nil, fmt.Errorf("schema %s: %w", file, err)
 		}
 	}
 	if idField != "" {
 		schema.IDField = idField
 	}
-	if strict {
-		schema.Strict = true
-	}
+	schema.Strict = schema.Strict || strict
 	for _, f := range fields {
-		replaced := false
-		for i := range schema.Fields {
-			if schema.Fields[i].Name == f.Name {
-				schema.Fields[i] = f
-				replaced = true
-			}
-		}
-		if !replaced {
-			schema.Fields = append(schema.Fields, f)
-		}
+		schema.SetField(f)
 	}
 	return schema, nil
 }
