@@ -27,7 +27,7 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.IDs, "ids", torture.DefaultIDs, "size of the pool of document ids (bounds the collection)")
 	fs.IntVar(&c.MaxBatch, "max-batch", 0, "largest batch of one call (default 300, or 32 with --model)")
 	fs.IntVar(&c.CloseEvery, "close-every", torture.DefaultCloseEvery, "the writer closes and reopens the engine once in this many operations, on average")
-	fs.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "FAISS"`)
+	fs.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index: "Residual" (residual codes) or "FAISS" (token keys)`)
 	fs.StringVar(&c.Model, "model", "", "index with this installed model (e.g. bge-small-en-v1.5) on short texts instead of supplied vectors; slower")
 	fs.DurationVar(&c.ProgressEvery, "progress", torture.DefaultProgressEvery, "interval between progress lines")
 	if err := parseFlags(fs, args); err != nil {
@@ -48,8 +48,8 @@ func runTorture(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--max-batch %d: want a positive count", c.MaxBatch)
 	case c.CloseEvery < 1:
 		return fmt.Errorf("--close-every %d: want a positive count", c.CloseEvery)
-	case c.LateIndex != "" && c.LateIndex != "Residual":
-		return fmt.Errorf(`--late-index %q: want "Residual" or ""`, c.LateIndex)
+	case c.LateIndex != "" && c.LateIndex != "Residual" && c.LateIndex != "FAISS":
+		return fmt.Errorf(`--late-index %q: want "Residual" or "FAISS"`, c.LateIndex)
 	}
 	temp := c.Dir == ""
 	if temp {

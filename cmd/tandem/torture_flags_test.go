@@ -20,7 +20,7 @@ func TestTortureFlags(t *testing.T) {
 		{[]string{"torture", "--ids", "0"}, 1, "tandem torture: --ids 0: want a positive count"},
 		{[]string{"torture", "--max-batch", "-2"}, 1, "tandem torture: --max-batch -2: want a positive count"},
 		{[]string{"torture", "--close-every", "0"}, 1, "tandem torture: --close-every 0: want a positive count"},
-		{[]string{"torture", "--late-index", "FAISS"}, 1, `tandem torture: --late-index "FAISS": want "Residual" or ""`},
+		{[]string{"torture", "--late-index", "IVF"}, 1, `tandem torture: --late-index "IVF": want "Residual" or "FAISS"`},
 		{[]string{"torture", "--bogus"}, 1, "flag provided but not defined: -bogus"},
 		{[]string{"torture", "-h"}, 0, "-close-every"},
 		{[]string{"torture", "--writer"}, 1, "tandem torture: torture --writer: --dir, --ledger, and positive --ids, --max-batch, --close-every are required"},

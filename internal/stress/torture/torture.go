@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/internal/bench"
 )
 
@@ -238,10 +239,7 @@ func (c Config) limits() string {
 	if c.Duration > 0 {
 		parts = append(parts, fmt.Sprintf("at most %v", c.Duration))
 	}
-	late := c.LateIndex
-	if late == "" {
-		late = "FAISS"
-	}
+	late := engine.DefaultLateIndex(c.LateIndex, tortureDim) // an installed model's tokens are a multiple of 8 wide too
 	model := "external vectors"
 	if c.Model != "" {
 		model = "model " + c.Model
