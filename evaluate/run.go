@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,20 @@ func WriteTREC(w io.Writer, run Run, tag string) error {
 		return fmt.Errorf("evaluate: write run: %w", err)
 	}
 	return nil
+}
+
+// WriteTRECFile writes run to a new file at path (WriteTREC), replacing
+// any file there.
+func WriteTRECFile(path string, run Run, tag string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteTREC(f, run, tag); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func isSpace(r rune) bool {

@@ -219,3 +219,32 @@ func TestModelNames(t *testing.T) {
 		}
 	}
 }
+
+func TestParseList(t *testing.T) {
+	if got, err := parseList[float64]("--weights", "0.5, 1,2"); err != nil || fmt.Sprint(got) != "[0.5 1 2]" {
+		t.Errorf("parseList[float64](0.5, 1,2) = %v, %v", got, err)
+	}
+	if got, err := parseList[int]("--depths", "100,200"); err != nil || fmt.Sprint(got) != "[100 200]" {
+		t.Errorf("parseList[int](100,200) = %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		int  bool
+		in   string
+		want string
+	}{
+		{false, "1,0", `--weights: "0" is not a positive number`},
+		{false, "1,x", `--weights: "x" is not a positive number`},
+		{true, "100,1.5", `--depths: "1.5" is not a positive integer`},
+		{true, "-3", `--depths: "-3" is not a positive integer`},
+	} {
+		var err error
+		if tc.int {
+			_, err = parseList[int]("--depths", tc.in)
+		} else {
+			_, err = parseList[float64]("--weights", tc.in)
+		}
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("parseList(%q) error = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}

@@ -126,7 +126,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		p50, p95 := float64(res.P50.Microseconds())/1000, float64(res.P95.Microseconds())/1000
 		fmt.Fprintf(stderr, "%s: %d queries, p50 %.2f ms, p95 %.2f ms, mean %.2f ms\n", r.name, res.Queries, p50, p95, float64(res.Mean.Microseconds())/1000)
 		if *runsDir != "" {
-			if err := writeRun(filepath.Join(*runsDir, runFileName(r.name)), res.Run, r.name); err != nil {
+			tag := strings.NewReplacer("/", "_", " ", "_").Replace(r.name)
+			if err := evaluate.WriteTRECFile(filepath.Join(*runsDir, runFileName(r.name)), res.Run, tag); err != nil {
 				return err
 			}
 		}
@@ -153,16 +154,4 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 func runFileName(mode string) string {
 	r := strings.NewReplacer("/", "_", ":", "_", "+", "-")
 	return r.Replace(mode) + ".trec"
-}
-
-func writeRun(path string, run evaluate.Run, tag string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := evaluate.WriteTREC(f, run, strings.NewReplacer("/", "_", " ", "_").Replace(tag)); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }

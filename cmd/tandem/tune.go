@@ -38,11 +38,11 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	if *top < 1 {
 		return fmt.Errorf("--top %d: want at least 1", *top)
 	}
-	weights, err := parseFloats("--weights", *weightsFlag)
+	weights, err := parseList[float64]("--weights", *weightsFlag)
 	if err != nil {
 		return err
 	}
-	depths, err := parseInts("--depths", *depthsFlag)
+	depths, err := parseList[int]("--depths", *depthsFlag)
 	if err != nil {
 		return err
 	}
@@ -126,32 +126,29 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func parseFloats(flag, s string) ([]float64, error) {
+// parseList parses a comma-separated list of positive numbers: --weights
+// (float64) or --depths (int).
+func parseList[T int | float64](flag, s string) ([]T, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []float64
+	_, isInt := any(T(0)).(int)
+	kind := "number"
+	if isInt {
+		kind = "integer"
+	}
+	var out []T
 	for _, part := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if isInt {
+			var n int
+			n, err = strconv.Atoi(strings.TrimSpace(part))
+			v = float64(n)
+		}
 		if err != nil || !(v > 0) {
-			return nil, fmt.Errorf("%s: %q is not a positive number", flag, part)
+			return nil, fmt.Errorf("%s: %q is not a positive %s", flag, part, kind)
 		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-func parseInts(flag, s string) ([]int, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("%s: %q is not a positive integer", flag, part)
-		}
-		out = append(out, v)
+		out = append(out, T(v))
 	}
 	return out, nil
 }
