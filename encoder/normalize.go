@@ -3,6 +3,7 @@ package encoder
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -56,6 +57,59 @@ func (n *bertNormalizer) normalize(s string) string {
 		out = strings.ToLower(out)
 	}
 	return out
+}
+
+// normalizeAligned normalises s rune by rune, with the steps of
+// normalize, and returns for each byte of the result the byte range in s
+// of the rune it came from: from[k] and to[k]. It equals normalize(s)
+// unless canonical reordering moves a combining mark that survives
+// across a rune boundary; the caller compares the two.
+func (n *bertNormalizer) normalizeAligned(s string) (out string, from, to []int) {
+	var b strings.Builder
+	b.Grow(len(s))
+	from, to = make([]int, 0, len(s)), make([]int, 0, len(s))
+	strip := n.Lowercase
+	if n.StripAccents != nil {
+		strip = *n.StripAccents
+	}
+	var piece []byte
+	for i, r := range s {
+		size := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		piece = piece[:0]
+		switch {
+		case n.CleanText && (r == 0 || r == 0xFFFD || isControl(r)):
+		case n.HandleChineseChars && isChinese(r):
+			piece = append(append(append(piece, ' '), string(r)...), ' ')
+		case n.CleanText && isWhitespace(r):
+			piece = append(piece, ' ')
+		default:
+			piece = utf8.AppendRune(piece, r)
+		}
+		if len(piece) > 0 && (strip || n.Lowercase) && (r >= utf8.RuneSelf || (n.Lowercase && r >= 'A' && r <= 'Z')) {
+			p := string(piece)
+			if strip {
+				p = strings.Map(func(r rune) rune {
+					if unicode.Is(unicode.Mn, r) {
+						return -1
+					}
+					return r
+				}, norm.NFD.String(p))
+			}
+			if n.Lowercase {
+				p = strings.ToLower(p)
+			}
+			piece = append(piece[:0], p...)
+		}
+		b.Write(piece)
+		for range piece {
+			from = append(from, i)
+			to = append(to, i+size)
+		}
+	}
+	return b.String(), from, to
 }
 
 // isWhitespace is the Unicode White_Space property, as Rust's

@@ -96,6 +96,12 @@ func newWordPiece(data []byte, norm *bertNormalizer) *wordPiece {
 
 // encode returns the ids of text, without the template's special tokens.
 func (w *wordPiece) encode(text string) []int64 {
+	return w.encodeSpans(text, nil)
+}
+
+// encodeSpans is encode that also appends, when spans is not nil, each
+// id's byte range in text (see encodeOffsets).
+func (w *wordPiece) encodeSpans(text string, spans *[][2]int) []int64 {
 	ids := make([]int64, 0, len(text)/4+2)
 	// Split out added tokens, which the raw text matches exactly.
 	start := 0
@@ -107,8 +113,11 @@ func (w *wordPiece) encode(text string) []int64 {
 		matched := false
 		for _, a := range w.added {
 			if strings.HasPrefix(text[i:], a.content) {
-				ids = w.segment(ids, text[start:i])
+				ids = w.segmentSpans(ids, text[start:i], start, spans)
 				ids = append(ids, a.id)
+				if spans != nil {
+					*spans = append(*spans, [2]int{i, i + len(a.content)})
+				}
 				i += len(a.content)
 				start = i
 				matched = true
@@ -119,7 +128,37 @@ func (w *wordPiece) encode(text string) []int64 {
 			i++
 		}
 	}
-	return w.segment(ids, text[start:])
+	return w.segmentSpans(ids, text[start:], start, spans)
+}
+
+// segmentSpans is segment for a stretch of text at byte base of the whole
+// text, appending, when spans is not nil, each id's byte range in the
+// whole text. The ranges come from normalising rune by rune
+// (bertNormalizer.normalizeAligned); where that differs from normalising
+// the stretch at once (combining marks reordered across runes, which
+// never happens in practice), the ids still come from the stretch
+// normalised at once, as encode's, and each gets the whole stretch's
+// range.
+func (w *wordPiece) segmentSpans(ids []int64, s string, base int, spans *[][2]int) []int64 {
+	if spans == nil || s == "" {
+		return w.segment(ids, s)
+	}
+	normal := w.norm.normalize(s)
+	aligned, from, to := w.norm.normalizeAligned(s)
+	n := len(ids)
+	if aligned != normal {
+		ids = w.pretokenize(ids, normal, nil)
+		for range ids[n:] {
+			*spans = append(*spans, [2]int{base, base + len(s)})
+		}
+		return ids
+	}
+	var local [][2]int
+	ids = w.pretokenize(ids, normal, &local)
+	for _, r := range local {
+		*spans = append(*spans, [2]int{base + from[r[0]], base + to[r[1]-1]})
+	}
+	return ids
 }
 
 // segment normalises, pre-tokenises and word-pieces one stretch of text
@@ -128,21 +167,27 @@ func (w *wordPiece) segment(ids []int64, s string) []int64 {
 	if s == "" {
 		return ids
 	}
-	s = w.norm.normalize(s)
+	return w.pretokenize(ids, w.norm.normalize(s), nil)
+}
+
+// pretokenize splits normalised text into words at whitespace and
+// punctuation and word-pieces each, appending, when spans is not nil,
+// each id's byte range in s.
+func (w *wordPiece) pretokenize(ids []int64, s string, spans *[][2]int) []int64 {
 	wordStart := -1
 	for i, r := range s {
 		switch {
 		case unicode.IsSpace(r):
 			if wordStart >= 0 {
-				ids = w.word(ids, s[wordStart:i])
+				ids = w.word(ids, s[wordStart:i], wordStart, spans)
 				wordStart = -1
 			}
 		case isBertPunct(r):
 			if wordStart >= 0 {
-				ids = w.word(ids, s[wordStart:i])
+				ids = w.word(ids, s[wordStart:i], wordStart, spans)
 				wordStart = -1
 			}
-			ids = w.word(ids, s[i:i+utf8.RuneLen(r)])
+			ids = w.word(ids, s[i:i+utf8.RuneLen(r)], i, spans)
 		default:
 			if wordStart < 0 {
 				wordStart = i
@@ -150,19 +195,25 @@ func (w *wordPiece) segment(ids []int64, s string) []int64 {
 		}
 	}
 	if wordStart >= 0 {
-		ids = w.word(ids, s[wordStart:])
+		ids = w.word(ids, s[wordStart:], wordStart, spans)
 	}
 	return ids
 }
 
 // word appends the word pieces of one word: greedy longest match from the
 // left, continuations prefixed; a word with a piece not in the vocabulary,
-// or longer than maxChars characters, is one unknown token.
-func (w *wordPiece) word(ids []int64, word string) []int64 {
+// or longer than maxChars characters, is one unknown token. When spans is
+// not nil it appends each piece's byte range, the word being at byte
+// base.
+func (w *wordPiece) word(ids []int64, word string, base int, spans *[][2]int) []int64 {
 	if utf8.RuneCountInString(word) > w.maxChars {
-		return append(ids, w.unk)
+		return w.unknown(ids, len(ids), len(word), base, spans)
 	}
 	n := len(ids)
+	ns := 0
+	if spans != nil {
+		ns = len(*spans)
+	}
 	var buf []byte
 	for start := 0; start < len(word); {
 		end := len(word)
@@ -178,6 +229,9 @@ func (w *wordPiece) word(ids []int64, word string) []int64 {
 			}
 			if ok {
 				ids = append(ids, id)
+				if spans != nil {
+					*spans = append(*spans, [2]int{base + start, base + end})
+				}
 				found = true
 				break
 			}
@@ -185,11 +239,23 @@ func (w *wordPiece) word(ids []int64, word string) []int64 {
 			end -= size
 		}
 		if !found {
-			return append(ids[:n], w.unk)
+			if spans != nil {
+				*spans = (*spans)[:ns]
+			}
+			return w.unknown(ids, n, len(word), base, spans)
 		}
 		start = end
 	}
 	return ids
+}
+
+// unknown replaces the pieces from n on with the unknown token, which
+// covers the whole word.
+func (w *wordPiece) unknown(ids []int64, n, wordLen, base int, spans *[][2]int) []int64 {
+	if spans != nil {
+		*spans = append(*spans, [2]int{base, base + wordLen})
+	}
+	return append(ids[:n], w.unk)
 }
 
 // isBertPunct is BertPreTokenizer's punctuation: ASCII punctuation (which
