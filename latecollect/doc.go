@@ -19,7 +19,8 @@
 //
 // The main types are Index (one model's retriever over a storage.Store),
 // Options, SearchOptions and Hit; AvgMax and SumMax are the pure scoring
-// functions; EncodeTokens and DecodeTokens define the stored token format.
+// functions; EncodeTokens and DecodeTokens define the stored token format;
+// Explainer says what a document's exact score is made of.
 //
 // # Storage
 //
@@ -54,6 +55,31 @@
 //     exact score, in any mode and in Rescore, comes from the same
 //     function over the stored blob: a document gets the same float32
 //     score wherever it is scored exactly.
+//
+// # Explaining a score
+//
+// A document's exact score is, per query token, the largest inner product
+// with one of its tokens, combined (avg-max or sum-max). The scorer
+// computes those maxima and keeps only the score; Explainer recomputes
+// them for the documents a caller shows (the hits a search returns) from
+// their stored blobs, and reports which document token (row of the
+// stored matrix) gave each, the first among equal products. Invariants:
+//
+//   - Explainer.Explain computes every product with the kernel the exact
+//     stage uses on this CPU (AVX-512, AVX2 or Go: dotsInto mirrors
+//     maxSimInto), over the rows decoded as maxSimBlob decodes them, so
+//     Explanation.Max equals the maxima the exact score took and
+//     Explanation.Score equals the document's exact score, bit for bit
+//     (TestExplainMatchesExactScore with each kernel;
+//     TestExplainEqualsIndexScore against both families' hits, in both
+//     modes).
+//   - A hit scored from its residual codes rather than its stored blob
+//     (ExactStale, ExactReadErrors: the document changed since the index
+//     applied it) is explained from the blob as it is now, so its score
+//     may differ from the hit's; at rest there are none.
+//   - It costs one exact scoring per document explained
+//     (BenchmarkExplain: 43 µs for 32 query tokens against 327 document
+//     tokens of 384 values, AVX-512).
 //
 // # FAISS token keys
 //
