@@ -87,6 +87,20 @@
 // and never reused, so a 32-bit bitmap would cap a collection's lifetime at
 // 2^32 insertions.
 //
+// # Highlighting
+//
+// Highlighter marks what a query's text matches in a text field's value:
+// the query and the value are analysed with the field's analyzer, and each
+// token of the value whose analysed term is one of the query's is marked,
+// with its byte range in the value (the range of the word it came from,
+// so "cat's" for the term "cat"). Stemmed forms are therefore marked
+// ("running" marks "runs" with "en") and stop words never, since the
+// analyzer drops them from both (TestHighlighterMarksAnalysedTerms). The
+// marks say which words share a term with the query, whichever field the
+// search scored: a search of the default CompositeField analyses with the
+// first text field's analyzer, a highlight of another field with that
+// field's.
+//
 // # Cancellation
 //
 // Search and FilterBitmap stop with the context's error once it is done,
