@@ -1,6 +1,7 @@
 // Package tandem holds the small types shared by every layer of Tandem: a
-// document (Doc), a ranked hit (Hit) and the collection schema (Schema) that
-// documents are checked against before they are stored.
+// document (Doc), a ranked hit (Hit) with what its query matched in it
+// (Highlights), and the collection schema (Schema) that documents are
+// checked against before they are stored.
 //
 // A Doc's field values are normalised by Schema.Check before storage: text
 // and keyword values are strings, keyword lists are []string, numbers are
@@ -43,6 +44,9 @@ type Hit struct {
 	// Sources explains a fused hit: one entry per retriever that ran,
 	// in the request's order, whether or not it found the document.
 	Sources []Source `json:"sources,omitempty"`
+	// Highlights shows what the query matched in the document, when the
+	// search asked for it; nil otherwise.
+	Highlights *Highlights `json:"highlights,omitempty"`
 }
 
 // Source is one retriever's part in a fused hit.

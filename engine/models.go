@@ -274,15 +274,26 @@ func snapshotModels(ctx context.Context, ms []*model) error {
 // docText is the text a model encodes for a document: its text fields'
 // values in schema order, joined by a space (title + " " + text for BEIR).
 func docText(fields []tandem.Field, doc tandem.Doc) string {
+	s, _ := docTextParts(fields, doc.Fields)
+	return s
+}
+
+// docTextParts is docText of a document's field values, with where each
+// value lies in the text (a highlight maps the model's tokens back to
+// fields through them): in schema order, the last one cut where the text
+// reaches maxEncodeBytes.
+func docTextParts(fields []tandem.Field, values map[string]any) (string, []textPart) {
 	var b strings.Builder
+	var parts []textPart
 	for _, f := range fields {
-		s, ok := doc.Fields[f.Name].(string)
+		s, ok := values[f.Name].(string)
 		if !ok || s == "" {
 			continue
 		}
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
+		parts = append(parts, textPart{field: f.Name, start: b.Len(), end: b.Len() + len(s)})
 		b.WriteString(s)
 		if b.Len() >= maxEncodeBytes {
 			break
@@ -295,8 +306,10 @@ func docText(fields []tandem.Field, doc tandem.Doc) string {
 			cut--
 		}
 		s = s[:cut]
+		last := &parts[len(parts)-1]
+		last.end = min(last.end, cut)
 	}
-	return s
+	return s, parts
 }
 
 // maxEncodeBytes bounds the text given to an encoder per document: models

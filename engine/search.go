@@ -83,6 +83,9 @@ type Request struct {
 	// external model need it. They are checked as documents' vectors are
 	// (tandem.Model.CheckVectors).
 	Vectors map[string]tandem.Vectors
+	// Highlight, when not nil, shows on each hit returned what the query
+	// matched in it (tandem.Hit.Highlights; see HighlightRequest).
+	Highlight *HighlightRequest
 }
 
 // Result is a search result.
@@ -145,6 +148,9 @@ type retriever struct {
 	// query is the request's own query vector (dense) or row-major token
 	// matrix (late), when it brings one.
 	query []float32
+	// tokens is the query token matrix a late-interaction retriever
+	// searched with, for highlights.
+	tokens []float32
 }
 
 // resolve maps a requested retriever name to the collection's.
@@ -193,6 +199,7 @@ type Plan struct {
 	scoring    latecollect.Scoring
 	qvecs      map[string]tandem.Vectors // the request's query vectors, checked
 	needBitmap bool
+	hl         *highlightPlan // nil unless the request highlights
 }
 
 // Plan checks req against the collection and resolves it.
@@ -305,6 +312,9 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 	}
 	if err := sparse.CheckFields(schema, req.Fields); err != nil {
 		return nil, fmt.Errorf("%w: fields: %w", ErrBadRequest, err)
+	}
+	if p.hl, err = planHighlight(schema, req.Highlight, req.K); err != nil {
+		return nil, err
 	}
 	if p.qvecs, err = e.queryVectors(req.Vectors); err != nil {
 		return nil, err
@@ -439,6 +449,11 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	}
 	if err := e.materialise(ctx, p, recheck, res, fused); err != nil {
 		return nil, err
+	}
+	if p.hl != nil {
+		if err := e.highlightHits(ctx, p, rets, res); err != nil {
+			return nil, err
+		}
 	}
 	res.Took = time.Since(start)
 	return res, nil
@@ -636,6 +651,7 @@ func (e *Engine) rankLate(ctx context.Context, s *search, r *retriever) ([]fusio
 	if err != nil {
 		return nil, err
 	}
+	r.tokens = qt
 	lo := &latecollect.SearchOptions{K: r.depth, Allow: s.allow, Scoring: s.p.scoring}
 	if r.exact {
 		lo.Mode = latecollect.Exhaustive

@@ -1,0 +1,474 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/registry"
+
+	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/sparse"
+)
+
+// chars returns the characters [start, end) of s.
+func chars(s string, start, end int) string { return string([]rune(s)[start:end]) }
+
+// TestFragments pins the choice of fragments on a long value: the windows
+// with most distinct terms first, then most marks, never overlapping,
+// returned in text order, starting a little before their first mark at a
+// word's start and ending at a word's end, with no mark cut.
+func TestFragments(t *testing.T) {
+	value := "Alpha beta gamma delta. Epsilon cat zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon dog phi chi psi cat omega, alpha beta gamma dog delta cat epsilon."
+	var marks []sparse.Mark
+	for _, w := range []string{"cat", "dog"} {
+		for i := 0; ; {
+			j := strings.Index(value[i:], w)
+			if j < 0 {
+				break
+			}
+			marks = append(marks, sparse.Mark{Start: i + j, End: i + j + len(w), Term: w})
+			i += j + len(w)
+		}
+	}
+	slices.SortFunc(marks, func(a, b sparse.Mark) int { return a.Start - b.Start })
+	got := fragments(newCharText(value), marks, 40, 2)
+	want := []tandem.Fragment{
+		{Text: "upsilon dog phi chi psi cat omega, alpha", Start: 103, End: 143, Marks: []tandem.Mark{{Start: 8, End: 11, Term: "dog"}, {Start: 24, End: 27, Term: "cat"}}},
+		{Text: "gamma dog delta cat epsilon.", Start: 149, End: 177, Marks: []tandem.Mark{{Start: 6, End: 9, Term: "dog"}, {Start: 16, End: 19, Term: "cat"}}},
+	}
+	if !slices.EqualFunc(got, want, fragmentEqual) {
+		t.Fatalf("fragments\n got %+v\nwant %+v", got, want)
+	}
+	for _, f := range got {
+		if len([]rune(f.Text)) > 40 || chars(value, f.Start, f.End) != f.Text {
+			t.Errorf("fragment %+v: longer than 40 or not the value's characters", f)
+		}
+	}
+	// A value no longer than the size is one fragment, all of it.
+	short := "A cat and a dog."
+	got = fragments(newCharText(short), []sparse.Mark{{Start: 2, End: 5, Term: "cat"}, {Start: 12, End: 15, Term: "dog"}}, 40, 3)
+	if len(got) != 1 || got[0].Text != short || len(got[0].Marks) != 2 {
+		t.Errorf("short value: %+v", got)
+	}
+	// A mark longer than the size is kept whole; offsets count
+	// characters, not bytes.
+	long := "ééé " + strings.Repeat("x", 30) + " ééé"
+	got = fragments(newCharText(long), []sparse.Mark{{Start: len("ééé "), End: len("ééé ") + 30, Term: "x"}}, 10, 1)
+	if len(got) != 1 || got[0].Start != 4 || got[0].End != 34 || got[0].Marks[0] != (tandem.Mark{Start: 0, End: 30, Term: "x"}) {
+		t.Errorf("long mark: %+v", got)
+	}
+	if fragments(newCharText(value), nil, 40, 2) != nil {
+		t.Error("fragments without marks")
+	}
+}
+
+func fragmentEqual(a, b tandem.Fragment) bool {
+	return a.Text == b.Text && a.Start == b.Start && a.End == b.End && slices.Equal(a.Marks, b.Marks)
+}
+
+// highlightSchema has two English text fields and one of the standard
+// analyzer, which does not stem.
+func highlightSchema() *tandem.Schema {
+	return &tandem.Schema{IDField: "_id", Fields: []tandem.Field{
+		{Name: "title", Type: tandem.Text},
+		{Name: "text", Type: tandem.Text},
+		{Name: "notes", Type: tandem.Text, Analyzer: "standard"},
+		{Name: "lang", Type: tandem.Keyword},
+	}}
+}
+
+var highlightDocs = []tandem.Doc{
+	{ID: "run", Fields: map[string]any{"title": "Running with cats", "text": "Naïve runners run; the cat runs and the cats ran. Café owners' dogs are running too, and a dog's run is the runner's.", "notes": "Runs of cats, running dogs", "lang": "en"}},
+	{ID: "long", Fields: map[string]any{"title": "A long one", "text": strings.Repeat("Nothing to see here at all. ", 20) + "Then a cat runs. " + strings.Repeat("Filler words and more filler. ", 20) + "A dog runs at the end.", "lang": "en"}},
+	{ID: "none", Fields: map[string]any{"title": "Weather", "text": "Rain is expected.", "lang": "en"}},
+}
+
+// TestHighlightBM25 checks that BM25 fragments mark exactly the analysed
+// query terms in each field, with the field's analyzer: stemmed forms
+// with "en" ("running" marks "runs" and "run", not "runners", which
+// Porter stems to "runner"), the same word only with "standard", never a
+// stop word, every token inside a fragment that carries a query term
+// marked, offsets in characters of the value.
+func TestHighlightBM25(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{Schema: highlightSchema(), NoSync: true})
+	if _, err := e.Index(ctx, highlightDocs); err != nil {
+		t.Fatal(err)
+	}
+	const query = "the running cats and a dog"
+	res, err := e.Search(ctx, Request{Text: query, K: 3, Highlight: &HighlightRequest{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != 2 {
+		t.Fatalf("hits %v, want run and long", ids(res.Hits))
+	}
+	analyzers := map[string]string{"title": "en", "text": "en", "notes": "standard"}
+	cache := registry.NewCache()
+	queryTerms := func(a analysis.Analyzer) map[string]bool {
+		m := map[string]bool{}
+		for _, tok := range a.Analyze([]byte(query)) {
+			m[string(tok.Term)] = true
+		}
+		return m
+	}
+	for _, h := range res.Hits {
+		if h.Highlights == nil || h.Highlights.Late != nil {
+			t.Fatalf("%s: highlights %+v", h.ID, h.Highlights)
+		}
+		for field, frags := range h.Highlights.Fields {
+			value := h.Fields[field].(string)
+			a, err := cache.AnalyzerNamed(analyzers[field])
+			if err != nil {
+				t.Fatal(err)
+			}
+			terms := queryTerms(a)
+			// Every marked word carries a query term, and every token
+			// of the value inside a fragment that carries one is
+			// marked.
+			var marked [][2]int
+			for _, f := range frags {
+				if chars(value, f.Start, f.End) != f.Text {
+					t.Errorf("%s %s: fragment %+v is not the value's characters [%d,%d)", h.ID, field, f, f.Start, f.End)
+				}
+				for _, m := range f.Marks {
+					word := chars(f.Text, m.Start, m.End)
+					toks := a.Analyze([]byte(word))
+					if len(toks) != 1 || string(toks[0].Term) != m.Term || !terms[m.Term] {
+						t.Errorf("%s %s: marked %q (%v) as %q, query terms %v", h.ID, field, word, toks, m.Term, terms)
+					}
+					marked = append(marked, [2]int{f.Start + m.Start, f.Start + m.End})
+				}
+			}
+			ct := newCharText(value)
+			for _, tok := range a.Analyze([]byte(value)) {
+				s, end := ct.char(tok.Start), ct.char(tok.End)
+				inside := slices.ContainsFunc(frags, func(f tandem.Fragment) bool { return f.Start <= s && end <= f.End })
+				if isMarked := slices.Contains(marked, [2]int{s, end}); inside && terms[string(tok.Term)] != isMarked {
+					t.Errorf("%s %s: token %q (term %q) marked %v, a query term %v", h.ID, field, chars(value, s, end), tok.Term, isMarked, terms[string(tok.Term)])
+				}
+			}
+		}
+	}
+	// The document "run" in detail: what is marked in each field.
+	run := res.Hits[slices.IndexFunc(res.Hits, func(h tandem.Hit) bool { return h.ID == "run" })]
+	words := func(field string) []string {
+		var out []string
+		for _, f := range run.Highlights.Fields[field] {
+			for _, m := range f.Marks {
+				out = append(out, chars(f.Text, m.Start, m.End))
+			}
+		}
+		return out
+	}
+	for field, want := range map[string][]string{
+		"title": {"Running", "cats"},
+		// "runners" and "runner's" stem to "runner", "ran" is not
+		// stemmed to "run": neither is marked; "the", "and" and "a"
+		// are stop words.
+		"text":  {"run", "cat", "runs", "cats", "dogs", "running", "dog's", "run"},
+		"notes": {"cats", "running"},
+	} {
+		if got := words(field); !slices.Equal(got, want) {
+			t.Errorf("run %s: marked %q, want %q", field, got, want)
+		}
+	}
+	// Offsets are characters: "Café" and "Naïve" come before "dogs".
+	text := run.Fields["text"].(string)
+	f := run.Highlights.Fields["text"][0]
+	if f.Start != 0 || f.Text != text {
+		t.Fatalf("text fragment %+v, want the whole value", f)
+	}
+	b := strings.Index(text, "dogs")
+	if i := slices.IndexFunc(f.Marks, func(m tandem.Mark) bool { return m.Term == "dog" }); i < 0 || f.Marks[i].Start != utf8.RuneCountInString(text[:b]) || f.Marks[i].Start == b {
+		t.Errorf("the mark of dogs %+v, want its character offset %d (byte offset %d)", f.Marks, utf8.RuneCountInString(text[:b]), b)
+	}
+	// The long document's text gets fragments around its two matches.
+	long := res.Hits[slices.IndexFunc(res.Hits, func(h tandem.Hit) bool { return h.ID == "long" })]
+	lf := long.Highlights.Fields["text"]
+	if len(lf) != 2 || !strings.Contains(lf[0].Text, "cat runs") || !strings.Contains(lf[1].Text, "dog runs") || len([]rune(lf[0].Text)) > DefaultFragmentSize {
+		t.Errorf("long text's fragments %+v", lf)
+	}
+	// Fields, size and number are the request's; IDsOnly still
+	// highlights, from the stored document.
+	res, err = e.Search(ctx, Request{Text: query, K: 3, IDsOnly: true, Highlight: &HighlightRequest{Fields: []string{"text"}, FragmentSize: 30, Fragments: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range res.Hits {
+		if h.Fields != nil || len(h.Highlights.Fields) != 1 || len(h.Highlights.Fields["text"]) != 1 || len([]rune(h.Highlights.Fields["text"][0].Text)) > 30 {
+			t.Errorf("%s: fields %v, highlights %+v", h.ID, h.Fields, h.Highlights)
+		}
+	}
+	// Without text, or without bm25, nothing is marked.
+	res, err = e.Search(ctx, Request{Filter: []byte(`{"term":{"lang":"en"}}`), Highlight: &HighlightRequest{}})
+	if err != nil || len(res.Hits) != 3 {
+		t.Fatal(err, ids(res.Hits))
+	}
+	for _, h := range res.Hits {
+		if h.Highlights == nil || h.Highlights.Fields != nil {
+			t.Errorf("%s without text: %+v", h.ID, h.Highlights)
+		}
+	}
+	// Without a highlight request, hits carry none.
+	res, err = e.Search(ctx, Request{Text: query})
+	if err != nil || res.Hits[0].Highlights != nil {
+		t.Errorf("no request: %+v, %v", res.Hits[0].Highlights, err)
+	}
+}
+
+// TestHighlightBadRequests: each bad highlight request is a bad request
+// naming its parameter or field.
+func TestHighlightBadRequests(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{Schema: highlightSchema(), NoSync: true})
+	if _, err := e.Index(ctx, highlightDocs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{Text: "cat", Highlight: &HighlightRequest{Fields: []string{"nope"}}}, `highlight.fields: field "nope"`},
+		{Request{Text: "cat", Highlight: &HighlightRequest{Fields: []string{"lang"}}}, `highlight.fields: field "lang": tandem: wrong type: a keyword field`},
+		{Request{Text: "cat", Highlight: &HighlightRequest{Fields: []string{"text", "text"}}}, `highlight.fields: field "text" listed twice`},
+		{Request{Text: "cat", Highlight: &HighlightRequest{FragmentSize: -1}}, "highlight.fragment_size -1"},
+		{Request{Text: "cat", Highlight: &HighlightRequest{FragmentSize: MaxFragmentSize + 1}}, "highlight.fragment_size 1048577"},
+		{Request{Text: "cat", Highlight: &HighlightRequest{Fragments: -2}}, "highlight.fragments -2"},
+		{Request{Text: "cat", Highlight: &HighlightRequest{Fragments: MaxFragments + 1}}, "highlight.fragments 101"},
+		{Request{Text: "cat", K: MaxHighlightHits + 1, Highlight: &HighlightRequest{}}, "highlight: k=1001"},
+	} {
+		_, err := e.Search(ctx, tc.req)
+		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want a bad request naming %s", *tc.req.Highlight, err, tc.want)
+		}
+	}
+}
+
+// lateEngine indexes animals and highlightDocs with the default model for
+// late interaction (and dense), skipping when it is not installed.
+func lateEngine(t *testing.T) *Engine {
+	t.Helper()
+	needModel(t)
+	e := openT(t, t.TempDir(), &Options{Dense: []string{encoder.DefaultModel}, Late: []string{encoder.DefaultModel}, NoSync: true})
+	if _, err := e.Index(context.Background(), append(slices.Clone(animals), highlightDocs...)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestHighlightLate checks each late-interaction match: its score is the
+// maximum the scorer used for that query token (the hit's late score is
+// their mean, bit for bit the score the retriever ranked with), the
+// document token it names is the one whose vector gives that maximum,
+// and its span covers that token's characters in its field.
+func TestHighlightLate(t *testing.T) {
+	ctx := context.Background()
+	e := lateEngine(t)
+	late := "late:" + encoder.DefaultModel
+	m := e.models[e.modelIndex(encoder.DefaultModel)]
+	ranked, placed := 0, 0
+	for _, tc := range []struct {
+		query   string
+		rets    []string
+		scoring string
+	}{
+		{"Do cats purr?", []string{"bm25", late}, ""},
+		{"heart attack", []string{late}, "sum-max"},
+		{"naïve café runners", []string{"dense", "late-exact"}, ""},
+	} {
+		res, err := e.Search(ctx, Request{Text: tc.query, Retrievers: tc.rets, LateScoring: tc.scoring, K: 5, Highlight: &HighlightRequest{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Hits) == 0 {
+			t.Fatalf("%q: no hits", tc.query)
+		}
+		// The query's token vectors, as the search encoded them.
+		qb, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{tc.query}, Tokens: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := qb.Tokens[0]
+		qspans, err := m.enc.Spans(encoder.Query, tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		li := slices.IndexFunc(res.Retrievers, func(r string) bool { return strings.HasPrefix(r, "late") })
+		for _, h := range res.Hits {
+			if len(h.Highlights.Late) != 1 {
+				t.Fatalf("%q %s: late highlights %+v", tc.query, h.ID, h.Highlights.Late)
+			}
+			lm := h.Highlights.Late[0]
+			if lm.Retriever != res.Retrievers[li] || lm.Scoring != map[string]string{"": "avg-max", "sum-max": "sum-max"}[tc.scoring] {
+				t.Errorf("%s: retriever %q scoring %q", h.ID, lm.Retriever, lm.Scoring)
+			}
+			// The hit's late score is the maxima combined, bit for bit.
+			if src := h.Sources[li]; src.Rank > 0 {
+				ranked++
+				if src.Score != lm.Score {
+					t.Errorf("%q %s: late source score %v, highlights' %v", tc.query, h.ID, src.Score, lm.Score)
+				}
+			}
+			for _, tm := range lm.Tokens {
+				if tm.Doc != nil && tm.Doc.Kind == tandem.TokenText {
+					placed++
+				}
+			}
+			var sum float32
+			for _, tm := range lm.Tokens {
+				sum += float32(tm.Score)
+			}
+			if tc.scoring == "" {
+				sum /= float32(len(lm.Tokens))
+			}
+			if float64(sum) != lm.Score {
+				t.Errorf("%q %s: maxima combine to %v, score %v", tc.query, h.ID, sum, lm.Score)
+			}
+			checkLateTokens(t, e, tc.query, h, lm, q, qspans)
+		}
+	}
+	if ranked < 10 || placed < 20 {
+		t.Errorf("%d hits ranked by late interaction, %d query tokens matched to text: too few to test", ranked, placed)
+	}
+}
+
+// checkLateTokens checks one hit's token matches against the stored
+// token vectors, recomputed in float64, and the document's text.
+func checkLateTokens(t *testing.T, e *Engine, query string, h tandem.Hit, lm tandem.LateMatches, q encoder.Tokens, qspans []encoder.TokenSpan) {
+	t.Helper()
+	m := e.models[e.modelIndex(encoder.DefaultModel)]
+	blob, ok, err := e.st.ReadBlob(h.DocNum, latecollect.BlobName(m.spec.Name), nil)
+	if err != nil || !ok {
+		t.Fatalf("blob of %s: %v %v", h.ID, ok, err)
+	}
+	d, dim, err := latecollect.DecodeTokens(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lm.Tokens) != q.Len() {
+		t.Fatalf("%s: %d token matches for %d query tokens", h.ID, len(lm.Tokens), q.Len())
+	}
+	dot := func(i, j int) float64 {
+		var s float64
+		for k := range dim {
+			s += float64(q.Vectors[i*dim+k]) * float64(d[j*dim+k])
+		}
+		return s
+	}
+	for i, tm := range lm.Tokens {
+		// The query token: its place in the query.
+		qs := qspans[i]
+		if tm.Query.Index != i || tm.Query.Token != qs.Token || tm.Query.Kind != string(qs.Kind) {
+			t.Errorf("%s: query token %d is %+v, want %+v", h.ID, i, tm.Query, qs)
+		}
+		if qs.Kind == encoder.KindText && tm.Query.Text != query[qs.Start:qs.End] {
+			t.Errorf("%s: query token %d covers %q, want %q", h.ID, i, tm.Query.Text, query[qs.Start:qs.End])
+		}
+		// Its maximum, and the document token that gives it.
+		best := math.Inf(-1)
+		for j := range len(d) / dim {
+			best = max(best, dot(i, j))
+		}
+		if tm.Doc == nil || math.Abs(tm.Score-best) > 1e-5 || math.Abs(dot(i, tm.Doc.Index)-tm.Score) > 1e-5 {
+			t.Fatalf("%s: query token %d %q: score %v, doc %+v; the maximum is %v", h.ID, i, tm.Query.Token, tm.Score, tm.Doc, best)
+		}
+		// The span covers that token's characters in its field.
+		dt := tm.Doc
+		switch dt.Kind {
+		case tandem.TokenText:
+			value, _ := h.Fields[dt.Field].(string)
+			piece := chars(value, dt.Start, dt.End)
+			if piece != dt.Text || !strings.Contains(strings.ToLower(stripAccents(piece)), strings.TrimPrefix(dt.Token, "##")) {
+				t.Errorf("%s: query token %d matched %+v: field %s's characters [%d,%d) are %q", h.ID, i, dt, dt.Field, dt.Start, dt.End, piece)
+			}
+		case tandem.TokenSpecial:
+			if dt.Index != 0 && dt.Index != len(d)/dim-1 {
+				t.Errorf("%s: special token at row %d of %d", h.ID, dt.Index, len(d)/dim)
+			}
+		default:
+			t.Errorf("%s: document token %+v", h.ID, dt)
+		}
+	}
+}
+
+// stripAccents drops combining marks after decomposing the few accented
+// letters of the test documents.
+func stripAccents(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case 'ï':
+			return 'i'
+		case 'é':
+			return 'e'
+		}
+		if unicode.Is(unicode.Mn, r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// TestHighlightLateUnknownTokens: a document that brought its own token
+// vectors, fewer than its text's tokens, is explained without placing
+// its tokens; so are query tokens the request brought. Scores still
+// equal the retriever's.
+func TestHighlightLateUnknownTokens(t *testing.T) {
+	ctx := context.Background()
+	e := lateEngine(t)
+	m := e.models[e.modelIndex(encoder.DefaultModel)]
+	b, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Document, Texts: []string{"Cats purr"}, Tokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := b.Tokens[0]
+	rows := make([][]float32, tok.Len())
+	for i := range rows {
+		rows[i] = tok.Vector(i)
+	}
+	own := tandem.Doc{ID: "own", Fields: map[string]any{"title": "Own vectors", "text": "A text much longer than the two words whose vectors it brought."},
+		Vectors: map[string]tandem.Vectors{encoder.DefaultModel: {Dense: b.Vectors[0], Tokens: rows}}}
+	if _, err := e.Index(ctx, []tandem.Doc{own}); err != nil {
+		t.Fatal(err)
+	}
+	qb, err := m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{"purring cats"}, Tokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qrows [][]float32
+	for i := range qb.Tokens[0].Len() - 1 { // not the text's tokens: one fewer
+		qrows = append(qrows, qb.Tokens[0].Vector(i))
+	}
+	late := "late:" + encoder.DefaultModel
+	res, err := e.Search(ctx, Request{Text: "purring cats", Retrievers: []string{late}, K: 3, Vectors: map[string]tandem.Vectors{encoder.DefaultModel: {Tokens: qrows}}, Highlight: &HighlightRequest{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(res.Hits, func(h tandem.Hit) bool { return h.ID == "own" })
+	if i < 0 {
+		t.Fatalf("hits %v, want own among them", ids(res.Hits))
+	}
+	for _, h := range res.Hits {
+		lm := h.Highlights.Late[0]
+		if lm.Score != h.Sources[0].Score || len(lm.Tokens) != len(qrows) {
+			t.Errorf("%s: score %v (source %v), %d tokens", h.ID, lm.Score, h.Sources[0].Score, len(lm.Tokens))
+		}
+		for _, tm := range lm.Tokens {
+			if tm.Query.Kind != tandem.TokenUnknown || tm.Query.Token != "" {
+				t.Errorf("%s: query token %+v, want unknown", h.ID, tm.Query)
+			}
+			if known := tm.Doc.Kind != tandem.TokenUnknown; known == (h.ID == "own") {
+				t.Errorf("%s: document token %+v", h.ID, tm.Doc)
+			}
+		}
+	}
+}
