@@ -124,6 +124,10 @@ func isControl(r rune) bool {
 	case '\t', '\n', '\r':
 		return false
 	}
+	if r < utf8.RuneSelf {
+		// Every ASCII character is assigned; Cc is 0-31 and 127.
+		return r < 0x20 || r == 0x7f
+	}
 	// Cc, Cf, Cn (unassigned) and Co, as the Rust crate checks.
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co) || !unicode.In(r, assigned...)
 }

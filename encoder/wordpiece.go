@@ -143,8 +143,12 @@ func (w *wordPiece) segmentSpans(ids []int64, s string, base int, spans *[][2]in
 	if spans == nil || s == "" {
 		return w.segment(ids, s)
 	}
-	normal := w.norm.normalize(s)
 	aligned, from, to := w.norm.normalizeAligned(s)
+	normal := aligned
+	if !isASCII(s) {
+		// Only canonical reordering of combining marks can differ.
+		normal = w.norm.normalize(s)
+	}
 	n := len(ids)
 	if aligned != normal {
 		ids = w.pretokenize(ids, normal, nil)
@@ -265,4 +269,13 @@ func isBertPunct(r rune) bool {
 		return (r >= 33 && r <= 47) || (r >= 58 && r <= 64) || (r >= 91 && r <= 96) || (r >= 123 && r <= 126)
 	}
 	return unicode.IsPunct(r)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
