@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -15,6 +19,8 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
+	"github.com/tandemsearch/tandem/evaluate"
+	"github.com/tandemsearch/tandem/fusion"
 	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/sparse"
 )
@@ -471,4 +477,168 @@ func TestHighlightLateUnknownTokens(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEvaluateHighlightLatency: given a highlight request, Evaluate ranks
+// as without it and times pages of EvalHighlightHits hits both ways.
+func TestEvaluateHighlightLatency(t *testing.T) {
+	ctx := context.Background()
+	e := openT(t, t.TempDir(), &Options{Schema: highlightSchema(), NoSync: true})
+	if _, err := e.Index(ctx, highlightDocs); err != nil {
+		t.Fatal(err)
+	}
+	queries := []evaluate.Query{{ID: "q1", Text: "running cats"}, {ID: "q2", Text: "a dog"}, {ID: "q3", Text: "rain"}, {ID: "q4", Text: ""}}
+	qrels := evaluate.Qrels{"q1": {"run": 1}, "q2": {"long": 1}, "q3": {"none": 1}, "q4": {"none": 1}}
+	plain, err := e.Evaluate(ctx, queries, qrels, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit, err := e.Evaluate(ctx, queries, qrels, Request{Highlight: &HighlightRequest{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Highlight != nil || lit.Highlight == nil || lit.Highlight.Hits != EvalHighlightHits || lit.Highlight.P50 <= 0 || lit.Highlight.P50Highlight <= 0 || lit.Highlight.P95Highlight < lit.Highlight.P50Highlight {
+		t.Fatalf("highlight latency: without a request %+v, with %+v", plain.Highlight, lit.Highlight)
+	}
+	if plain.Report.Mean != lit.Report.Mean || lit.Queries != 4 {
+		t.Errorf("metrics with highlights timed %+v (%d queries), without %+v", lit.Report.Mean, lit.Queries, plain.Report.Mean)
+	}
+}
+
+// TestSciFactHighlight measures what highlights cost on SciFact, with
+// TestSciFact's collection and gates (TANDEM_SCIFACT=1, and
+// TANDEM_SCIFACT_DIR to keep the collection): for each mode, Evaluate's
+// latency of a page of EvalHighlightHits hits without and with highlights,
+// over the 300 test queries. On every hit of the first 30 queries, each
+// late-interaction highlight's score is the late source's, and each BM25
+// fragment's marks carry query terms.
+func TestSciFactHighlight(t *testing.T) {
+	if testing.Short() || os.Getenv("TANDEM_SCIFACT") == "" {
+		t.Skip("skipping the SciFact highlight run: set TANDEM_SCIFACT=1 (and TANDEM_SCIFACT_DIR to an indexed collection, see TestSciFact)")
+	}
+	e, data, _, _ := openSciFact(t)
+	ctx := context.Background()
+	queries, qrels := beirTest(t, data)
+	for _, mode := range []string{"bm25", "late", "hybrid"} {
+		rets, err := e.Mode(mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Evaluate(ctx, queries, qrels, Request{Retrievers: rets, Highlight: &HighlightRequest{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hl := res.Highlight
+		t.Logf("%-7s nDCG@10 %.4f  p50 %6.2f ms (k=100, ids)  page of %d: p50 %6.2f ms, highlighted %6.2f ms (+%.2f ms); p95 %6.2f, highlighted %6.2f ms",
+			mode, res.Report.Mean.NDCG10, ms(res.P50), hl.Hits, ms(hl.P50), ms(hl.P50Highlight), ms(hl.P50Highlight-hl.P50), ms(hl.P95), ms(hl.P95Highlight))
+		checked := 0
+		for _, q := range queries[:30] {
+			r, err := e.Search(ctx, Request{Text: q.Text, Retrievers: rets, Highlight: &HighlightRequest{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range r.Hits {
+				for i, name := range r.Retrievers {
+					src := h.Sources[i]
+					switch {
+					case strings.HasPrefix(name, "late") && src.Rank > 0:
+						if len(h.Highlights.Late) != 1 || h.Highlights.Late[0].Score != src.Score {
+							t.Fatalf("%s %s: late source %v, highlights %+v", q.ID, h.ID, src.Score, h.Highlights.Late)
+						}
+						checked++
+					case name == "bm25" && src.Rank > 0:
+						if len(h.Highlights.Fields) == 0 {
+							t.Errorf("%s %s: ranked by bm25, no fragment", q.ID, h.ID)
+						}
+						for _, frags := range h.Highlights.Fields {
+							for _, f := range frags {
+								for _, m := range f.Marks {
+									if m.Term == "" || m.End <= m.Start {
+										t.Errorf("%s %s: mark %+v", q.ID, h.ID, m)
+									}
+								}
+							}
+						}
+						checked++
+					}
+				}
+			}
+		}
+		if checked == 0 {
+			t.Errorf("%s: no hit checked", mode)
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkHighlight is the cost of highlighting a page of 10 hits, per
+// hit, apart from the search: BM25 fragments (analysing title and text),
+// late-interaction matches (reading the stored tokens, explaining the
+// score, tokenizing the text again with offsets), and both. It indexes the
+// first 60 SciFact abstracts with the default model.
+func BenchmarkHighlight(b *testing.B) {
+	needModel(b)
+	docs := sciFactDocs(b, 60)
+	ctx := context.Background()
+	e := openT(b, b.TempDir(), &Options{Late: []string{encoder.DefaultModel}, NoSync: true})
+	if _, err := e.Index(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	late := "late:" + encoder.DefaultModel
+	for _, rets := range [][]string{{"bm25"}, {late}, {"bm25", late}} {
+		b.Run(strings.Join(rets, "+"), func(b *testing.B) {
+			req := Request{Text: "cancer cells respond to chemotherapy treatment", Retrievers: rets, K: 10, Highlight: &HighlightRequest{}}
+			p, err := e.enterPlan(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e.mu.RUnlock()
+			ran, err := e.run(ctx, p, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			lists := make([][]fusion.Item, len(ran))
+			for i, r := range ran {
+				lists[i] = r.hits
+			}
+			fused, err := p.Fuse(lists)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res := &Result{}
+			if err := e.materialise(ctx, p, false, res, fused); err != nil || len(res.Hits) != 10 {
+				b.Fatalf("%d hits, %v", len(res.Hits), err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := e.highlightHits(ctx, p, ran, res); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(res.Hits)), "us/hit")
+		})
+	}
+}
+
+// sciFactDocs reads the first n SciFact documents, skipping the benchmark
+// when SciFact is not beside the repository.
+func sciFactDocs(b *testing.B, n int) []tandem.Doc {
+	f, err := os.Open(filepath.Join("..", "..", "shared", "data", "scifact", "corpus.jsonl"))
+	if err != nil {
+		b.Skipf("SciFact not found: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	var docs []tandem.Doc
+	for len(docs) < n && sc.Scan() {
+		d, err := tandem.DecodeJSON(sc.Bytes(), "_id")
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	return docs
 }
