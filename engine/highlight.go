@@ -544,3 +544,63 @@ func (e *Engine) highlightHits(ctx context.Context, p *Plan, rets []retriever, r
 	}
 	return nil
 }
+
+// Highlight computes req's highlights (req.Highlight must be set) of the
+// documents with the given ids that this engine holds, by id: what a
+// coordinator asks of the shard holding each document of a sharded
+// search's page, where the hits are fused. Late-interaction query tokens
+// come from req.Vectors (EncodeQuery put them there), else the text is
+// encoded; a document's late-interaction score is explained from its
+// stored tokens, exactly as one engine holding every document scores it.
+// An id this engine does not hold is left out.
+func (s *Shard) Highlight(ctx context.Context, req Request, ids []string) (map[string]*tandem.Highlights, error) {
+	e := s.e
+	p, err := e.enterPlan(req)
+	if err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	if p.hl == nil {
+		return nil, fmt.Errorf("%w: highlight: the request asks for no highlights", ErrBadRequest)
+	}
+	if len(ids) > MaxHighlightHits {
+		return nil, fmt.Errorf("%w: highlight: %d documents (at most %d)", ErrBadRequest, len(ids), MaxHighlightHits)
+	}
+	q := newQueries(p)
+	tokens := make([][]float32, len(p.rets))
+	for i := range p.rets {
+		if r := &p.rets[i]; r.kind == "late" {
+			if tokens[i], err = q.tokens(ctx, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	h, err := e.newHighlighter(p, func(i int) []float32 { return tokens[i] })
+	if err != nil {
+		return nil, err
+	}
+	nums := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		n, ok, err := e.st.Lookup(id)
+		if err != nil {
+			return nil, fmt.Errorf("engine: highlight %q: %w", id, err)
+		}
+		if ok {
+			nums = append(nums, n)
+		}
+	}
+	docs, err := e.st.GetMany(nums)
+	if err != nil {
+		return nil, fmt.Errorf("engine: highlight: %w", err)
+	}
+	out := make(map[string]*tandem.Highlights, len(docs))
+	for num, d := range docs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if out[d.ID], err = h.hit(num, d.Fields); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -641,4 +642,40 @@ func sciFactDocs(b *testing.B, n int) []tandem.Doc {
 		docs = append(docs, d)
 	}
 	return docs
+}
+
+// TestShardHighlightEqualsSearch: a coordinator's request (its query
+// encoded by EncodeQuery) highlights each document on its shard exactly
+// as the engine's own search does.
+func TestShardHighlightEqualsSearch(t *testing.T) {
+	ctx := context.Background()
+	e := lateEngine(t)
+	req := Request{Text: "Do running cats purr?", Retrievers: e.Retrievers(), K: 5, Highlight: &HighlightRequest{FragmentSize: 40}}
+	res, err := e.Search(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sreq, _, err := e.Shard().EncodeQuery(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Shard().Highlight(ctx, sreq, append(ids(res.Hits), "no-such-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(res.Hits) {
+		t.Fatalf("%d documents highlighted, want %d", len(got), len(res.Hits))
+	}
+	for _, h := range res.Hits {
+		if !reflect.DeepEqual(got[h.ID], h.Highlights) {
+			t.Errorf("%s: shard highlights %+v, search's %+v", h.ID, got[h.ID], h.Highlights)
+		}
+		if len(h.Highlights.Late) != 1 {
+			t.Errorf("%s: late highlights %+v", h.ID, h.Highlights.Late)
+		}
+	}
+	req.Highlight = nil
+	if _, err := e.Shard().Highlight(ctx, req, ids(res.Hits)); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("no highlight request: %v", err)
+	}
 }
