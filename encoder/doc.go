@@ -49,5 +49,11 @@
 //	q, err := e.EncodeQueries(ctx, []string{"what causes scurvy"})
 //	docs, err := e.EncodeDocuments(ctx, texts)
 //
+// Spans tokenizes a text as Encode does, without running the model, and
+// places each token of its token output: its kind (text, prefix, special,
+// marker, mask), its vocabulary form and its byte range in the text, for
+// highlighting. Its ids are the token output's exactly
+// (TestSpansMatchTokenOutput).
+//
 // List reports the models installed in a directory.
 package encoder

@@ -81,6 +81,58 @@
 // score ties break by document number; BM25 ties keep Bleve's index
 // order, which is fixed between writes but may change when segments merge.
 //
+// # Highlights
+//
+// Request.Highlight asks a search to show, on each hit returned
+// (tandem.Hit.Highlights), what its query matched. Offsets are
+// characters (Unicode code points) of the field value or query text,
+// half-open; fragments are plain text with mark ranges beside them, so a
+// client marks them without markup and nothing stored can inject any.
+//
+//   - BM25 fragments (Highlights.Fields), when bm25 is among the
+//     retrievers and the query has text: each highlighted text field's
+//     value and the query are analysed with that field's analyzer, and
+//     every token whose analysed term is one of the query's is marked, as
+//     the word it was analysed from (sparse.Highlighter): stemmed forms
+//     are marked, stop words never. Fragments of at most FragmentSize
+//     characters (longer only to hold one long word whole) are chosen
+//     for the most distinct terms, then the most marks; they never
+//     overlap or cut a mark, and come in the value's order. A field
+//     without a match has none.
+//   - Late-interaction matches (Highlights.Late), one entry per late
+//     retriever that ran: for every query token (special tokens, prefix,
+//     text and ColBERT's [MASK]s included, each labelled with its kind),
+//     the document token whose vector gave its largest inner product, the
+//     first among equals, and that product. They come from
+//     latecollect.Explainer over the document's stored tokens and the
+//     query tokens the retriever searched with: each maximum is the one
+//     the exact scorer took, computed by the same kernel, and
+//     LateMatches.Score, the maxima combined, is bit for bit the hit's
+//     Source.Score for that retriever whenever it ranked the document
+//     (TestHighlightLate, TestSciFactHighlight). A document token is
+//     placed in its field by tokenizing the document's text again with
+//     offsets (encoder.Spans; the text fields joined as at indexing,
+//     docTextParts), which gives exactly the stored rows when the model
+//     encoded the document; a document that brought its own vectors, of
+//     another count, keeps its rows unplaced (tandem.TokenUnknown), and
+//     so do query tokens a request brought that are not its text's, and
+//     every token of an external model. Tokens past the model's maximum
+//     length were never encoded and are never matched.
+//   - Dense retrieval compares one pooled vector with another: it has no
+//     token-level match to show and adds nothing.
+//
+// The cost is paid for the hits returned only (at most MaxHighlightHits),
+// after fusion: per hit an analysis of its highlighted fields, and per
+// late retriever one stored token matrix read, one exact scoring and one
+// tokenization (BenchmarkHighlight; docs/highlights.md has the figures).
+// A document deleted or changed between its ranking and its highlight is
+// highlighted as stored when highlighted. Shard.Highlight computes a
+// sharded search's highlights on each document's shard. A non-strict
+// collection that meets two new text fields in one document may have
+// encoded them in another order than the schema then records; the
+// token counts agree, so their late matches may then be placed in the
+// wrong one of the two fields.
+//
 // # Fusion default
 //
 // Request.Fusion defaults to DefaultFusion, min-max, with equal weights and
