@@ -73,7 +73,8 @@ type TokenMatch struct {
 	// when the document has no token.
 	Doc *TokenRef `json:"doc,omitempty"`
 	// Score is that inner product: the query token's maximum, before the
-	// maxima are combined.
+	// maxima are combined; 0 without Doc, which is what it then adds to
+	// the score.
 	Score float64 `json:"score"`
 }
 

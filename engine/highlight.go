@@ -23,8 +23,9 @@ import (
 // Dense retrieval has nothing token-level to show and adds nothing. Zero
 // fields mean defaults.
 type HighlightRequest struct {
-	// Fields lists the text fields to make fragments of; empty means
-	// every text field of the schema.
+	// Fields lists the text fields to make fragments of; empty means the
+	// fields the search restricts BM25 to (Request.Fields), or every
+	// text field of the schema when it does not.
 	Fields []string `json:"fields,omitempty"`
 	// FragmentSize is the most characters of a fragment, 0 meaning
 	// DefaultFragmentSize; a value no longer is one fragment. A word
@@ -61,8 +62,9 @@ type highlightPlan struct {
 }
 
 // planHighlight checks a search's HighlightRequest (nil: none) against
-// schema, naming the parameter or field at fault.
-func planHighlight(schema *tandem.Schema, h *HighlightRequest, k int) (*highlightPlan, error) {
+// schema, naming the parameter or field at fault. searched are the fields
+// the search restricts BM25 to (Request.Fields, checked).
+func planHighlight(schema *tandem.Schema, h *HighlightRequest, k int, searched map[string]float64) (*highlightPlan, error) {
 	if h == nil {
 		return nil, nil
 	}
@@ -83,6 +85,9 @@ func planHighlight(schema *tandem.Schema, h *HighlightRequest, k int) (*highligh
 	}
 	if len(h.Fields) == 0 {
 		hp.fields = schema.TextFields()
+		if len(searched) > 0 {
+			hp.fields = slices.DeleteFunc(hp.fields, func(f tandem.Field) bool { _, ok := searched[f.Name]; return !ok })
+		}
 		return hp, nil
 	}
 	for _, name := range h.Fields {
@@ -263,10 +268,10 @@ func (lh *lateHighlighter) explain(st *storage.Store, num uint64, text string, p
 	}
 	lm := &tandem.LateMatches{Retriever: lh.name, Scoring: string(lh.scoring), Score: float64(ex.Score), Tokens: make([]tandem.TokenMatch, len(ex.Max))}
 	for i := range ex.Max {
-		tm := tandem.TokenMatch{Query: lh.query[i], Score: float64(ex.Max[i])}
-		if r := ex.Row[i]; r >= 0 {
+		tm := tandem.TokenMatch{Query: lh.query[i]}
+		if r := ex.Row[i]; r >= 0 { // else no token: it adds 0 to the score
 			ref := doc(r)
-			tm.Doc = &ref
+			tm.Doc, tm.Score = &ref, float64(ex.Max[i])
 		}
 		lm.Tokens[i] = tm
 	}

@@ -216,6 +216,14 @@ func TestHighlightBM25(t *testing.T) {
 			t.Errorf("%s: fields %v, highlights %+v", h.ID, h.Fields, h.Highlights)
 		}
 	}
+	// A search restricted to fields highlights those by default.
+	res, err = e.Search(ctx, Request{Text: query, Fields: map[string]float64{"notes": 0}, Highlight: &HighlightRequest{}})
+	if err != nil || len(res.Hits) != 1 {
+		t.Fatal(err, ids(res.Hits))
+	}
+	if hl := res.Hits[0].Highlights; len(hl.Fields) != 1 || len(hl.Fields["notes"]) != 1 {
+		t.Errorf("search of notes: highlights %+v, want notes' only", hl)
+	}
 	// Without text, or without bm25, nothing is marked.
 	res, err = e.Search(ctx, Request{Filter: []byte(`{"term":{"lang":"en"}}`), Highlight: &HighlightRequest{}})
 	if err != nil || len(res.Hits) != 3 {

@@ -313,7 +313,7 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 	if err := sparse.CheckFields(schema, req.Fields); err != nil {
 		return nil, fmt.Errorf("%w: fields: %w", ErrBadRequest, err)
 	}
-	if p.hl, err = planHighlight(schema, req.Highlight, req.K); err != nil {
+	if p.hl, err = planHighlight(schema, req.Highlight, req.K, req.Fields); err != nil {
 		return nil, err
 	}
 	if p.qvecs, err = e.queryVectors(req.Vectors); err != nil {
