@@ -172,13 +172,14 @@ func (e *Engine) newHighlighter(p *Plan, qtokens func(i int) []float32) (*highli
 
 // queryTokenRefs places the n query tokens of a query text: the model's
 // tokenization of the text when it has as many tokens (always so when
-// the search encoded the text itself), else every token TokenUnknown.
+// the search encoded the text itself), else every token TokenUnknown (and
+// so without text: the request brought the vectors).
 func queryTokenRefs(enc *encoder.Encoder, text string, n int) ([]tandem.TokenRef, error) {
 	out := make([]tandem.TokenRef, n)
 	for i := range out {
 		out[i] = tandem.TokenRef{Index: i, Kind: tandem.TokenUnknown}
 	}
-	if enc == nil {
+	if enc == nil || text == "" {
 		return out, nil
 	}
 	spans, err := enc.Spans(encoder.Query, text)
@@ -288,11 +289,11 @@ func (lh *lateHighlighter) docTokens(count int, text string, parts []textPart, f
 		return unknown, nil
 	}
 	spans, err := lh.m.enc.Spans(encoder.Document, text)
-	if errors.Is(err, encoder.ErrNoOffsets) || len(spans) != count {
-		return unknown, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, encoder.ErrNoOffsets) {
 		return nil, fmt.Errorf("engine: highlight %s: %w", lh.name, err)
+	}
+	if len(spans) != count {
+		return unknown, nil
 	}
 	texts := map[string]charText{}
 	return func(r int) tandem.TokenRef {

@@ -687,3 +687,57 @@ func TestShardHighlightEqualsSearch(t *testing.T) {
 		t.Errorf("no highlight request: %v", err)
 	}
 }
+
+// TestHighlightExternalLate: an external model's late-interaction matches
+// cannot be placed in any text (Tandem has no tokenizer for it), but each
+// still names the row of the document's stored tokens that gave the query
+// token's maximum, and the scores are the retriever's. It needs no
+// installed model.
+func TestHighlightExternalLate(t *testing.T) {
+	ctx := context.Background()
+	const tokDim = 4
+	schema := tandem.DefaultSchema()
+	schema.Models = []tandem.Model{{Name: "ext", Late: true, TokenDim: tokDim, Similarity: tandem.Dot, External: true}}
+	e := openT(t, t.TempDir(), &Options{Schema: schema, NoSync: true})
+	docs := map[string][][]float32{
+		"a": {{1, 0, 0, 0}, {0, 1, 0, 0}, {0.6, 0.8, 0, 0}},
+		"b": {{0, 0, 1, 0}, {0, 0.6, 0.8, 0}},
+		"c": {{0, 0, 0, 1}, {0.8, 0, 0, 0.6}, {0, 0, 0, 1}},
+	}
+	for id, rows := range docs {
+		d := tandem.Doc{ID: id, Fields: map[string]any{"text": "document " + id}, Vectors: map[string]tandem.Vectors{"ext": {Tokens: rows}}}
+		if _, err := e.Index(ctx, []tandem.Doc{d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := [][]float32{{1, 0, 0, 0}, {0, 0, 0, 1}, {0, 0.6, 0.8, 0}}
+	res, err := e.Search(ctx, Request{Retrievers: []string{"late"}, Vectors: map[string]tandem.Vectors{"ext": {Tokens: q}}, K: 3, Highlight: &HighlightRequest{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != 3 {
+		t.Fatalf("hits %v", ids(res.Hits))
+	}
+	for _, h := range res.Hits {
+		lm := h.Highlights.Late[0]
+		if lm.Retriever != "late:ext" || lm.Score != h.Sources[0].Score || len(lm.Tokens) != len(q) {
+			t.Fatalf("%s: %+v, source %+v", h.ID, lm, h.Sources[0])
+		}
+		rows := docs[h.ID]
+		for i, tm := range lm.Tokens {
+			best, arg := math.Inf(-1), -1
+			for j, r := range rows {
+				var s float64
+				for k := range tokDim {
+					s += float64(q[i][k]) * float64(r[k])
+				}
+				if s > best+1e-6 {
+					best, arg = s, j
+				}
+			}
+			if tm.Query.Kind != tandem.TokenUnknown || tm.Doc == nil || tm.Doc.Kind != tandem.TokenUnknown || tm.Doc.Index != arg || math.Abs(tm.Score-best) > 1e-3 {
+				t.Errorf("%s: query token %d: %+v (doc %+v), want row %d scoring %v", h.ID, i, tm, tm.Doc, arg, best)
+			}
+		}
+	}
+}
