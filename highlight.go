@@ -120,3 +120,20 @@ type TokenRef struct {
 	// Text is those characters.
 	Text string `json:"text,omitempty"`
 }
+
+// Marked returns the fragment's text with open and close around each
+// marked word, for a terminal or a log (a page should mark the ranges
+// itself rather than insert markup).
+func (f Fragment) Marked(open, close string) string {
+	r := []rune(f.Text)
+	var b []rune
+	at := 0
+	for _, m := range f.Marks {
+		if m.Start < at || m.End > len(r) || m.Start > m.End {
+			continue
+		}
+		b = append(append(append(append(b, r[at:m.Start]...), []rune(open)...), r[m.Start:m.End]...), []rune(close)...)
+		at = m.End
+	}
+	return string(append(b, r[at:]...))
+}

@@ -156,3 +156,13 @@ func TestSchemaBM25(t *testing.T) {
 		}
 	}
 }
+
+func TestFragmentMarked(t *testing.T) {
+	f := Fragment{Text: "Café runs, running", Marks: []Mark{{Start: 5, End: 9, Term: "run"}, {Start: 11, End: 18, Term: "run"}}}
+	if got, want := f.Marked("[", "]"), "Café [runs], [running]"; got != want {
+		t.Errorf("Marked = %q, want %q", got, want)
+	}
+	if got := (Fragment{Text: "no marks"}).Marked("[", "]"); got != "no marks" {
+		t.Errorf("Marked without marks = %q", got)
+	}
+}

@@ -82,6 +82,12 @@ func TestCollectionCommands(t *testing.T) {
 		t.Errorf("search hits = %+v", res.Hits)
 	}
 
+	// --highlight marks BM25's analysed terms in brackets, both words of
+	// "whale" and "whales" (the English analyzer stems them alike).
+	if code, out, errs := tandemRun(t, "search", "--dir", dir, "--mode", "bm25", "--highlight", "--filter", `{"range":{"year":{"gte":2015}}}`, "whales"); code != 0 || !strings.Contains(out, "title: [Whale] song") || !strings.Contains(out, "text: Humpback [whales] sing.") {
+		t.Errorf("search --highlight: code %d out %q err %q", code, out, errs)
+	}
+
 	if code, _, errs := tandemRun(t, "search", "--dir", dir, "--filter", `{"and":[{"term":{"yr":1}}]}`, "whale"); code != 1 || !strings.Contains(errs, `and[0].term.yr: unknown field "yr"`) {
 		t.Errorf("bad filter: code %d, stderr %q", code, errs)
 	}
@@ -107,7 +113,10 @@ func TestCollectionCommands(t *testing.T) {
 		t.Errorf("eval = %v: both relevant docs should rank first", m)
 	}
 	// With several rows, each carries its mode and latencies.
-	code, out, errs = tandemRun(t, "eval", "--dir", dir, "--queries", queries, "--qrels", qrels, "--mode", "bm25,bm25", "--json")
+	code, out, errs = tandemRun(t, "eval", "--dir", dir, "--queries", queries, "--qrels", qrels, "--mode", "bm25,bm25", "--json", "--highlight")
+	if !strings.Contains(errs, "bm25: page of 10 hits with fields: p50 ") || !strings.Contains(out, `"page_highlight_p50_ms":`) {
+		t.Errorf("eval --highlight reports no page latencies: out %q, stderr %q", out, errs)
+	}
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 {
 		t.Fatalf("eval of two rows: %d %q %s", code, out, errs)
 	} else {

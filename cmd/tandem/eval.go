@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/evaluate"
@@ -31,6 +32,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the searches to this file (go tool pprof)")
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	filterFlag := fs.String("filter", "", `a metadata filter every search runs under, e.g. {"range":{"year":{"gte":2000}}}`)
+	highlight := fs.Bool("highlight", false, fmt.Sprintf("also time each query's page of %d hits with their fields, without and with highlights, one after the other (the p50s go to standard error, and to --json)", engine.EvalHighlightHits))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,6 +89,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		if *filterFlag != "" {
 			req.Filter = []byte(*filterFlag)
 		}
+		if *highlight {
+			req.Highlight = &engine.HighlightRequest{}
+		}
 		if *depth != 0 {
 			req.Depth = map[string]int{}
 			for _, r := range rets {
@@ -123,8 +128,13 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		m := res.Report.Mean
-		p50, p95 := float64(res.P50.Microseconds())/1000, float64(res.P95.Microseconds())/1000
-		fmt.Fprintf(stderr, "%s: %d queries, p50 %.2f ms, p95 %.2f ms, mean %.2f ms\n", r.name, res.Queries, p50, p95, float64(res.Mean.Microseconds())/1000)
+		p50, p95 := ms(res.P50), ms(res.P95)
+		fmt.Fprintf(stderr, "%s: %d queries, p50 %.2f ms, p95 %.2f ms, mean %.2f ms\n", r.name, res.Queries, p50, p95, ms(res.Mean))
+		row := map[string]any{"mode": r.name, "ndcg@10": m.NDCG10, "mrr@10": m.MRR10, "recall@100": m.Recall100, "map": m.MAP, "p50_ms": p50, "p95_ms": p95}
+		if h := res.Highlight; h != nil {
+			fmt.Fprintf(stderr, "%s: page of %d hits with fields: p50 %.2f ms without highlights, %.2f ms with (p95 %.2f, %.2f)\n", r.name, h.Hits, ms(h.P50), ms(h.P50Highlight), ms(h.P95), ms(h.P95Highlight))
+			row["page_p50_ms"], row["page_highlight_p50_ms"] = ms(h.P50), ms(h.P50Highlight)
+		}
 		if *runsDir != "" {
 			tag := strings.NewReplacer("/", "_", " ", "_").Replace(r.name)
 			if err := evaluate.WriteTRECFile(filepath.Join(*runsDir, runFileName(r.name)), res.Run, tag); err != nil {
@@ -137,7 +147,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		case *asJSON:
-			if err := enc.Encode(map[string]any{"mode": r.name, "ndcg@10": m.NDCG10, "mrr@10": m.MRR10, "recall@100": m.Recall100, "map": m.MAP, "p50_ms": p50, "p95_ms": p95}); err != nil {
+			if err := enc.Encode(row); err != nil {
 				return err
 			}
 		default:
@@ -149,6 +159,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // runFileName is a mode's TREC file name: "hybrid/rrf" → "hybrid_rrf.trec".
 func runFileName(mode string) string {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -89,6 +92,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	queryVector := fs.String("query-vector", "", "file ('-' for stdin) holding the query's pooled vector as a JSON array, used instead of encoding the text (required for an external model's dense retriever)")
 	queryTokens := fs.String("query-tokens", "", "file ('-' for stdin) holding the query's token matrix as a JSON array of arrays, used instead of encoding the text (required for an external model's late retriever)")
+	highlight := fs.Bool("highlight", false, "show what the query matched in each hit: BM25's terms marked in fragments of the text fields, and each query word's best document token for late interaction (in --json, each hit's \"highlights\")")
 	vectorModel := fs.String("vector-model", "", "model of --query-vector and --query-tokens (default: the collection's external model, else its first model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -144,6 +148,9 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		LateScoring: *late,
 		Fields:      fields,
 	}
+	if *highlight {
+		req.Highlight = &engine.HighlightRequest{}
+	}
 	if *depth != 0 {
 		req.Depth = map[string]int{}
 		for _, r := range rets {
@@ -183,8 +190,31 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stdout, "       %-*s rank %3d  score %8.4f  contribution %.4f\n", width, s.Retriever, s.Rank, s.Score, s.Contribution)
 			}
 		}
+		if h.Highlights != nil {
+			printHighlights(stdout, h.Highlights)
+		}
 	}
 	return nil
+}
+
+// printHighlights prints a hit's fragments with their marked words in
+// brackets, then each late-interaction retriever's query words with the
+// document token each matched and that match's score.
+func printHighlights(w io.Writer, hl *tandem.Highlights) {
+	for _, f := range slices.Sorted(maps.Keys(hl.Fields)) {
+		for _, fr := range hl.Fields[f] {
+			fmt.Fprintf(w, "       %s: %s\n", f, fr.Marked("[", "]"))
+		}
+	}
+	for _, l := range hl.Late {
+		var parts []string
+		for _, t := range l.Tokens {
+			if t.Query.Kind == tandem.TokenText && t.Doc != nil {
+				parts = append(parts, fmt.Sprintf("%s→%s %.2f", t.Query.Text, cmp.Or(t.Doc.Text, t.Doc.Token), t.Score))
+			}
+		}
+		fmt.Fprintf(w, "       %s: %s\n", l.Retriever, strings.Join(parts, ", "))
+	}
 }
 
 // parseWeights parses "bm25=1,dense=2" into fusion weights.
