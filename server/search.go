@@ -34,6 +34,7 @@ type searchRequest struct {
 	Fields      map[string]float64        `json:"fields"`
 	IDsOnly     bool                      `json:"ids_only"`
 	Vectors     map[string]tandem.Vectors `json:"vectors"`
+	Highlight   *engine.HighlightRequest  `json:"highlight"`
 
 	// modeGiven and retrieversGiven say that the request gave each, empty
 	// as it may be: the two are not given together.
@@ -100,6 +101,7 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 		"text": &req.Text, "retrievers": &req.Retrievers, "mode": &req.Mode, "fusion": &req.Fusion,
 		"k": &req.K, "offset": &req.Offset, "depth": &req.Depth, "weight": &req.Weight,
 		"late_scoring": &req.LateScoring, "fields": &req.Fields, "ids_only": &req.IDsOnly, "vectors": &req.Vectors,
+		"highlight": &req.Highlight,
 	}
 	for dec.More() {
 		t, err := dec.Token()
@@ -153,7 +155,8 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 }
 
 // searchGet is the query-string form: q, mode or retrievers (comma
-// separated), k, offset, fusion, filter (JSON), late_scoring, ids_only.
+// separated), k, offset, fusion, filter (JSON), late_scoring, ids_only,
+// highlight.
 // With neither q nor filter, bm25 ranks every document, as the match-all
 // filter would.
 //
@@ -198,13 +201,22 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 			*p.dst = n
 		}
 	}
-	if _, ok := q["ids_only"]; ok {
-		switch v := q.Get("ids_only"); v {
-		case "true", "false":
-			req.IDsOnly = v == "true"
-		default:
-			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter ids_only=%q: want true or false", v))
-			return
+	for _, p := range []struct {
+		name string
+		set  func(bool)
+	}{{"ids_only", func(b bool) { req.IDsOnly = b }}, {"highlight", func(b bool) {
+		if b {
+			req.Highlight = &engine.HighlightRequest{}
+		}
+	}}} {
+		if _, ok := q[p.name]; ok {
+			switch v := q.Get(p.name); v {
+			case "true", "false":
+				p.set(v == "true")
+			default:
+				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: want true or false", p.name, v))
+				return
+			}
 		}
 	}
 	s.search(w, r, req)
@@ -262,6 +274,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 		IDsOnly:     req.IDsOnly,
 		Fields:      req.Fields,
 		Vectors:     req.Vectors,
+		Highlight:   req.Highlight,
 	})
 	if err != nil {
 		s.fail(w, err)
