@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"time"
 )
 
@@ -188,4 +189,57 @@ func (c Credentials) checkPin(cs tls.ConnectionState) error {
 		return errors.New("cluster: the peer does not hold this cluster's key")
 	}
 	return nil
+}
+
+// CredentialSources names where a node's credentials come from, as
+// `tandem serve --cluster` takes them: a file holding the cluster key
+// (--cluster-key-file) or the key itself (TANDEM_CLUSTER_KEY), or the PEM
+// files of the cluster's CA, this node's certificate and its private key
+// (--cluster-ca, --cluster-cert, --cluster-cert-key).
+type CredentialSources struct {
+	KeyFile, Key      string
+	CA, Cert, CertKey string
+}
+
+// LoadCredentials reads the credentials of src: a key, or the three PEM
+// files, or none when src names nothing. Giving a key and certificates,
+// or the key twice, is an error; every error names the flag or variable.
+func LoadCredentials(src CredentialSources) (Credentials, error) {
+	tlsFiles := src.CA != "" || src.Cert != "" || src.CertKey != ""
+	switch {
+	case tlsFiles && (src.KeyFile != "" || src.Key != ""):
+		return Credentials{}, errors.New("give a cluster key (--cluster-key-file or TANDEM_CLUSTER_KEY) or certificates (--cluster-ca, --cluster-cert, --cluster-cert-key), not both")
+	case src.KeyFile != "" && src.Key != "":
+		return Credentials{}, errors.New("give the cluster key once: --cluster-key-file or TANDEM_CLUSTER_KEY")
+	case src.KeyFile != "":
+		key, err := os.ReadFile(src.KeyFile)
+		if err != nil {
+			return Credentials{}, fmt.Errorf("--cluster-key-file: %w", err)
+		}
+		creds, err := KeyCredentials(key)
+		if err != nil {
+			return Credentials{}, fmt.Errorf("--cluster-key-file %s: %w", src.KeyFile, err)
+		}
+		return creds, nil
+	case src.Key != "":
+		creds, err := KeyCredentials([]byte(src.Key))
+		if err != nil {
+			return Credentials{}, fmt.Errorf("TANDEM_CLUSTER_KEY: %w", err)
+		}
+		return creds, nil
+	case tlsFiles:
+		var pem [3][]byte
+		for i, f := range []struct{ flag, path string }{{"--cluster-ca", src.CA}, {"--cluster-cert", src.Cert}, {"--cluster-cert-key", src.CertKey}} {
+			if f.path == "" {
+				return Credentials{}, fmt.Errorf("mutual TLS needs --cluster-ca, --cluster-cert and --cluster-cert-key: %s is missing", f.flag)
+			}
+			b, err := os.ReadFile(f.path)
+			if err != nil {
+				return Credentials{}, fmt.Errorf("%s: %w", f.flag, err)
+			}
+			pem[i] = b
+		}
+		return TLSCredentials(pem[0], pem[1], pem[2])
+	}
+	return Credentials{}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -469,4 +470,35 @@ func benchCluster(b *testing.B, creds []Credentials) []*Node {
 		b.Cleanup(func() { nd.Close() })
 	}
 	return nodes
+}
+
+func TestLoadCredentials(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	key := "0123456789abcdef0123456789abcdef"
+	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadCredentials(CredentialSources{}); err != nil || c.Protected() {
+		t.Errorf("no sources: %+v, %v; want no credentials", c, err)
+	}
+	for _, src := range []CredentialSources{{KeyFile: keyFile}, {Key: key}} {
+		if c, err := LoadCredentials(src); err != nil || !c.Protected() {
+			t.Errorf("%+v: %v, enabled %v", src, err, c.Protected())
+		}
+	}
+	for _, tc := range []struct {
+		src  CredentialSources
+		want string
+	}{
+		{CredentialSources{KeyFile: keyFile, Key: key}, "give the cluster key once"},
+		{CredentialSources{Key: key, CA: keyFile}, "not both"},
+		{CredentialSources{Key: "short"}, "TANDEM_CLUSTER_KEY: "},
+		{CredentialSources{KeyFile: filepath.Join(dir, "absent")}, "--cluster-key-file: open"},
+		{CredentialSources{CA: keyFile, Cert: keyFile}, "--cluster-cert-key is missing"},
+	} {
+		if _, err := LoadCredentials(tc.src); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.src, err, tc.want)
+		}
+	}
 }

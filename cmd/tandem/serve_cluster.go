@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,54 +59,11 @@ func (c *clusterFlags) parse() error {
 	if !found {
 		return fmt.Errorf("--node %q is not among --peers", c.node)
 	}
-	if c.creds, err = c.credentials(); err != nil {
+	src := cluster.CredentialSources{KeyFile: c.keyFile, Key: os.Getenv("TANDEM_CLUSTER_KEY"), CA: c.ca, Cert: c.cert, CertKey: c.certKey}
+	if c.creds, err = cluster.LoadCredentials(src); err != nil {
 		return err
 	}
 	return cluster.CheckExposure(c.self, c.creds)
-}
-
-// credentials reads the cluster's credentials from the flags and
-// TANDEM_CLUSTER_KEY: a key, or a CA with this node's certificate, or
-// none.
-func (c *clusterFlags) credentials() (cluster.Credentials, error) {
-	envKey := os.Getenv("TANDEM_CLUSTER_KEY")
-	tlsFiles := c.ca != "" || c.cert != "" || c.certKey != ""
-	switch {
-	case tlsFiles && (c.keyFile != "" || envKey != ""):
-		return cluster.Credentials{}, errors.New("give a cluster key (--cluster-key-file or TANDEM_CLUSTER_KEY) or certificates (--cluster-ca, --cluster-cert, --cluster-cert-key), not both")
-	case c.keyFile != "" && envKey != "":
-		return cluster.Credentials{}, errors.New("give the cluster key once: --cluster-key-file or TANDEM_CLUSTER_KEY")
-	case c.keyFile != "":
-		key, err := os.ReadFile(c.keyFile)
-		if err != nil {
-			return cluster.Credentials{}, fmt.Errorf("--cluster-key-file: %w", err)
-		}
-		creds, err := cluster.KeyCredentials(key)
-		if err != nil {
-			return cluster.Credentials{}, fmt.Errorf("--cluster-key-file %s: %w", c.keyFile, err)
-		}
-		return creds, nil
-	case envKey != "":
-		creds, err := cluster.KeyCredentials([]byte(envKey))
-		if err != nil {
-			return cluster.Credentials{}, fmt.Errorf("TANDEM_CLUSTER_KEY: %w", err)
-		}
-		return creds, nil
-	case tlsFiles:
-		var pem [3][]byte
-		for i, f := range []struct{ flag, path string }{{"--cluster-ca", c.ca}, {"--cluster-cert", c.cert}, {"--cluster-cert-key", c.certKey}} {
-			if f.path == "" {
-				return cluster.Credentials{}, fmt.Errorf("mutual TLS needs --cluster-ca, --cluster-cert and --cluster-cert-key: %s is missing", f.flag)
-			}
-			b, err := os.ReadFile(f.path)
-			if err != nil {
-				return cluster.Credentials{}, fmt.Errorf("%s: %w", f.flag, err)
-			}
-			pem[i] = b
-		}
-		return cluster.TLSCredentials(pem[0], pem[1], pem[2])
-	}
-	return cluster.Credentials{}, nil
 }
 
 // parsePeers parses --peers (cluster.ParsePeers).
