@@ -22,6 +22,14 @@
 //     analyzer ("en" by default); keyword fields are single terms;
 //     numbers, dates and bools use Bleve's numeric, datetime and boolean
 //     fields; the internal field "_exists" lists the fields a document has.
+//   - Keyword, keywords, number, date and bool fields also keep doc values
+//     (layout 3): each document's terms in a column beside the inverted
+//     index. ScanValues reads them for the documents of a scope (a
+//     filter's matches, optionally cut to listed documents) without
+//     loading a stored document: the engine counts facets with it. A
+//     number's or date's exact value is its shift-0 prefix-coded term
+//     (Bleve indexes every precision shift); a keywords field's terms are
+//     distinct per document.
 //
 // # Scoring
 //

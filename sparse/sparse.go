@@ -107,10 +107,16 @@ func Open(dir string) (*Index, error) {
 
 // layoutKey is the Bleve internal key holding the index's layout version,
 // layoutVersion: 2 added the BM25 statistics (statsKey) and the length
-// field. An index of another layout is rebuilt from the change log.
+// field; 3 the doc values of metadata fields (metadataOptions). An index
+// of another layout is rebuilt from the change log.
 var layoutKey = []byte("tandem.layout")
 
-const layoutVersion = "2"
+const layoutVersion = "3"
+
+// metadataOptions index a keyword, keywords, number, date or bool field
+// for filters (its terms) and for facets (its doc values, which
+// ScanValues reads: layout 3).
+const metadataOptions = index.IndexField | index.DocValues
 
 // checkLayout returns idx if it has the current layout, having recorded
 // it in a new empty index; otherwise it removes the index and returns a
@@ -491,24 +497,24 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*bu
 			texts = append(texts, s)
 		case tandem.Keyword:
 			s, _ := v.(string)
-			d.AddField(document.NewTextFieldCustom(f.Name, nil, []byte(s), index.IndexField, kw))
+			d.AddField(document.NewTextFieldCustom(f.Name, nil, []byte(s), metadataOptions, kw))
 		case tandem.Keywords:
 			for i, s := range tandem.Strings(v) {
-				d.AddField(document.NewTextFieldCustom(f.Name, []uint64{uint64(i)}, []byte(s), index.IndexField, kw))
+				d.AddField(document.NewTextFieldCustom(f.Name, []uint64{uint64(i)}, []byte(s), metadataOptions, kw))
 			}
 		case tandem.Number:
 			n, _ := v.(float64)
-			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, plusZero(n), index.IndexField))
+			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, plusZero(n), metadataOptions))
 		case tandem.Bool:
 			bv, _ := v.(bool)
-			d.AddField(document.NewBooleanFieldWithIndexingOptions(f.Name, nil, bv, index.IndexField))
+			d.AddField(document.NewBooleanFieldWithIndexingOptions(f.Name, nil, bv, metadataOptions))
 		case tandem.Date:
 			s, _ := v.(string)
 			t, err := tandem.ParseDate(s)
 			if err != nil {
 				return nil, &tandem.FieldError{Field: f.Name, Err: err}
 			}
-			df, err := document.NewDateTimeFieldWithIndexingOptions(f.Name, nil, t, time.RFC3339, index.IndexField)
+			df, err := document.NewDateTimeFieldWithIndexingOptions(f.Name, nil, t, time.RFC3339, metadataOptions)
 			if err != nil {
 				return nil, &tandem.FieldError{Field: f.Name, Err: err}
 			}
