@@ -22,14 +22,22 @@
 //     analyzer ("en" by default); keyword fields are single terms;
 //     numbers, dates and bools use Bleve's numeric, datetime and boolean
 //     fields; the internal field "_exists" lists the fields a document has.
-//   - Keyword, keywords, number, date and bool fields also keep doc values
-//     (layout 3): each document's terms in a column beside the inverted
-//     index. ScanValues reads them for the documents of a scope (a
-//     filter's matches, optionally cut to listed documents) without
-//     loading a stored document: the engine counts facets with it. A
-//     number's or date's exact value is its shift-0 prefix-coded term
-//     (Bleve indexes every precision shift); a keywords field's terms are
-//     distinct per document.
+//   - Keyword, keywords and bool fields also keep doc values (layout 3):
+//     each document's terms in a column beside the inverted index. A
+//     number or date field keeps its exact value, the shift-0
+//     prefix-coded term, in an internal field of its own,
+//     "_value.<field>", with doc values: Bleve indexes a number at every
+//     precision shift, 16 terms, which the field's own doc values would
+//     hold and a scan would visit. ScanValues reads these columns for the
+//     documents of a scope (a filter's matches, optionally cut to listed
+//     documents) without loading a stored document: the engine counts
+//     facets with it. A keywords field's terms are distinct per document.
+//     Over 100,000 documents with five metadata fields (BenchmarkFacets,
+//     docs/facets.md) the columns add 3% to the index (41.6 MB against
+//     40.4 MB without; doc values on the number and date fields
+//     themselves made it 46.9 to 51.7 MB) and counting a year histogram
+//     over every document takes 12 ms (53 ms through the fields' own doc
+//     values).
 //
 // # Scoring
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
@@ -45,6 +47,7 @@ type ValueVisitor interface {
 // documents as the index holds them.
 func (x *Index) ScanValues(ctx context.Context, schema *tandem.Schema, scope ScanScope, fields []string, v ValueVisitor) (uint64, error) {
 	kinds := make([]tandem.FieldType, len(fields))
+	cols := make([]string, len(fields)) // the doc values read
 	for i, name := range fields {
 		f, ok := schema.Field(name)
 		if !ok {
@@ -56,6 +59,10 @@ func (x *Index) ScanValues(ctx context.Context, schema *tandem.Schema, scope Sca
 			return 0, &tandem.FieldError{Field: name, Err: fmt.Errorf("%w: a %s field has no values to scan", tandem.ErrWrongType, f.Type)}
 		}
 		kinds[i] = f.Type
+		cols[i] = name
+		if f.Type == tandem.Number || f.Type == tandem.Date {
+			cols[i] = valuePrefix + name
+		}
 	}
 	q, err := x.scopeQuery(ctx, schema, scope)
 	if err != nil {
@@ -79,16 +86,16 @@ func (x *Index) ScanValues(ctx context.Context, schema *tandem.Schema, scope Sca
 		return 0, fmt.Errorf("sparse: scan: %w", err)
 	}
 	defer s.Close()
-	dvr, err := r.DocValueReader(fields)
+	dvr, err := r.DocValueReader(cols)
 	if err != nil {
 		return 0, fmt.Errorf("sparse: scan: %w", err)
 	}
 	visit := func(field string, term []byte) {
 		i := 0
-		for i < len(fields) && fields[i] != field {
+		for i < len(cols) && cols[i] != field {
 			i++
 		}
-		if i == len(fields) {
+		if i == len(cols) {
 			return
 		}
 		switch kinds[i] {
@@ -99,11 +106,6 @@ func (x *Index) ScanValues(ctx context.Context, schema *tandem.Schema, scope Sca
 				v.Bool(i, term[0] == 'T')
 			}
 		case tandem.Number, tandem.Date:
-			// Each value is indexed at every precision shift; its shift-0
-			// term is the exact value.
-			if len(term) == 0 || term[0] != numeric.ShiftStartInt64 {
-				return
-			}
 			n, err := numeric.PrefixCoded(term).Int64()
 			if err != nil {
 				return
@@ -167,4 +169,15 @@ func (x *Index) scopeQuery(ctx context.Context, schema *tandem.Schema, scope Sca
 		return docs, nil
 	}
 	return query.NewConjunctionQuery([]query.Query{docs, q}), nil
+}
+
+// valuePrefix starts the name of a number or date field's value column:
+// the internal field holding only its exact value, as the shift-0
+// prefix-coded term, with doc values. The field itself is indexed at
+// every precision shift for range filters, 16 terms a value, which doc
+// values would hold too and a scan would visit.
+const valuePrefix = "_value."
+
+func valueColumn(field string, v int64, kw analysis.Analyzer) *document.TextField {
+	return document.NewTextFieldCustom(valuePrefix+field, nil, numeric.MustNewPrefixCodedInt64(v, 0), metadataOptions, kw)
 }

@@ -23,6 +23,7 @@ import (
 	_ "github.com/blevesearch/bleve/v2/analysis/lang/en" // registers the "en" analyzer
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/registry"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
@@ -113,9 +114,9 @@ var layoutKey = []byte("tandem.layout")
 
 const layoutVersion = "3"
 
-// metadataOptions index a keyword, keywords, number, date or bool field
-// for filters (its terms) and for facets (its doc values, which
-// ScanValues reads: layout 3).
+// metadataOptions index a keyword, keywords or bool field, and a number
+// or date field's value column (valueColumn), for filters (its terms)
+// and for facets (its doc values, which ScanValues reads: layout 3).
 const metadataOptions = index.IndexField | index.DocValues
 
 // checkLayout returns idx if it has the current layout, having recorded
@@ -504,7 +505,8 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*bu
 			}
 		case tandem.Number:
 			n, _ := v.(float64)
-			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, plusZero(n), metadataOptions))
+			d.AddField(document.NewNumericFieldWithIndexingOptions(f.Name, nil, plusZero(n), index.IndexField))
+			d.AddField(valueColumn(f.Name, numeric.Float64ToInt64(plusZero(n)), kw))
 		case tandem.Bool:
 			bv, _ := v.(bool)
 			d.AddField(document.NewBooleanFieldWithIndexingOptions(f.Name, nil, bv, metadataOptions))
@@ -514,11 +516,12 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*bu
 			if err != nil {
 				return nil, &tandem.FieldError{Field: f.Name, Err: err}
 			}
-			df, err := document.NewDateTimeFieldWithIndexingOptions(f.Name, nil, t, time.RFC3339, metadataOptions)
+			df, err := document.NewDateTimeFieldWithIndexingOptions(f.Name, nil, t, time.RFC3339, index.IndexField)
 			if err != nil {
 				return nil, &tandem.FieldError{Field: f.Name, Err: err}
 			}
 			d.AddField(df)
+			d.AddField(valueColumn(f.Name, t.UnixNano(), kw))
 		}
 	}
 	if len(texts) > 0 {
