@@ -141,6 +141,77 @@
 // did not carry over to another (docs/evaluation.md); Tune fits them, and
 // the method and depth, on a collection's own judged queries.
 //
+// # Facets
+//
+// Request.Facets asks for facet counts, and Result.Facets answers in the
+// request's order (types in facets.go). A keyword, keywords or bool field
+// gives its values with the documents holding each, most first, ties by
+// value; a number or date field gives the documents in each of the
+// ranges the request names, half-open [from, to), or a histogram:
+// buckets [k·interval, (k+1)·interval) for a number field, and for a
+// date field calendar buckets in UTC (minute to year; weeks from Monday)
+// or fixed lengths aligned to multiples of the length since 1970. A facet
+// counts documents: a keywords document counts once for each distinct
+// value it holds. Every facet reports the documents it counted (Docs)
+// and those without a value (Missing).
+//
+// Request.FacetScope chooses the documents counted:
+//
+//   - FacetScopeFilter, the default: every document the request's
+//     filter matches, every document without one, whatever the text and
+//     the retrievers. These are the documents a page narrows down to
+//     when a value is added to the filter, and their counts do not move
+//     as a query is typed.
+//   - FacetScopeResults: the first FacetWindow hits (default
+//     max(DefaultFacetWindow, K+Offset), at most 100,000) of the fused
+//     ranking, or all of it when the retrievers found fewer. Every
+//     retriever's depth is raised to the window as it is to K+Offset, so
+//     the window is the hits a search with K = FacetWindow and Offset 0
+//     returns, and the page is its ranks Offset+1 to Offset+K.
+//
+// Counts are exact under these definitions: they are read from the BM25
+// index's doc values (sparse.ScanValues) in one snapshot, as the filter's
+// bitmap is; during a write they may be a write away from the hits'
+// stored fields, which materialisation reads later.
+//
+// A disjunctive facet (FacetRequest.Disjunctive) is counted as if the
+// filter did not hold its field's own conditions: the filter's top-level
+// conjuncts (the filter itself, or the clauses of its and, nested ands
+// flattened) that refer to that field alone are dropped, and every other
+// clause kept, including one that mixes the field with others. So with
+// {"and":[{"terms":{"lang":["en","fr"]}},{"range":{"year":{"gte":2000}}}]},
+// a disjunctive lang facet counts the documents of 2000 on, every
+// language. Facets whose filter is the same are counted together: the
+// filter scope scans the doc values once per distinct filter, and the
+// results scope ranks once more per distinct reduced filter (every
+// retriever runs again under it) and counts that ranking's window.
+//
+// Invariants, which TestFacetsProperty checks against a brute-force count
+// of the stored documents over random documents, filters, retrievers,
+// scopes, windows, pages and facets:
+//
+//   - A values facet lists at most Size values, each in at least
+//     MinCount documents; the values left out number OtherValues and
+//     their counts sum to Other, so the listed counts plus Other count
+//     every (document, value) pair, and for a keyword or bool field,
+//     plus Missing, every document (Docs).
+//   - A range facet lists every range, in the request's order, even
+//     empty; ranges may overlap.
+//   - A histogram lists its buckets with at least MinCount documents
+//     (default 1: empty buckets are left out), ascending; with MinCount
+//     1 its counts plus Missing are Docs.
+//   - The shards of a collection count their own documents and their
+//     FacetCounts add up (Shard.Facets, Plan.Facets): a cluster's facets
+//     equal one engine's.
+//
+// Bounds: MaxFacets facets, Size up to MaxFacetSize, MaxFacetRanges
+// ranges, and MaxFacetBuckets buckets per histogram, which fails, asking
+// for a larger interval, when its documents would need more; each is
+// refused with ErrBadRequest naming the facet, field and parameter. A
+// values facet holds every distinct value of its scope in memory while it
+// counts, as Bleve's own terms facet does. A request without facets does
+// no facet work. docs/facets.md has the measurements.
+//
 // # Usage
 //
 // See Example_hybrid: Open with Options.Dense and Options.Late, Index or

@@ -109,3 +109,62 @@ func Example_externalVectors() {
 	// Output:
 	// east [bm25 dense:my-embedder]
 }
+
+// Example_facets counts facets beside a filtered search: a disjunctive
+// facet on the filtered field (the other languages a page could add), a
+// keywords facet, and a histogram of a number field, over every document
+// the filter matches.
+func Example_facets() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "tandem-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	e, err := engine.Open(dir, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+
+	corpus := `{"_id":"1","text":"Cats purr.","lang":"en","tags":["pets","cats"],"year":2001}
+{"_id":"2","text":"Les chats.","lang":"fr","tags":["cats"],"year":2004}
+{"_id":"3","text":"Dogs bark.","lang":"en","tags":["pets","dogs"],"year":2012}
+{"_id":"4","text":"Die Hunde.","lang":"de","tags":["dogs"],"year":1999}
+`
+	if _, err := e.IndexJSONL(ctx, strings.NewReader(corpus), engine.JSONLOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := e.Search(ctx, engine.Request{
+		Filter: []byte(`{"and":[{"term":{"lang":"en"}},{"range":{"year":{"gte":2000}}}]}`),
+		Facets: []engine.FacetRequest{
+			{Field: "lang", Disjunctive: true},
+			{Field: "tags", Size: 2},
+			{Field: "year", Interval: 10},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, f := range res.Facets {
+		fmt.Printf("%s over %d documents:", f.Field, f.Docs)
+		for _, v := range f.Values {
+			fmt.Printf(" %v=%d", v.Value, v.Count)
+		}
+		for _, b := range f.Buckets {
+			fmt.Printf(" [%v, %v)=%d", b.From, b.To, b.Count)
+		}
+		if f.OtherValues > 0 {
+			fmt.Printf(" (%d more)", f.OtherValues)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// lang over 3 documents: en=2 fr=1
+	// tags over 2 documents: pets=2 cats=1 (1 more)
+	// year over 2 documents: [2000, 2010)=1 [2010, 2020)=1
+}

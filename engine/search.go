@@ -62,7 +62,8 @@ type Request struct {
 	// Depth is the number of hits each retriever contributes to fusion,
 	// keyed by its name in Retrievers, its full name or its kind ("bm25",
 	// "dense", "late"); a missing or 0 entry means DefaultDepth. Every
-	// depth is raised to K+Offset.
+	// depth is raised to K+Offset, and to FacetWindow for facets of
+	// FacetScopeResults.
 	Depth map[string]int
 	// Weight is each retriever's weight, keyed like Depth, for the fusion
 	// methods that take weights; missing or 0 means 1.
@@ -86,6 +87,14 @@ type Request struct {
 	// Highlight, when not nil, shows on each hit returned what the query
 	// matched in it (tandem.Hit.Highlights; see HighlightRequest).
 	Highlight *HighlightRequest
+	// Facets asks for facet counts (facets.go, and doc.go's "Facets");
+	// none costs nothing. FacetScope is the documents they count,
+	// FacetScopeFilter (also when empty) or FacetScopeResults, whose
+	// window is FacetWindow fused hits (0 means DefaultFacetWindow,
+	// raised to K+Offset).
+	Facets      []FacetRequest
+	FacetScope  string
+	FacetWindow int
 }
 
 // Result is a search result.
@@ -95,6 +104,8 @@ type Result struct {
 	// Sources; Fusion is the method that fused them ("" for one).
 	Retrievers []string `json:"retrievers"`
 	Fusion     string   `json:"fusion,omitempty"`
+	// Facets are the request's facets, in its order.
+	Facets []Facet `json:"facets,omitempty"`
 	// Took is the whole search's time. RetrieverTook is each retriever's,
 	// in the order of Retrievers: from its start to its ranked list, with
 	// the query encoding it waited for (one per model, shared by the
@@ -200,6 +211,7 @@ type Plan struct {
 	qvecs      map[string]tandem.Vectors // the request's query vectors, checked
 	needBitmap bool
 	hl         *highlightPlan // nil unless the request highlights
+	facets     *facetPlan     // nil without facets
 }
 
 // Plan checks req against the collection and resolves it.
@@ -238,7 +250,9 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 	if len(req.Retrievers) == 0 {
 		req.Retrievers = []string{"bm25"}
 	}
-	want := req.K + req.Offset
+	// The fused ranking reaches K+Offset, and the results scope's facet
+	// window.
+	want := max(req.K+req.Offset, facetWindow(req))
 	p := &Plan{req: req}
 	rets := make([]retriever, 0, len(req.Retrievers))
 	seen := map[string]bool{}
@@ -303,6 +317,9 @@ func (e *Engine) plan(req Request) (*Plan, error) {
 		if p.filter, err = e.compileFilter(req.Filter, schema); err != nil {
 			return nil, err
 		}
+	}
+	if p.facets, err = planFacets(req, schema, p.filter); err != nil {
+		return nil, err
 	}
 	if !utf8.ValidString(req.Text) {
 		return nil, fmt.Errorf("%w: query text is not valid UTF-8", ErrBadRequest)
@@ -378,10 +395,19 @@ func (p *Plan) Fusion() string {
 // identifies a document across the lists, and breaks ties in the fused
 // order.
 func (p *Plan) Fuse(lists [][]fusion.Item) ([]fusion.Hit, error) {
+	all, err := p.FuseAll(lists)
+	return p.Page(all), err
+}
+
+// FuseAll fuses the retrievers' rankings as Fuse does and returns the
+// fused ranking down to K+Offset, or to the facet window (FacetWindow)
+// when that is longer: the ranking the page (Page) and the window are
+// cut from.
+func (p *Plan) FuseAll(lists [][]fusion.Item) ([]fusion.Hit, error) {
 	if len(lists) != len(p.rets) {
 		return nil, fmt.Errorf("engine: fuse: %d lists for %d retrievers", len(lists), len(p.rets))
 	}
-	want := p.req.K + p.req.Offset
+	want := max(p.req.K+p.req.Offset, p.FacetWindow())
 	var fused []fusion.Hit
 	if len(p.rets) == 1 {
 		fused = make([]fusion.Hit, len(lists[0]))
@@ -398,10 +424,16 @@ func (p *Plan) Fuse(lists [][]fusion.Item) ([]fusion.Hit, error) {
 			return nil, fmt.Errorf("engine: fuse: %w", err)
 		}
 	}
-	if p.req.Offset >= len(fused) {
-		return nil, nil
+	return fused[:min(len(fused), want)], nil
+}
+
+// Page is the request's page (Offset to Offset+K) of a fused ranking
+// FuseAll returned.
+func (p *Plan) Page(all []fusion.Hit) []fusion.Hit {
+	if p.req.Offset >= len(all) {
+		return nil
 	}
-	return fused[p.req.Offset:min(len(fused), want)], nil
+	return all[p.req.Offset:min(len(all), p.req.Offset+p.req.K)]
 }
 
 // Hit is the result hit of fused hit h: its document's id and fields, and
@@ -443,15 +475,20 @@ func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	for i, r := range rets {
 		lists[i], res.RetrieverTook[i] = r.hits, r.took
 	}
-	fused, err := p.Fuse(lists)
+	all, err := p.FuseAll(lists)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.materialise(ctx, p, recheck, res, fused); err != nil {
+	if err := e.materialise(ctx, p, recheck, res, p.Page(all)); err != nil {
 		return nil, err
 	}
 	if p.hl != nil {
 		if err := e.highlightHits(ctx, p, rets, res); err != nil {
+			return nil, err
+		}
+	}
+	if p.facets != nil {
+		if res.Facets, err = e.searchFacets(ctx, p, all); err != nil {
 			return nil, err
 		}
 	}
