@@ -68,19 +68,81 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	if err != nil {
 		return nil, err
 	}
+	s := &shardSearch{n: n, c: c, o: o}
+	all, ids, err := s.rank(ctx, req, plan)
+	if err != nil {
+		return nil, err
+	}
+	fused := plan.Page(all)
+
+	// Phase 3: the page's documents, from their shards.
 	shards := c.spec.Shards
-	call := func(phase string, body func(s int) shardRequest, out func(s int) any) error {
-		errs := make([]error, shards)
-		var wg sync.WaitGroup
-		for s := range shards {
-			wg.Go(func() {
-				sr := body(s)
-				sr.MinIndex = o.MinPosition[s]
-				errs[s] = n.onShard(ctx, c, s, phase, &sr, out(s))
-			})
+	res := &engine.Result{Retrievers: plan.Retrievers(), Fusion: plan.Fusion()}
+	docs := make([]map[string]tandem.Doc, shards)
+	if !req.IDsOnly {
+		want := make([][]string, shards)
+		for _, h := range fused {
+			id := ids[h.Doc]
+			s := ShardOf(id, shards)
+			want[s] = append(want[s], id)
 		}
-		wg.Wait()
-		return errors.Join(errs...)
+		if err := s.call(ctx, "fetch", func(s int) (shardRequest, bool) { return shardRequest{Request: req, IDs: want[s]}, true }, func(s int) any { return &docs[s] }); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range fused {
+		id := ids[h.Doc]
+		if req.IDsOnly {
+			res.Hits = append(res.Hits, plan.Hit(h, id, nil))
+			continue
+		}
+		d, ok := docs[ShardOf(id, shards)][id]
+		if !ok {
+			continue // deleted, or no longer matching the filter, since it was ranked
+		}
+		res.Hits = append(res.Hits, plan.Hit(h, id, d.Fields))
+	}
+	for i := range res.Hits {
+		res.Hits[i].DocNum = 0 // a shard's own number means nothing here
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// shardSearch is one search over a collection's shards.
+type shardSearch struct {
+	n *Node
+	c *collection
+	o SearchOptions
+}
+
+// call runs one phase on every shard for which body gives a request,
+// concurrently, and joins them.
+func (ss *shardSearch) call(ctx context.Context, phase string, body func(s int) (shardRequest, bool), out func(s int) any) error {
+	shards := ss.c.spec.Shards
+	errs := make([]error, shards)
+	var wg sync.WaitGroup
+	for s := range shards {
+		sr, ok := body(s)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			sr.MinIndex = ss.o.MinPosition[s]
+			errs[s] = ss.n.onShard(ctx, ss.c, s, phase, &sr, out(s))
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// rank runs phases 1 and 2 of req (planned as plan) and fuses: the fused
+// ranking down to plan.FuseAll's length, whose Doc keys index ids.
+func (ss *shardSearch) rank(ctx context.Context, req engine.Request, plan *engine.Plan) ([]fusion.Hit, []string, error) {
+	n, c := ss.n, ss.c
+	shards := c.spec.Shards
+	every := func(sr shardRequest) func(int) (shardRequest, bool) {
+		return func(int) (shardRequest, bool) { return sr, true }
 	}
 
 	// Phase 1: statistics and late-interaction collections.
@@ -93,8 +155,8 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	perShard := make([]engine.ShardOptions, shards)
 	if needPrepare {
 		prep := make([]engine.Collected, shards)
-		if err := call("prepare", func(int) shardRequest { return shardRequest{Request: req} }, func(s int) any { return &prep[s] }); err != nil {
-			return nil, err
+		if err := ss.call(ctx, "prepare", every(shardRequest{Request: req}), func(s int) any { return &prep[s] }); err != nil {
+			return nil, nil, err
 		}
 		for _, p := range prep {
 			if p.BM25 != nil {
@@ -116,12 +178,12 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 			}
 			eng, r, err := n.anyReplica(c)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			work, err := eng.Shard().ChooseLate(req, name, cols)
 			r.mu.RUnlock()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			for s := range shards {
 				if perShard[s].Late == nil {
@@ -134,12 +196,12 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 
 	// Phase 2: every shard ranks; each retriever's lists merge into one.
 	ranked := make([][]engine.Ranked, shards)
-	if err := call("rank", func(s int) shardRequest {
+	if err := ss.call(ctx, "rank", func(s int) (shardRequest, bool) {
 		sh := perShard[s]
 		sh.BM25 = so.BM25
-		return shardRequest{Request: req, Shard: &sh}
+		return shardRequest{Request: req, Shard: &sh}, true
 	}, func(s int) any { return &ranked[s] }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	names := plan.Retrievers()
 	type hit struct {
@@ -149,7 +211,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	merged := make([][]hit, len(names))
 	for s := range shards {
 		if len(ranked[s]) != len(names) {
-			return nil, fmt.Errorf("cluster: shard %d ranked %d lists, want %d", s, len(ranked[s]), len(names))
+			return nil, nil, fmt.Errorf("cluster: shard %d ranked %d lists, want %d", s, len(ranked[s]), len(names))
 		}
 		for i, l := range ranked[s] {
 			for _, h := range l.Hits {
@@ -184,42 +246,8 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 			lists[i][j] = fusion.Item{Doc: key[h.ID], Score: h.Score}
 		}
 	}
-	fused, err := plan.Fuse(lists)
-	if err != nil {
-		return nil, err
-	}
-
-	// Phase 3: the page's documents, from their shards.
-	res := &engine.Result{Retrievers: names, Fusion: plan.Fusion()}
-	docs := make([]map[string]tandem.Doc, shards)
-	if !req.IDsOnly {
-		want := make([][]string, shards)
-		for _, h := range fused {
-			id := ids[h.Doc]
-			s := ShardOf(id, shards)
-			want[s] = append(want[s], id)
-		}
-		if err := call("fetch", func(s int) shardRequest { return shardRequest{Request: req, IDs: want[s]} }, func(s int) any { return &docs[s] }); err != nil {
-			return nil, err
-		}
-	}
-	for _, h := range fused {
-		id := ids[h.Doc]
-		if req.IDsOnly {
-			res.Hits = append(res.Hits, plan.Hit(h, id, nil))
-			continue
-		}
-		d, ok := docs[ShardOf(id, shards)][id]
-		if !ok {
-			continue // deleted, or no longer matching the filter, since it was ranked
-		}
-		res.Hits = append(res.Hits, plan.Hit(h, id, d.Fields))
-	}
-	for i := range res.Hits {
-		res.Hits[i].DocNum = 0 // a shard's own number means nothing here
-	}
-	res.Took = time.Since(start)
-	return res, nil
+	all, err := plan.FuseAll(lists)
+	return all, ids, err
 }
 
 // onShard runs one phase of a search on a replica of shard s: this
