@@ -160,7 +160,9 @@ func withVectors(t *testing.T, e *engine.Engine, docs []tandem.Doc) []tandem.Doc
 // with 1 (each node holds one shard: searches go over HTTP), then checks
 // that every mode and fusion method, with and without filters, ranks
 // alike: the same hits in the same order (documents tied at equal scores
-// may swap), scores and each retriever's part equal to 1e-6.
+// may swap), scores and each retriever's part equal to 1e-6; and that
+// every search's facets (values, ranges and a histogram, disjunctive or
+// not, over the filter scope or the results scope) count alike.
 func TestEquivalence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: encodes and indexes a collection four times")
@@ -238,6 +240,7 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 	modes := [][]string{{"bm25"}, {"dense"}, {"late"}, {"late-exact"}, {"bm25", "dense"}, {"bm25", "dense", "late"}}
 	filters := []string{"", `{"term":{"group":"red"}}`, `{"range":{"year":{"gte":1985}}}`}
 	compared := 0
+	facetsCompared, facetsTied := 0, 0
 	for qi, q := range queries {
 		for _, mode := range modes {
 			methods := []string{""}
@@ -249,7 +252,10 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 			}
 			for _, method := range methods {
 				for fi, f := range filters {
-					req := engine.Request{Text: q, Retrievers: mode, Fusion: method, K: 20, Filter: []byte(f)}
+					req := engine.Request{Text: q, Retrievers: mode, Fusion: method, K: 20, Filter: []byte(f), Facets: equivalenceFacets}
+					if (qi+fi+len(mode))%2 == 1 {
+						req.FacetScope, req.FacetWindow = engine.FacetScopeResults, 30
+					}
 					if method == "wrrf" {
 						req.Weight = map[string]float64{"bm25": 0.5, "dense": 2}
 					}
@@ -270,6 +276,19 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 					if msg := sameRanking(got.Hits, want.Hits); msg != "" {
 						t.Errorf("query %d %q, %v %s, filter %q: %s", qi, q, mode, method, f, msg)
 					}
+					// The results scope counts windows of rankings that
+					// may keep different documents tied at their cut:
+					// compared when the windows hold the same documents.
+					if req.FacetScope == "" || sameWindows(t, ctx, single, node, coll, req, pos) {
+						gj, _ := json.Marshal(got.Facets)
+						wj, _ := json.Marshal(want.Facets)
+						if len(want.Facets) != len(req.Facets) || string(gj) != string(wj) {
+							t.Errorf("query %d %q, %v %s, filter %q, scope %q: facets\n%s\nwant\n%s", qi, q, mode, method, f, req.FacetScope, gj, wj)
+						}
+						facetsCompared++
+					} else {
+						facetsTied++
+					}
 					if len(want.Hits) > 0 {
 						compared++
 					}
@@ -280,7 +299,60 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 	if compared == 0 {
 		t.Fatal("no search had hits to compare")
 	}
-	t.Logf("%d searches compared", compared)
+	t.Logf("%d searches compared; facets of %d compared, %d left out for a tie at a window's cut", compared, facetsCompared, facetsTied)
+	if facetsTied > facetsCompared/10 {
+		t.Errorf("%d of %d searches' facets left out for ties", facetsTied, facetsTied+facetsCompared)
+	}
+}
+
+// equivalenceFacets are the facets TestEquivalence compares: group
+// values and a year histogram, both disjunctive (the filters on group
+// and on year drop for them), and year ranges.
+var equivalenceFacets = []engine.FacetRequest{
+	{Field: "group", Disjunctive: true},
+	{Field: "year", Ranges: []engine.FacetRange{{To: 1960.0}, {From: 1960.0, To: 1975.0}, {From: 1975.0}}},
+	{Field: "year", Interval: 7, Disjunctive: true},
+}
+
+// sameWindows reports whether one engine and a cluster rank the same
+// documents into each window req's facets of the results scope count
+// (engine.Plan.FacetGroups: the request's own, and one per filter that
+// disjunctive facets reduce it to).
+func sameWindows(t *testing.T, ctx context.Context, single *engine.Engine, node *Node, coll string, req engine.Request, pos Position) bool {
+	t.Helper()
+	plan, err := single.Shard().Plan(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := plan.FacetGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		plain := g.Request
+		plain.K, plain.Offset, plain.Facets, plain.FacetScope, plain.FacetWindow, plain.IDsOnly = plan.FacetWindow(), 0, nil, "", 0, true
+		w, err := single.Search(ctx, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := node.Search(ctx, coll, plain, &SearchOptions{MinPosition: pos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{}
+		for _, h := range w.Hits {
+			set[h.ID] = true
+		}
+		if len(got.Hits) != len(w.Hits) {
+			return false
+		}
+		for _, h := range got.Hits {
+			if !set[h.ID] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // sameRanking compares two rankings: equal length, scores and each

@@ -48,7 +48,14 @@
 // shard's; late interaction chooses its candidates over every shard's
 // token collection; each retriever's per-shard lists are merged into one
 // list, cut to the retriever's depth, before fusion; the page's documents
-// are fetched from their shards. With exact indexes (flat dense and token
+// are fetched from their shards. Facets are counted by the shards, each
+// over its own documents, and their counts added (engine.FacetCounts):
+// for the filter scope every shard counts what the filter matches; for
+// the results scope every shard counts its documents of the fused
+// window, and a disjunctive facet whose field the filter constrains has
+// its window ranked again, over every shard, under the reduced filter.
+// Counts are exact, never cut per shard, so they equal one engine's
+// whenever the windows hold the same documents (TestEquivalence). With exact indexes (flat dense and token
 // indexes, which the automatic choice makes below 10,000 vectors and
 // 100,000 tokens per shard) a sharded collection ranks exactly as one
 // engine holding the same documents; ties at equal scores are broken by

@@ -231,6 +231,8 @@ func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
 		out = &map[string]tandem.Doc{}
 	case "stats":
 		out = &engine.Stats{}
+	case "facets":
+		out = &[]engine.FacetCounts{}
 	default:
 		writeError(w, http.StatusNotFound, fmt.Errorf("cluster: unknown phase %q", r.PathValue("phase")))
 		return

@@ -105,6 +105,11 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	for i := range res.Hits {
 		res.Hits[i].DocNum = 0 // a shard's own number means nothing here
 	}
+	if plan.FacetScope() != "" {
+		if res.Facets, err = s.facets(ctx, req, plan, all, ids); err != nil {
+			return nil, err
+		}
+	}
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -250,6 +255,64 @@ func (ss *shardSearch) rank(ctx context.Context, req engine.Request, plan *engin
 	return all, ids, err
 }
 
+// facets counts req's facets over the shards: every shard counts its own
+// documents (the filter scope) or its documents of each ranking's window
+// (the results scope, a ranking per engine.FacetGroup: the request's own,
+// all, and one per filter disjunctive facets reduce it to), and their
+// counts add up (engine.Plan.Facets).
+func (ss *shardSearch) facets(ctx context.Context, req engine.Request, plan *engine.Plan, all []fusion.Hit, ids []string) ([]engine.Facet, error) {
+	shards := ss.c.spec.Shards
+	parts := make([][]engine.FacetCounts, shards)
+	if plan.FacetScope() == engine.FacetScopeFilter {
+		err := ss.call(ctx, "facets", func(int) (shardRequest, bool) { return shardRequest{Request: req}, true }, func(s int) any { return &parts[s] })
+		if err != nil {
+			return nil, err
+		}
+		return plan.Facets(parts)
+	}
+	groups, err := plan.FacetGroups()
+	if err != nil {
+		return nil, err
+	}
+	for s := range parts {
+		parts[s] = make([]engine.FacetCounts, len(req.Facets))
+	}
+	for _, g := range groups {
+		gall, gids := all, ids
+		if !g.Own {
+			if gall, gids, err = ss.rank(ctx, g.Request, g.Plan); err != nil {
+				return nil, err
+			}
+		}
+		// Each shard counts its documents of the window; a shard with
+		// none counts nothing.
+		want := make([][]string, shards)
+		for _, h := range gall[:min(len(gall), plan.FacetWindow())] {
+			id := gids[h.Doc]
+			s := ShardOf(id, shards)
+			want[s] = append(want[s], id)
+		}
+		got := make([][]engine.FacetCounts, shards)
+		if err := ss.call(ctx, "facets", func(s int) (shardRequest, bool) {
+			return shardRequest{Request: g.Request, IDs: want[s]}, len(want[s]) > 0
+		}, func(s int) any { return &got[s] }); err != nil {
+			return nil, err
+		}
+		for s := range shards {
+			if got[s] == nil {
+				continue
+			}
+			if len(got[s]) != len(g.Facets) {
+				return nil, fmt.Errorf("cluster: shard %d counted %d facets, want %d", s, len(got[s]), len(g.Facets))
+			}
+			for j, i := range g.Facets {
+				parts[s][i] = got[s][j]
+			}
+		}
+	}
+	return plan.Facets(parts)
+}
+
 // onShard runs one phase of a search on a replica of shard s: this
 // node's when it has one in service, else the others in placement order
 // until one answers.
@@ -326,6 +389,10 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 	case "fetch":
 		d, err := eng.Shard().Fetch(ctx, sr.Request, sr.IDs)
 		*out.(*map[string]tandem.Doc) = d
+		return err
+	case "facets":
+		f, err := eng.Shard().Facets(ctx, sr.Request, sr.IDs)
+		*out.(*[]engine.FacetCounts) = f
 		return err
 	}
 	return fmt.Errorf("cluster: unknown search phase %q", phase)
