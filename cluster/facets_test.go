@@ -158,4 +158,15 @@ func TestFacetsEquivalence(t *testing.T) {
 	if !errors.Is(err, engine.ErrBadRequest) || !strings.Contains(err.Error(), `field "year"`) || !strings.Contains(err.Error(), "interval -3") {
 		t.Errorf("bad facet request: %v", err)
 	}
+	// A histogram the shards find too fine is refused by the coordinator
+	// as one engine refuses it, whether the shards answer over HTTP or
+	// not.
+	fine := engine.Request{Facets: []engine.FacetRequest{{Field: "tags"}, {Field: "day", DateInterval: "1s", Disjunctive: true}, {Field: "year", Interval: 1e-300}}}
+	_, want := single.Search(ctx, fine)
+	for _, nd := range nodes {
+		_, err := nd.Search(ctx, "f", fine, &SearchOptions{MinPosition: pos})
+		if !errors.Is(want, engine.ErrBadRequest) || !errors.Is(err, engine.ErrBadRequest) || err.Error() != want.Error() || !strings.Contains(err.Error(), `facets[2] (field "year")`) {
+			t.Errorf("too fine a histogram through %s: %v; one engine: %v", nd.ID(), err, want)
+		}
+	}
 }

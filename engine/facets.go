@@ -163,12 +163,18 @@ type FacetCounts struct {
 	// 1970-01-01T00:00:00Z, or for "week" at the k-th Monday since
 	// 1969-12-29.
 	Buckets map[int64]int64 `json:"buckets,omitempty"`
+	// Overflow reports a histogram that stopped counting: it reached
+	// more than MaxFacetBuckets buckets, or a value over 2^52 intervals
+	// from 0. Plan.Facets refuses it, so that a shard's part is refused by
+	// the coordinator with the error one engine gives.
+	Overflow bool `json:"overflow,omitempty"`
 }
 
 // Add adds o's counts to c's.
 func (c *FacetCounts) Add(o FacetCounts) {
 	c.Docs += o.Docs
 	c.Missing += o.Missing
+	c.Overflow = c.Overflow || o.Overflow
 	for v, n := range o.Values {
 		if c.Values == nil {
 			c.Values = map[string]int64{}
@@ -209,6 +215,7 @@ type facetGroup struct {
 
 // facetSpec is one checked FacetRequest.
 type facetSpec struct {
+	at       int // its index in Request.Facets
 	req      FacetRequest
 	typ      tandem.FieldType
 	kind     string
@@ -220,23 +227,21 @@ type facetSpec struct {
 
 // rangeSpec is one range, with its bounds as compared and as reported.
 type rangeSpec struct {
-	key              string
-	from, to         any // float64 or RFC 3339 string; nil when open
-	lo, hi           float64
-	loN, hiN         int64
-	hasLo, hasHi     bool
-	fromKey, toLabel string
+	key          string
+	from, to     any // float64 or RFC 3339 string; nil when open
+	lo, hi       float64
+	loN, hiN     int64
+	hasLo, hasHi bool
 }
 
 // histogram is a histogram's interval: width for numbers; for dates a
 // fixed length (nanos, offset) or a calendar unit of months (months 1,
 // 3, 12).
 type histogram struct {
-	width    float64
-	nanos    int64
-	offset   int64 // nanoseconds from 1970-01-01 to bucket 0's start
-	months   int
-	interval string
+	width  float64
+	nanos  int64
+	offset int64 // nanoseconds from 1970-01-01 to bucket 0's start
+	months int
 }
 
 // facetWindow is the results scope's window for req, 0 for the filter
@@ -290,9 +295,9 @@ func planFacets(req Request, schema *tandem.Schema, fe filter.Expr) (*facetPlan,
 	conj := conjuncts(fe)
 	var keys []string // of groups[1:], the conjuncts each drops
 	for i, r := range req.Facets {
-		s, err := checkFacet(r, schema)
+		s, err := checkFacet(i, r, schema)
 		if err != nil {
-			return nil, fmt.Errorf("%w: facets[%d] (field %q): %w", ErrBadRequest, i, r.Field, err)
+			return nil, s.errorf("%w", err)
 		}
 		g := 0
 		if r.Disjunctive {
@@ -347,8 +352,8 @@ func conjuncts(e filter.Expr) []filter.Expr {
 
 // checkFacet checks one facet request against schema; its errors name
 // the parameter, and the caller the facet and field.
-func checkFacet(r FacetRequest, schema *tandem.Schema) (facetSpec, error) {
-	s := facetSpec{req: r, size: r.Size, minCount: r.MinCount}
+func checkFacet(at int, r FacetRequest, schema *tandem.Schema) (facetSpec, error) {
+	s := facetSpec{at: at, req: r, size: r.Size, minCount: r.MinCount}
 	f, ok := schema.Field(r.Field)
 	if !ok {
 		if r.Field == "" {
@@ -425,7 +430,7 @@ func checkFacet(r FacetRequest, schema *tandem.Schema) (facetSpec, error) {
 const maxFixedDays = 100_000
 
 func parseDateInterval(v string) (histogram, error) {
-	h := histogram{interval: v}
+	var h histogram
 	const day = int64(24 * time.Hour)
 	switch v {
 	case "minute":
@@ -550,7 +555,6 @@ type facetCounter struct {
 	// cal caches, per facet, the last month-based bucket: its number and
 	// the nanoseconds it spans.
 	cal []calBucket
-	err error
 }
 
 type calBucket struct {
@@ -632,10 +636,7 @@ func (c *facetCounter) Number(field int, v float64) {
 		}
 		k, ok := numberBucket(v, s.hist.width)
 		if !ok {
-			if c.err != nil {
-				continue
-			}
-			c.err = fmt.Errorf("%w: facet on %q: value %v is over 2^52 intervals of %v from 0; choose a larger interval", ErrBadRequest, s.req.Field, v, s.hist.width)
+			n.Overflow = true
 			continue
 		}
 		c.bucket(i, k)
@@ -669,15 +670,23 @@ func (c *facetCounter) Date(field int, v int64) {
 	}
 }
 
+// bucket counts a value in histogram i's bucket k, unless the histogram
+// overflowed: then it stops growing.
 func (c *facetCounter) bucket(i int, k int64) {
-	b := c.counts[i].Buckets
-	b[k]++
-	if len(b) > MaxFacetBuckets && c.err == nil {
-		c.err = tooManyBuckets(c.specs[i])
+	n := c.counts[i]
+	if n.Overflow {
+		return
 	}
+	if _, ok := n.Buckets[k]; !ok && len(n.Buckets) == MaxFacetBuckets {
+		n.Overflow = true
+		return
+	}
+	n.Buckets[k]++
 }
 
-func (c *facetCounter) Err() error { return c.err }
+// Err is nil: an overflowing histogram is refused when it is finished,
+// as a shard's part is.
+func (c *facetCounter) Err() error { return nil }
 
 // finish stores the scan's counts: n documents visited.
 func (c *facetCounter) finish(n uint64) {
@@ -699,7 +708,12 @@ func tooManyBuckets(s *facetSpec) error {
 	if s.typ == tandem.Number {
 		iv = strconv.FormatFloat(s.hist.width, 'g', -1, 64)
 	}
-	return fmt.Errorf("%w: facet on %q: the histogram of interval %s has more than %d buckets; choose a larger interval, or ranges", ErrBadRequest, s.req.Field, iv, MaxFacetBuckets)
+	return s.errorf("the histogram of interval %s has more than %d buckets, or a value over 2^52 intervals from 0; choose a larger interval, or ranges", iv, MaxFacetBuckets)
+}
+
+// errorf is a bad request's error naming the facet and its field.
+func (s *facetSpec) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: facets[%d] (field %q): %w", ErrBadRequest, s.at, s.req.Field, fmt.Errorf(format, args...))
 }
 
 // maxBucket bounds a number histogram's bucket numbers, so that the
@@ -776,7 +790,7 @@ func (s *facetSpec) bucketBounds(k int64) (key string, from, to any) {
 	return f, f, tandem.FormatDate(end)
 }
 
-// finishFacet turns a facet's counts into the result's facet.
+// finish turns a facet's counts into the result's facet.
 func (s *facetSpec) finish(c FacetCounts) (Facet, error) {
 	f := Facet{Field: s.req.Field, Kind: s.kind, Docs: c.Docs, Missing: c.Missing}
 	switch s.kind {
@@ -817,7 +831,7 @@ func (s *facetSpec) finish(c FacetCounts) (Facet, error) {
 			}
 		}
 	case FacetKindHistogram:
-		if len(c.Buckets) > MaxFacetBuckets {
+		if c.Overflow || len(c.Buckets) > MaxFacetBuckets {
 			return f, tooManyBuckets(s)
 		}
 		ks := make([]int64, 0, len(c.Buckets))
@@ -947,9 +961,6 @@ func (e *Engine) countFacets(ctx context.Context, schema *tandem.Schema, fp *fac
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
-		}
-		if c.err != nil {
-			return c.err
 		}
 		return fmt.Errorf("engine: facets: %w", err)
 	}

@@ -579,7 +579,7 @@ func TestFacetErrors(t *testing.T) {
 		{"window over the limit", Request{Facets: []FacetRequest{{Field: "lang"}}, FacetScope: FacetScopeResults, FacetWindow: maxK + 1}, []string{"facet window 100001", "at most 100000"}},
 		{"window of the filter scope", Request{Facets: []FacetRequest{{Field: "lang"}}, FacetWindow: 50}, []string{"facet window 50", `scope "results" only`}},
 		{"scope without facets", Request{FacetScope: FacetScopeResults}, []string{"without facets"}},
-		{"buckets too far from 0", Request{Facets: []FacetRequest{{Field: "year", Interval: 1e-300}}}, []string{`facet on "year"`, "2^52 intervals of 1e-300"}},
+		{"buckets too far from 0", Request{Facets: []FacetRequest{{Field: "year", Interval: 1e-300}}}, []string{`facets[0] (field "year")`, "interval 1e-300", "2^52 intervals from 0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -597,51 +597,51 @@ func TestFacetErrors(t *testing.T) {
 }
 
 // TestFacetBucketLimit: a histogram that would have more than
-// MaxFacetBuckets buckets fails, naming the field and the interval, both
-// while one scan counts it and when counts that add up (a cluster's
-// shards') exceed the limit together.
+// MaxFacetBuckets buckets stops growing and is refused when finished,
+// naming the facet, field and interval: one engine's counts, and counts
+// that add up (a cluster's shards') to more than the limit together.
 func TestFacetBucketLimit(t *testing.T) {
 	schema := propSchema()
 	for _, fr := range []FacetRequest{{Field: "year", Interval: 0.5}, {Field: "published", DateInterval: "hour"}} {
-		fp, err := planFacets(Request{K: 10, Facets: []FacetRequest{fr}}, schema, nil)
+		fp, err := planFacets(Request{K: 10, Facets: []FacetRequest{{Field: "tags"}, fr}}, schema, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		counts := make([]FacetCounts, 1)
-		c := newFacetCounter([]*facetSpec{&fp.specs[0]}, []*FacetCounts{&counts[0]})
-		for i := range MaxFacetBuckets + 1 {
+		p := &Plan{facets: fp}
+		refused := func(what string, parts [][]FacetCounts) {
+			t.Helper()
+			_, err := p.Facets(parts)
+			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("facets[1] (field %q)", fr.Field)) || !strings.Contains(err.Error(), "more than 10000 buckets") {
+				t.Errorf("%s: %s: %v, want a bad request naming the facet", fr.Field, what, err)
+			}
+		}
+		counts := make([]FacetCounts, 2)
+		c := newFacetCounter([]*facetSpec{&fp.specs[1]}, []*FacetCounts{&counts[1]})
+		for i := range 3 * MaxFacetBuckets {
 			c.Doc()
 			if fr.Interval != 0 {
 				c.Number(0, float64(i))
 			} else {
 				c.Date(0, int64(i)*int64(time.Hour))
 			}
-			if err := c.Err(); err != nil {
-				if i != MaxFacetBuckets || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fr.Field) || !strings.Contains(err.Error(), "more than 10000 buckets") {
-					t.Fatalf("%s: after %d values: %v", fr.Field, i+1, err)
-				}
-				break
-			}
-			if i == MaxFacetBuckets {
-				t.Fatalf("%s: %d buckets and no error", fr.Field, i+1)
-			}
 		}
+		if !counts[1].Overflow || len(counts[1].Buckets) != MaxFacetBuckets {
+			t.Errorf("%s: overflow %v with %d buckets after %d values", fr.Field, counts[1].Overflow, len(counts[1].Buckets), 3*MaxFacetBuckets)
+		}
+		refused("one engine", [][]FacetCounts{counts})
 		// Two halves under the limit that exceed it together.
-		p := &Plan{facets: fp}
-		half := func(from int64) FacetCounts {
+		half := func(from int64) []FacetCounts {
 			b := map[int64]int64{}
 			for k := from; k < from+MaxFacetBuckets/2+1; k++ {
 				b[k] = 1
 			}
-			return FacetCounts{Docs: MaxFacetBuckets/2 + 1, Buckets: b}
+			return []FacetCounts{{}, {Docs: MaxFacetBuckets/2 + 1, Buckets: b}}
 		}
-		if _, err := p.Facets([][]FacetCounts{{half(0)}}); err != nil {
+		if _, err := p.Facets([][]FacetCounts{half(0)}); err != nil {
 			t.Fatalf("%s: one half: %v", fr.Field, err)
 		}
-		_, err = p.Facets([][]FacetCounts{{half(0)}, {half(MaxFacetBuckets)}})
-		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "more than 10000 buckets") {
-			t.Fatalf("%s: two halves: %v", fr.Field, err)
-		}
+		refused("two halves", [][]FacetCounts{half(0), half(MaxFacetBuckets)})
+		refused("a shard's overflow", [][]FacetCounts{half(0), {{}, {Overflow: true}}})
 	}
 }
 
