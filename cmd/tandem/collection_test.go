@@ -88,6 +88,21 @@ func TestCollectionCommands(t *testing.T) {
 		t.Errorf("search --highlight: code %d out %q err %q", code, out, errs)
 	}
 
+	// --facet counts every document the filter matches, or with
+	// --facet-scope results the fused hits (the three whale documents).
+	if code, out, errs := tandemRun(t, "search", "--dir", dir, "--mode", "bm25", "--facet", "year:interval=10", "whale"); code != 0 || !strings.Contains(out, "facet year (4 documents, 0 without it): 1990 1, 2000 1, 2010 1, 2020 1\n") {
+		t.Errorf("search --facet: code %d out %q err %q", code, out, errs)
+	}
+	if code, out, errs := tandemRun(t, "search", "--dir", dir, "--mode", "bm25", "--facet", "year:ranges=..2000|2000..", "--facet-scope", "results", "whale"); code != 0 || !strings.Contains(out, "facet year (3 documents, 0 without it): *-2000 1, 2000-* 2\n") {
+		t.Errorf("search --facet --facet-scope results: code %d out %q err %q", code, out, errs)
+	}
+	if code, _, errs := tandemRun(t, "search", "--dir", dir, "--facet", "title", "whale"); code != 1 || !strings.Contains(errs, `facets[0] (field "title"): a text field has no facet`) {
+		t.Errorf("a facet on a text field: code %d, stderr %q", code, errs)
+	}
+	if code, _, errs := tandemRun(t, "search", "--dir", dir, "--facet", "year:top=3", "whale"); code != 1 || !strings.Contains(errs, `unknown option "top"`) {
+		t.Errorf("a bad --facet: code %d, stderr %q", code, errs)
+	}
+
 	if code, _, errs := tandemRun(t, "search", "--dir", dir, "--filter", `{"and":[{"term":{"yr":1}}]}`, "whale"); code != 1 || !strings.Contains(errs, `and[0].term.yr: unknown field "yr"`) {
 		t.Errorf("bad filter: code %d, stderr %q", code, errs)
 	}

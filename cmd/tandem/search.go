@@ -93,6 +93,10 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	queryVector := fs.String("query-vector", "", "file ('-' for stdin) holding the query's pooled vector as a JSON array, used instead of encoding the text (required for an external model's dense retriever)")
 	queryTokens := fs.String("query-tokens", "", "file ('-' for stdin) holding the query's token matrix as a JSON array of arrays, used instead of encoding the text (required for an external model's late retriever)")
 	highlight := fs.Bool("highlight", false, "show what the query matched in each hit: BM25's terms marked in fragments of the text fields, and each query word's best document token for late interaction (in --json, each hit's \"highlights\")")
+	var facets facetFlags
+	fs.Var(&facets, "facet", "count the documents under each value or range of a field: FIELD[:size=N,min_count=N,interval=X,date_interval=UNIT,ranges=A..B|B..C,disjunctive] (engine.ParseFacet); repeatable")
+	facetScope := fs.String("facet-scope", "", `documents the facets count: "filter" (every document the filter matches; the default) or "results" (the first --facet-window fused hits)`)
+	facetWindow := fs.Int("facet-window", 0, fmt.Sprintf(`fused hits the "results" scope counts (default max(%d, k+offset))`, engine.DefaultFacetWindow))
 	vectorModel := fs.String("vector-model", "", "model of --query-vector and --query-tokens (default: the collection's external model, else its first model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -147,6 +151,9 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		Weight:      weights,
 		LateScoring: *late,
 		Fields:      fields,
+		Facets:      facets,
+		FacetScope:  *facetScope,
+		FacetWindow: *facetWindow,
 	}
 	if *highlight {
 		req.Highlight = &engine.HighlightRequest{}
@@ -194,7 +201,32 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 			printHighlights(stdout, h.Highlights)
 		}
 	}
+	for _, f := range res.Facets {
+		var parts []string
+		for _, v := range f.Values {
+			parts = append(parts, fmt.Sprintf("%v %d", v.Value, v.Count))
+		}
+		for _, b := range f.Buckets {
+			parts = append(parts, fmt.Sprintf("%s %d", b.Key, b.Count))
+		}
+		if f.OtherValues > 0 {
+			parts = append(parts, fmt.Sprintf("%d more values in %d documents", f.OtherValues, f.Other))
+		}
+		fmt.Fprintf(stdout, "facet %s (%d documents, %d without it): %s\n", f.Field, f.Docs, f.Missing, strings.Join(parts, ", "))
+	}
 	return nil
+}
+
+// facetFlags collects repeated --facet flags.
+type facetFlags []engine.FacetRequest
+
+func (f *facetFlags) String() string { return fmt.Sprint(*f) }
+func (f *facetFlags) Set(s string) error {
+	r, err := engine.ParseFacet(s)
+	if err == nil {
+		*f = append(*f, r)
+	}
+	return err
 }
 
 // printHighlights prints a hit's fragments with their marked words in
