@@ -35,6 +35,9 @@ type searchRequest struct {
 	IDsOnly     bool                      `json:"ids_only"`
 	Vectors     map[string]tandem.Vectors `json:"vectors"`
 	Highlight   *engine.HighlightRequest  `json:"highlight"`
+	Facets      []engine.FacetRequest     `json:"facets"`
+	FacetScope  string                    `json:"facet_scope"`
+	FacetWindow int                       `json:"facet_window"`
 
 	// modeGiven and retrieversGiven say that the request gave each, empty
 	// as it may be: the two are not given together.
@@ -57,9 +60,11 @@ type searchResponse struct {
 	Hits       []tandem.Hit `json:"hits"`
 	Retrievers []string     `json:"retrievers"`
 	Fusion     string       `json:"fusion,omitempty"`
-	TookMS     float64      `json:"took_ms"`
-	K          int          `json:"k"`
-	Offset     int          `json:"offset"`
+	// Facets are the request's facets, in its order.
+	Facets []engine.Facet `json:"facets,omitempty"`
+	TookMS float64        `json:"took_ms"`
+	K      int            `json:"k"`
+	Offset int            `json:"offset"`
 }
 
 func (s *Server) searchPost(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +106,7 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 		"text": &req.Text, "retrievers": &req.Retrievers, "mode": &req.Mode, "fusion": &req.Fusion,
 		"k": &req.K, "offset": &req.Offset, "depth": &req.Depth, "weight": &req.Weight,
 		"late_scoring": &req.LateScoring, "fields": &req.Fields, "ids_only": &req.IDsOnly, "vectors": &req.Vectors,
-		"highlight": &req.Highlight,
+		"highlight": &req.Highlight, "facets": &req.Facets, "facet_scope": &req.FacetScope, "facet_window": &req.FacetWindow,
 	}
 	for dec.More() {
 		t, err := dec.Token()
@@ -156,7 +161,8 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 
 // searchGet is the query-string form: q, mode or retrievers (comma
 // separated), k, offset, fusion, filter (JSON), late_scoring, ids_only,
-// highlight.
+// highlight, facet (repeated, engine.ParseFacet's form), facet_scope and
+// facet_window.
 // With neither q nor filter, bm25 ranks every document, as the match-all
 // filter would.
 //
@@ -166,7 +172,15 @@ func (s *Server) decodeSearch(data []byte) (searchRequest, error) {
 // default, as "" is in the POST form.
 func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	req := searchRequest{Text: q.Get("q"), Mode: q.Get("mode"), Fusion: q.Get("fusion"), LateScoring: q.Get("late_scoring")}
+	req := searchRequest{Text: q.Get("q"), Mode: q.Get("mode"), Fusion: q.Get("fusion"), LateScoring: q.Get("late_scoring"), FacetScope: q.Get("facet_scope")}
+	for _, v := range q["facet"] {
+		f, err := engine.ParseFacet(v)
+		if err != nil {
+			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter facet=%q: %v", v, err))
+			return
+		}
+		req.Facets = append(req.Facets, f)
+	}
 	if v := q.Get("retrievers"); v != "" {
 		req.Retrievers = strings.Split(v, ",")
 	}
@@ -186,11 +200,14 @@ func (s *Server) searchGet(w http.ResponseWriter, r *http.Request) {
 	for _, p := range []struct {
 		name string
 		dst  *int
-	}{{"k", &req.K}, {"offset", &req.Offset}} {
+	}{{"k", &req.K}, {"offset", &req.Offset}, {"facet_window", &req.FacetWindow}} {
 		if _, ok := q[p.name]; ok {
 			v := q.Get(p.name)
 			n, err := strconv.Atoi(v)
 			switch {
+			case errors.Is(err, strconv.ErrRange) && p.name == "facet_window":
+				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: out of range", p.name, v))
+				return
 			case errors.Is(err, strconv.ErrRange):
 				s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter %s=%q: out of range (at most --max-k, %d)", p.name, v, s.cfg.MaxK))
 				return
@@ -275,6 +292,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 		Fields:      req.Fields,
 		Vectors:     req.Vectors,
 		Highlight:   req.Highlight,
+		Facets:      req.Facets,
+		FacetScope:  req.FacetScope,
+		FacetWindow: req.FacetWindow,
 	})
 	if err != nil {
 		s.fail(w, err)
@@ -284,7 +304,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req searchReques
 	for i, d := range res.RetrieverTook {
 		s.metrics.retriever.WithLabelValues(c.name, res.Retrievers[i]).Observe(d.Seconds())
 	}
-	out := searchResponse{Hits: res.Hits, Retrievers: res.Retrievers, Fusion: res.Fusion, TookMS: float64(res.Took.Microseconds()) / 1000, K: k, Offset: req.Offset}
+	out := searchResponse{Hits: res.Hits, Retrievers: res.Retrievers, Fusion: res.Fusion, Facets: res.Facets, TookMS: float64(res.Took.Microseconds()) / 1000, K: k, Offset: req.Offset}
 	if out.Hits == nil {
 		out.Hits = []tandem.Hit{}
 	}
