@@ -240,7 +240,7 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 	modes := [][]string{{"bm25"}, {"dense"}, {"late"}, {"late-exact"}, {"bm25", "dense"}, {"bm25", "dense", "late"}}
 	filters := []string{"", `{"term":{"group":"red"}}`, `{"range":{"year":{"gte":1985}}}`}
 	compared := 0
-	facetsCompared, facetsTied := 0, 0
+	facetsCompared, facetsTied, highlightsCompared := 0, 0, 0
 	for qi, q := range queries {
 		for _, mode := range modes {
 			methods := []string{""}
@@ -259,6 +259,9 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 					if method == "wrrf" {
 						req.Weight = map[string]float64{"bm25": 0.5, "dense": 2}
 					}
+					if (qi+fi)%2 == 0 {
+						req.Highlight = &engine.HighlightRequest{}
+					}
 					// The query is encoded once, for both.
 					req, _, err := single.Shard().EncodeQuery(ctx, req)
 					if err != nil {
@@ -275,6 +278,9 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 					}
 					if msg := sameRanking(got.Hits, want.Hits); msg != "" {
 						t.Errorf("query %d %q, %v %s, filter %q: %s", qi, q, mode, method, f, msg)
+					}
+					if req.Highlight != nil {
+						highlightsCompared += sameHighlights(t, got.Hits, want.Hits)
 					}
 					// The results scope counts windows of rankings that
 					// may keep different documents tied at their cut:
@@ -299,10 +305,40 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 	if compared == 0 {
 		t.Fatal("no search had hits to compare")
 	}
-	t.Logf("%d searches compared; facets of %d compared, %d left out for a tie at a window's cut", compared, facetsCompared, facetsTied)
+	t.Logf("%d searches compared; facets of %d compared, %d left out for a tie at a window's cut; highlights of %d hits compared", compared, facetsCompared, facetsTied, highlightsCompared)
+	if highlightsCompared == 0 {
+		t.Error("no hit's highlights were compared")
+	}
 	if facetsTied > facetsCompared/10 {
 		t.Errorf("%d of %d searches' facets left out for ties", facetsTied, facetsTied+facetsCompared)
 	}
+}
+
+// sameHighlights checks that each hit of got that want holds has the
+// same highlights, byte for byte as JSON (late-interaction scores
+// included), and returns how many it compared.
+func sameHighlights(t *testing.T, got, want []tandem.Hit) int {
+	t.Helper()
+	byID := map[string]tandem.Hit{}
+	for _, h := range want {
+		byID[h.ID] = h
+	}
+	n := 0
+	for _, g := range got {
+		w, ok := byID[g.ID]
+		if !ok {
+			continue
+		}
+		gj, _ := json.Marshal(g.Highlights)
+		wj, _ := json.Marshal(w.Highlights)
+		if string(gj) != string(wj) {
+			t.Errorf("hit %s: highlights\n%s\nwant\n%s", g.ID, gj, wj)
+		}
+		if w.Highlights != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // equivalenceFacets are the facets TestEquivalence compares: group

@@ -233,6 +233,8 @@ func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
 		out = &engine.Stats{}
 	case "facets":
 		out = &[]engine.FacetCounts{}
+	case "highlight":
+		out = &map[string]*tandem.Highlights{}
 	default:
 		writeError(w, http.StatusNotFound, fmt.Errorf("cluster: unknown phase %q", r.PathValue("phase")))
 		return

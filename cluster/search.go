@@ -79,14 +79,23 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	shards := c.spec.Shards
 	res := &engine.Result{Retrievers: plan.Retrievers(), Fusion: plan.Fusion()}
 	docs := make([]map[string]tandem.Doc, shards)
+	want := make([][]string, shards)
+	for _, h := range fused {
+		id := ids[h.Doc]
+		s := ShardOf(id, shards)
+		want[s] = append(want[s], id)
+	}
 	if !req.IDsOnly {
-		want := make([][]string, shards)
-		for _, h := range fused {
-			id := ids[h.Doc]
-			s := ShardOf(id, shards)
-			want[s] = append(want[s], id)
-		}
 		if err := s.call(ctx, "fetch", func(s int) (shardRequest, bool) { return shardRequest{Request: req, IDs: want[s]}, true }, func(s int) any { return &docs[s] }); err != nil {
+			return nil, err
+		}
+	}
+	// Phase 4: the page's highlights, each from the shard holding its
+	// document, explained from the query encoded here.
+	var hls []map[string]*tandem.Highlights
+	if req.Highlight != nil {
+		hls = make([]map[string]*tandem.Highlights, shards)
+		if err := s.call(ctx, "highlight", func(s int) (shardRequest, bool) { return shardRequest{Request: req, IDs: want[s]}, len(want[s]) > 0 }, func(s int) any { return &hls[s] }); err != nil {
 			return nil, err
 		}
 	}
@@ -101,6 +110,11 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 			continue // deleted, or no longer matching the filter, since it was ranked
 		}
 		res.Hits = append(res.Hits, plan.Hit(h, id, d.Fields))
+	}
+	if hls != nil {
+		for i := range res.Hits {
+			res.Hits[i].Highlights = hls[ShardOf(res.Hits[i].ID, shards)][res.Hits[i].ID]
+		}
 	}
 	for i := range res.Hits {
 		res.Hits[i].DocNum = 0 // a shard's own number means nothing here
@@ -389,6 +403,10 @@ func (r *replica) serve(ctx context.Context, phase string, sr *shardRequest, out
 	case "fetch":
 		d, err := eng.Shard().Fetch(ctx, sr.Request, sr.IDs)
 		*out.(*map[string]tandem.Doc) = d
+		return err
+	case "highlight":
+		h, err := eng.Shard().Highlight(ctx, sr.Request, sr.IDs)
+		*out.(*map[string]*tandem.Highlights) = h
 		return err
 	case "facets":
 		f, err := eng.Shard().Facets(ctx, sr.Request, sr.IDs)
