@@ -78,3 +78,47 @@ func bound(s string) any {
 	}
 	return s
 }
+
+// ParseWeights reads fusion weights written "bm25=1,dense=2" (the form of
+// `tandem search --weights`) into Request.Weight: each retriever's name,
+// full name or kind, and a weight of 0 or more.
+func ParseWeights(s string) (map[string]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		name, w, ok := strings.Cut(strings.TrimSpace(part), "=")
+		v, err := strconv.ParseFloat(w, 64)
+		if !ok || name == "" || err != nil || v < 0 {
+			return nil, fmt.Errorf("want retriever=weight with a weight >= 0, got %q", part)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// ParseFields reads BM25's fields written "title=2,text" (the form of
+// `tandem search --fields`) into Request.Fields: a field without "=" has
+// the schema's boost (0), one with it a positive boost.
+func ParseFields(s string) (map[string]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		name, boost, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if name == "" {
+			return nil, fmt.Errorf("empty field name in %q", s)
+		}
+		out[name] = 0
+		if ok {
+			b, err := strconv.ParseFloat(boost, 64)
+			if err != nil || b <= 0 {
+				return nil, fmt.Errorf("field %q: boost %q is not a positive number", name, boost)
+			}
+			out[name] = b
+		}
+	}
+	return out, nil
+}

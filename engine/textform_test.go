@@ -37,3 +37,43 @@ func TestParseFacet(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFields(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want map[string]float64
+		err  string
+	}{
+		{"", nil, ""},
+		{"title", map[string]float64{"title": 0}, ""},
+		{"title=2, text", map[string]float64{"title": 2, "text": 0}, ""},
+		{"title=0", nil, `field "title": boost "0" is not a positive number`},
+		{"title=x", nil, `boost "x"`},
+		{",text", nil, `empty field name in ",text"`},
+	} {
+		got, err := ParseFields(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseFields(%q) error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseFields(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseWeights(t *testing.T) {
+	if got, err := ParseWeights("bm25=1, dense:m=2.5,late=0"); err != nil || !reflect.DeepEqual(got, map[string]float64{"bm25": 1, "dense:m": 2.5, "late": 0}) {
+		t.Errorf("ParseWeights = %v, %v", got, err)
+	}
+	if got, err := ParseWeights(""); got != nil || err != nil {
+		t.Errorf("ParseWeights(\"\") = %v, %v", got, err)
+	}
+	for _, bad := range []string{"bm25", "=1", "bm25=-1", "bm25=x"} {
+		if _, err := ParseWeights(bad); err == nil || !strings.Contains(err.Error(), "want retriever=weight with a weight >= 0") {
+			t.Errorf("ParseWeights(%q) error %v", bad, err)
+		}
+	}
+}

@@ -193,31 +193,6 @@ func TestCollectionCommands(t *testing.T) {
 	}
 }
 
-func TestParseBoosts(t *testing.T) {
-	tests := []struct {
-		in   string
-		want map[string]float64
-		err  bool
-	}{
-		{"", nil, false},
-		{"title", map[string]float64{"title": 0}, false},
-		{"title=2, text", map[string]float64{"title": 2, "text": 0}, false},
-		{"title=0", nil, true},
-		{"title=x", nil, true},
-		{",text", nil, true},
-	}
-	for _, tc := range tests {
-		got, err := parseBoosts(tc.in)
-		if (err != nil) != tc.err {
-			t.Errorf("parseBoosts(%q) error = %v, want error %v", tc.in, err, tc.err)
-			continue
-		}
-		if !tc.err && fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("parseBoosts(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestModelNames(t *testing.T) {
 	tests := []struct {
 		in          string

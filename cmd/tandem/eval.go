@@ -40,11 +40,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem eval --dir DIR --queries queries.jsonl --qrels qrels.tsv [--mode bm25,dense,late,hybrid] [--fusion a,b] [--runs DIR] [--json]")
 		return errUsage
 	}
-	fields, err := parseBoosts(*fieldsFlag)
-	if err != nil {
-		return err
-	}
-	weights, err := parseWeights(*weightsFlag)
+	fields, weights, err := parseFieldsWeights(*fieldsFlag, *weightsFlag)
 	if err != nil {
 		return err
 	}

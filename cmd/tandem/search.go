@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/tandemsearch/tandem"
@@ -107,11 +106,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tandem search --dir DIR [--mode bm25|dense|late|hybrid] [--fusion METHOD] [--filter JSON] [-k N] [--json] \"query\"")
 		return errUsage
 	}
-	fields, err := parseBoosts(*fieldsFlag)
-	if err != nil {
-		return err
-	}
-	weights, err := parseWeights(*weightsFlag)
+	fields, weights, err := parseFieldsWeights(*fieldsFlag, *weightsFlag)
 	if err != nil {
 		return err
 	}
@@ -217,6 +212,18 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// parseFieldsWeights reads --fields and --weights (engine.ParseFields,
+// engine.ParseWeights).
+func parseFieldsWeights(fieldsFlag, weightsFlag string) (fields, weights map[string]float64, err error) {
+	if fields, err = engine.ParseFields(fieldsFlag); err != nil {
+		return nil, nil, fmt.Errorf("--fields: %w", err)
+	}
+	if weights, err = engine.ParseWeights(weightsFlag); err != nil {
+		return nil, nil, fmt.Errorf("--weights: %w", err)
+	}
+	return fields, weights, nil
+}
+
 // facetFlags collects repeated --facet flags.
 type facetFlags []engine.FacetRequest
 
@@ -247,45 +254,4 @@ func printHighlights(w io.Writer, hl *tandem.Highlights) {
 		}
 		fmt.Fprintf(w, "       %s: %s\n", l.Retriever, strings.Join(parts, ", "))
 	}
-}
-
-// parseWeights parses "bm25=1,dense=2" into fusion weights.
-func parseWeights(s string) (map[string]float64, error) {
-	if s == "" {
-		return nil, nil
-	}
-	out := map[string]float64{}
-	for _, part := range strings.Split(s, ",") {
-		name, w, ok := strings.Cut(strings.TrimSpace(part), "=")
-		v, err := strconv.ParseFloat(w, 64)
-		if !ok || name == "" || err != nil || v < 0 {
-			return nil, fmt.Errorf("--weights: want retriever=weight with a weight >= 0, got %q", part)
-		}
-		out[name] = v
-	}
-	return out, nil
-}
-
-// parseBoosts parses "title=2,text" into field boosts (no "=" means the
-// schema's boost).
-func parseBoosts(s string) (map[string]float64, error) {
-	if s == "" {
-		return nil, nil
-	}
-	out := map[string]float64{}
-	for _, part := range strings.Split(s, ",") {
-		name, boost, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if name == "" {
-			return nil, fmt.Errorf("--fields: empty field name in %q", s)
-		}
-		out[name] = 0
-		if ok {
-			b, err := strconv.ParseFloat(boost, 64)
-			if err != nil || b <= 0 {
-				return nil, fmt.Errorf("--fields: field %q: boost %q is not a positive number", name, boost)
-			}
-			out[name] = b
-		}
-	}
-	return out, nil
 }

@@ -46,7 +46,7 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fields, err := parseBoosts(*fieldsFlag)
+	fields, _, err := parseFieldsWeights(*fieldsFlag, "")
 	if err != nil {
 		return err
 	}
