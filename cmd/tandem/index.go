@@ -15,30 +15,6 @@ import (
 	"github.com/tandemsearch/tandem/internal/bench"
 )
 
-// fieldFlags collects repeated --field name=type flags.
-type fieldFlags []tandem.Field
-
-func (f *fieldFlags) String() string { return fmt.Sprint(*f) }
-func (f *fieldFlags) Set(s string) error {
-	field, err := tandem.ParseField(s)
-	if err == nil {
-		*f = append(*f, field)
-	}
-	return err
-}
-
-// externalFlags collects repeated --external NAME:dense=DIM,tokens=DIM,similarity=S.
-type externalFlags []tandem.Model
-
-func (f *externalFlags) String() string { return fmt.Sprint(*f) }
-func (f *externalFlags) Set(s string) error {
-	m, err := tandem.ParseExternalModel(s)
-	if err == nil {
-		*f = append(*f, m)
-	}
-	return err
-}
-
 func runIndex(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("index", stderr)
 	dir := fs.String("dir", "", "collection directory (created if absent)")
@@ -50,10 +26,8 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
 	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")
 	strict := fs.Bool("strict", false, "new collection: reject fields the schema does not declare")
-	var fields fieldFlags
-	fs.Var(&fields, "field", "new collection: declare or override a field type, name=type (text, keyword, keywords, number, date, bool); repeatable")
-	var external externalFlags
-	fs.Var(&external, "external", "new collection: an external model, whose vectors every line brings under \"_vectors\", as NAME:dense=DIM,tokens=DIM,similarity=cosine|dot (dense or tokens or both); repeatable")
+	fields := repeated(fs, "field", "new collection: declare or override a field type, name=type (text, keyword, keywords, number, date, bool); repeatable", tandem.ParseField)
+	external := repeated(fs, "external", "new collection: an external model, whose vectors every line brings under \"_vectors\", as NAME:dense=DIM,tokens=DIM,similarity=cosine|dot (dense or tokens or both); repeatable", tandem.ParseExternalModel)
 	quiet := fs.Bool("quiet", false, "no progress output")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
@@ -69,11 +43,11 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 		return errUsage
 	}
-	schema, err := buildSchema(*schemaFile, *idField, *strict, fields)
+	schema, err := buildSchema(*schemaFile, *idField, *strict, *fields)
 	if err != nil {
 		return err
 	}
-	schema.Models = append(schema.Models, external...)
+	schema.Models = append(schema.Models, *external...)
 	var in io.Reader = os.Stdin
 	var size int64
 	if *corpus != "-" {
@@ -90,7 +64,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	_, statErr := os.Stat(*dir)
 	existed := statErr == nil
 	var dense, late []string
-	if len(external) == 0 || *models != "" {
+	if len(*external) == 0 || *models != "" {
 		// With --external alone, the collection runs no model of its own.
 		if dense, late, err = modelNames(*models, stderr); err != nil {
 			return err
@@ -100,7 +74,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if existed && (*schemaFile != "" || *idField != "" || *strict || len(fields) > 0 || *models != "" || len(external) > 0) {
+	if existed && (*schemaFile != "" || *idField != "" || *strict || len(*fields) > 0 || *models != "" || len(*external) > 0) {
 		fmt.Fprintf(stderr, "note: %s exists; its stored schema and models are used and --schema, --id-field, --strict, --field, --models and --external are ignored\n", *dir)
 	}
 	if !*quiet {
@@ -223,7 +197,7 @@ func progressLine(p engine.Progress, size int64, retraining []string) string {
 
 // buildSchema is a new collection's schema: --schema's file, or the BEIR
 // default, with --id-field, --strict and --field applied.
-func buildSchema(file, idField string, strict bool, fields fieldFlags) (*tandem.Schema, error) {
+func buildSchema(file, idField string, strict bool, fields []tandem.Field) (*tandem.Schema, error) {
 	schema := tandem.DefaultSchema()
 	if file != "" {
 		b, err := os.ReadFile(file)

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand: run parses args and does the work, writing
@@ -94,6 +95,28 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("tandem "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
+}
+
+// repeated defines a flag that may be given several times, each value
+// read by parse, and returns the values given.
+func repeated[T any](fs *flag.FlagSet, name, usage string, parse func(string) (T, error)) *[]T {
+	var values []T
+	fs.Func(name, usage, func(s string) error {
+		v, err := parse(s)
+		if err == nil {
+			values = append(values, v)
+		}
+		return err
+	})
+	return &values
+}
+
+// nonEmpty is a flag value that must not be blank: a key.
+func nonEmpty(s string) (string, error) {
+	if strings.TrimSpace(s) == "" {
+		return "", errors.New("empty key")
+	}
+	return s, nil
 }
 
 // parseFlags parses args, turning a flag error into errUsage (the flag

@@ -92,8 +92,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	queryVector := fs.String("query-vector", "", "file ('-' for stdin) holding the query's pooled vector as a JSON array, used instead of encoding the text (required for an external model's dense retriever)")
 	queryTokens := fs.String("query-tokens", "", "file ('-' for stdin) holding the query's token matrix as a JSON array of arrays, used instead of encoding the text (required for an external model's late retriever)")
 	highlight := fs.Bool("highlight", false, "show what the query matched in each hit: BM25's terms marked in fragments of the text fields, and each query word's best document token for late interaction (in --json, each hit's \"highlights\")")
-	var facets facetFlags
-	fs.Var(&facets, "facet", "count the documents under each value or range of a field: FIELD[:size=N,min_count=N,interval=X,date_interval=UNIT,ranges=A..B|B..C,disjunctive] (engine.ParseFacet); repeatable")
+	facets := repeated(fs, "facet", "count the documents under each value or range of a field: FIELD[:size=N,min_count=N,interval=X,date_interval=UNIT,ranges=A..B|B..C,disjunctive] (engine.ParseFacet); repeatable", engine.ParseFacet)
 	facetScope := fs.String("facet-scope", "", `documents the facets count: "filter" (every document the filter matches; the default) or "results" (the first --facet-window fused hits)`)
 	facetWindow := fs.Int("facet-window", 0, fmt.Sprintf(`fused hits the "results" scope counts (default max(%d, k+offset))`, engine.DefaultFacetWindow))
 	vectorModel := fs.String("vector-model", "", "model of --query-vector and --query-tokens (default: the collection's external model, else its first model)")
@@ -146,7 +145,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		Weight:      weights,
 		LateScoring: *late,
 		Fields:      fields,
-		Facets:      facets,
+		Facets:      *facets,
 		FacetScope:  *facetScope,
 		FacetWindow: *facetWindow,
 	}
@@ -222,18 +221,6 @@ func parseFieldsWeights(fieldsFlag, weightsFlag string) (fields, weights map[str
 		return nil, nil, fmt.Errorf("--weights: %w", err)
 	}
 	return fields, weights, nil
-}
-
-// facetFlags collects repeated --facet flags.
-type facetFlags []engine.FacetRequest
-
-func (f *facetFlags) String() string { return fmt.Sprint(*f) }
-func (f *facetFlags) Set(s string) error {
-	r, err := engine.ParseFacet(s)
-	if err == nil {
-		*f = append(*f, r)
-	}
-	return err
 }
 
 // printHighlights prints a hit's fragments with their marked words in

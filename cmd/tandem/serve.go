@@ -17,18 +17,6 @@ import (
 	"github.com/tandemsearch/tandem/server"
 )
 
-// keyFlags collects repeated key flags.
-type keyFlags []string
-
-func (k *keyFlags) String() string { return fmt.Sprintf("%d keys", len(*k)) }
-func (k *keyFlags) Set(s string) error {
-	if strings.TrimSpace(s) == "" {
-		return fmt.Errorf("empty key")
-	}
-	*k = append(*k, s)
-	return nil
-}
-
 // serveConfig is what `tandem serve` runs: the server's configuration and
 // the address to listen on.
 type serveConfig struct {
@@ -42,9 +30,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	sc := &serveConfig{}
 	fs.StringVar(&sc.cfg.DataDir, "data", "", "data directory: one collection per subdirectory (created if absent)")
 	fs.StringVar(&sc.addr, "addr", server.DefaultAddr, "address to listen on; a non-loopback address needs an API key")
-	var admin, read keyFlags
-	fs.Var(&admin, "api-key", "admin API key (every route); repeatable; also TANDEM_API_KEYS, comma separated")
-	fs.Var(&read, "read-key", "read-only API key (list, get, search, metrics); repeatable; also TANDEM_READ_KEYS, comma separated")
+	admin := repeated(fs, "api-key", "admin API key (every route); repeatable; also TANDEM_API_KEYS, comma separated", nonEmpty)
+	read := repeated(fs, "read-key", "read-only API key (list, get, search, metrics); repeatable; also TANDEM_READ_KEYS, comma separated", nonEmpty)
 	keysFile := fs.String("keys-file", "", "file of keys, one per line: 'admin KEY' or 'read KEY' ('#' starts a comment)")
 	fs.Int64Var(&sc.cfg.MaxBody, "max-body", server.DefaultMaxBody, "largest request body in bytes (413 above)")
 	fs.IntVar(&sc.cfg.MaxLine, "max-line", server.DefaultMaxLine, "largest NDJSON line or array element of an upsert in bytes (413 above)")
@@ -84,16 +71,16 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 			return nil, fmt.Errorf("%s must be positive", v.name)
 		}
 	}
-	admin = append(admin, splitKeys(os.Getenv("TANDEM_API_KEYS"))...)
-	read = append(read, splitKeys(os.Getenv("TANDEM_READ_KEYS"))...)
+	*admin = append(*admin, splitKeys(os.Getenv("TANDEM_API_KEYS"))...)
+	*read = append(*read, splitKeys(os.Getenv("TANDEM_READ_KEYS"))...)
 	if *keysFile != "" {
 		a, r, err := readKeysFile(*keysFile)
 		if err != nil {
 			return nil, err
 		}
-		admin, read = append(admin, a...), append(read, r...)
+		*admin, *read = append(*admin, a...), append(*read, r...)
 	}
-	sc.cfg.AdminKeys, sc.cfg.ReadKeys = admin, read
+	sc.cfg.AdminKeys, sc.cfg.ReadKeys = *admin, *read
 	sc.cfg.ReleaseAfterTimeout = true // the process is the server
 	if err := server.CheckExposure(sc.addr, &sc.cfg); err != nil {
 		return nil, err
