@@ -17,7 +17,7 @@ const sharedData = "../../shared/data"
 
 // readJSONL reads the first n objects of a BEIR jsonl file as "title
 // text" strings.
-func readJSONL(b *testing.B, path string, n int) []string {
+func readJSONL(b testing.TB, path string, n int) []string {
 	b.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -93,5 +93,30 @@ func BenchmarkQueryLatency(b *testing.B) {
 				b.ReportMetric(float64(len(lat))/b.Elapsed().Seconds(), "queries/s")
 			})
 		}
+	}
+}
+
+// BenchmarkQueryBatch encodes SciFact queries in model runs of 1, 2, 4, 8
+// and 16 queries of mixed lengths, as the query batcher forms them, with
+// the default model at 2 intra-op threads, and reports the CPU cost per
+// query as ns/query: what sharing a run saves.
+func BenchmarkQueryBatch(b *testing.B) {
+	queries := readJSONL(b, filepath.Join(sharedData, "scifact", "queries.jsonl"), 256)
+	e := load(b, installedModel(b, DefaultModel), &Options{IntraOpThreads: 2})
+	ctx := context.Background()
+	for _, n := range []int{1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			done := 0
+			for b.Loop() {
+				i := done % len(queries)
+				texts := queries[i:min(i+n, len(queries))]
+				if _, err := e.Encode(ctx, Request{Side: Query, Texts: texts}); err != nil {
+					b.Fatal(err)
+				}
+				done += len(texts)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(done), "ns/query")
+		})
 	}
 }

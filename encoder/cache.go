@@ -19,7 +19,9 @@ import (
 // take at most IntraOpThreads × MaxConcurrentRuns threads, and document
 // runs at most DocumentThreads, so concurrent callers queue where separate
 // loads would have oversubscribed the cores; a query still never waits
-// for documents when DocumentThreads is set.
+// for documents when DocumentThreads is set. EncodeQuery's cache and
+// batches are the model's too: a query of one Encoder may be answered from
+// another's encoding of the same text, or share its run.
 //
 // The zero Cache is ready to use. It is safe for concurrent use;
 // concurrent Loads of one key load the model once.

@@ -34,6 +34,15 @@
 // Options.IntraOpThreads cores; cancelling the context stops the run in
 // progress inside ONNX Runtime.
 //
+// EncodeQuery is the search path: one query text, answered from a cache
+// of recent query encodings bounded in bytes (Options.QueryCacheBytes,
+// 64 MiB by default), or in a model run shared with the queries that
+// arrived while the previous runs were in flight (Options.QueryBatch,
+// QueryBatchWait). A lone query never waits, and a batched or cached
+// query gets the bits its own run gives (TestQueryBatchSameVectors);
+// cancelling one query never cancels the others in its run. Document
+// encoding does not go through the batcher.
+//
 // A Cache shares one load of a model among the Encoders of one model
 // directory and Options: its sessions, tokenizer and thread budgets. Each
 // Encoder keeps its own Close, and the last one to close releases the
@@ -46,7 +55,7 @@
 //	if err != nil { ... }
 //	defer e.Close()
 //	if err := e.CheckDim(index.Dim()); err != nil { ... }
-//	q, err := e.EncodeQueries(ctx, []string{"what causes scurvy"})
+//	q, err := e.EncodeQuery(ctx, "what causes scurvy", false) // q.Vectors[0]
 //	docs, err := e.EncodeDocuments(ctx, texts)
 //
 // Spans tokenizes a text as Encode does, without running the model, and

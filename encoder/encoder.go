@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tandemsearch/tandem/internal/ort"
@@ -65,6 +66,23 @@ type Options struct {
 	// tokenizing megabytes only to keep the first MaxLength tokens;
 	// default 1 MiB.
 	MaxTextBytes int
+	// QueryBatch bounds the queries EncodeQuery runs together in one model
+	// run (see EncodeQuery); the default is BatchSize, so 1 for an int8
+	// model, whose per-tensor activation scales would make a query's
+	// vector depend on the others in its run. 1 runs every query alone.
+	// Runs also stay within BatchTokens.
+	QueryBatch int
+	// QueryBatchWait is how long EncodeQuery lets a query that finds a
+	// run slot free wait for others before its run starts. The default, 0,
+	// starts it at once, so that a lone query never waits: queries then
+	// share runs only when they arrive while runs are in flight, which is
+	// when sharing pays.
+	QueryBatchWait time.Duration
+	// QueryCacheBytes bounds the memory of EncodeQuery's cache of query
+	// encodings (texts, pooled vectors and token output); 0 means
+	// DefaultQueryCacheBytes (64 MiB), and a negative value disables the
+	// cache.
+	QueryCacheBytes int64
 	// Config replaces dir/tandem.json when set.
 	Config *Config
 	// Library overrides the ONNX Runtime shared library path.
@@ -76,8 +94,15 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		opts = *o
 	}
-	if opts.IntraOpThreads < 0 || opts.BatchSize < 0 || opts.BatchTokens < 0 || opts.MaxConcurrentRuns < 0 || opts.MaxTextBytes < 0 || opts.DocumentThreads < 0 {
+	if opts.IntraOpThreads < 0 || opts.BatchSize < 0 || opts.BatchTokens < 0 || opts.MaxConcurrentRuns < 0 || opts.MaxTextBytes < 0 ||
+		opts.DocumentThreads < 0 || opts.QueryBatch < 0 || opts.QueryBatchWait < 0 {
 		return opts, errors.New("encoder: negative option")
+	}
+	switch {
+	case opts.QueryCacheBytes == 0:
+		opts.QueryCacheBytes = DefaultQueryCacheBytes
+	case opts.QueryCacheBytes < 0:
+		opts.QueryCacheBytes = -1 // one spelling of "none", for the Cache key
 	}
 	if opts.BatchTokens == 0 {
 		opts.BatchTokens = 1024
@@ -125,6 +150,9 @@ type Encoder struct {
 		sync.RWMutex
 		closed bool
 	}
+	// queriesClosed is set, under the query batcher's lock, as Close
+	// begins: the batcher then refuses this Encoder's queries.
+	queriesClosed atomic.Bool
 	// release drops this Encoder's hold on loaded; Close calls it once.
 	release func() error
 }
@@ -150,6 +178,10 @@ type loaded struct {
 	docThreads *semaphore.Weighted
 	bulkRuns   int       // concurrent bulk runs; < 2 means no bulk session
 	scratch    sync.Pool // *buffers
+	// queries runs EncodeQuery's model runs; qcache is its cache, nil
+	// when disabled.
+	queries *queryBatcher
+	qcache  *queryCache
 
 	sessions []*ort.Session // distinct sessions, closed by close
 	models   []*model       // their models, whose bulk sessions close closes
@@ -235,6 +267,9 @@ func loadModel(dir string, o Options) (*loaded, error) {
 			o.BatchSize = 1
 		}
 	}
+	if o.QueryBatch == 0 {
+		o.QueryBatch = o.BatchSize
+	}
 	threads := o.IntraOpThreads
 	if threads == 0 {
 		threads = runtime.NumCPU()
@@ -248,6 +283,8 @@ func loadModel(dir string, o Options) (*loaded, error) {
 		l.docThreads = semaphore.NewWeighted(int64(o.DocumentThreads))
 	}
 	l.scratch.New = func() any { return new(buffers) }
+	l.queries = newQueryBatcher(l)
+	l.qcache = newQueryCache(o.QueryCacheBytes)
 	// The loading Encoder probes the model (setDims) and is then dropped.
 	if err := l.handle(nil).load(); err != nil {
 		l.close()
@@ -514,6 +551,9 @@ func (e *Encoder) CheckTokenDim(indexDim int) error {
 // hold on them: the last Encoder of a model to close releases them. It
 // waits for this Encoder's calls in flight and is idempotent.
 func (e *Encoder) Close() error {
+	// Queued queries would hold Close up until their run: answer them
+	// first (those in a run in flight finish).
+	e.queries.dropOwner(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.mu.closed {
@@ -525,6 +565,9 @@ func (e *Encoder) Close() error {
 
 // close releases the sessions; no Encoder may use l afterwards.
 func (l *loaded) close() error {
+	if l.queries != nil {
+		l.queries.close()
+	}
 	var errs []error
 	for _, s := range l.sessions {
 		errs = append(errs, s.Close())
@@ -785,7 +828,7 @@ func (e *Encoder) run(ctx context.Context, p *Prepared) (*Batch, error) {
 
 // testHookDocRun, set by tests, is called as each run on the document
 // budget starts, holding that budget.
-var testHookDocRun func(e *Encoder)
+var testHookDocRun func(l *loaded)
 
 func firstInvalid(s string) int {
 	for i, r := range s {
@@ -803,7 +846,7 @@ func firstInvalid(s string) int {
 // runBatch runs one batch: on the bulk session with one thread if bulk,
 // else on the main session; from the document budget if own, else from
 // the shared one.
-func (e *Encoder) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence, idx []int, out *Batch, bulk, own bool) error {
+func (e *loaded) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence, idx []int, out *Batch, bulk, own bool) error {
 	m := spec.model
 	B := len(idx)
 	L := 0
@@ -892,7 +935,7 @@ func (e *Encoder) runBatch(ctx context.Context, spec *sideSpec, seqs []sequence,
 }
 
 // finish projects and normalises one vector.
-func (e *Encoder) finish(spec *sideSpec, v []float32) []float32 {
+func (e *loaded) finish(spec *sideSpec, v []float32) []float32 {
 	if spec.proj != nil {
 		v = spec.proj.apply(v)
 	}
@@ -902,7 +945,7 @@ func (e *Encoder) finish(spec *sideSpec, v []float32) []float32 {
 	return v
 }
 
-func (e *Encoder) tokenOutput(spec *sideSpec, seq sequence, rows []float32, H int) Tokens {
+func (e *loaded) tokenOutput(spec *sideSpec, seq sequence, rows []float32, H int) Tokens {
 	dim := H
 	if spec.proj != nil {
 		dim = spec.proj.out

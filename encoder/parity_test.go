@@ -233,8 +233,8 @@ func TestDocumentThreads(t *testing.T) {
 		runs, inflight int
 		held           bool
 	)
-	testHookDocRun = func(x *Encoder) {
-		if x != e {
+	testHookDocRun = func(x *loaded) {
+		if x != e.loaded {
 			return
 		}
 		mu.Lock()
