@@ -59,14 +59,24 @@
 // with ErrModel when one is not installed, and refuses (encoder.ErrDimMismatch)
 // a model whose vectors no longer have the stored dimension. Open takes
 // each encoder from the process's cache (encoder.Cache), closed by Close:
-// the engines of a process that use one model with the same thread options
-// (EncoderThreads, DocumentThreads) share one load of it, one set of ONNX
+// the engines of a process that use one model with the same options
+// (EncoderThreads, DocumentThreads and the query options below) share one
+// load of it, one set of ONNX
 // Runtime sessions, whether they are the collections of one server or the
 // shard replicas of a cluster node; the last engine to close releases it.
 // They share its thread budgets too: their query runs together take at most
 // EncoderThreads threads per run and the encoder's concurrent runs, and
 // their document runs at most DocumentThreads, so concurrent ingest into
 // several collections queues where it would have oversubscribed the cores.
+//
+// A search encodes its text with encoder.EncodeQuery: from the model's
+// cache of query encodings when the text came lately (QueryCacheBytes,
+// 64 MiB by default), else in a model run shared with the searches whose
+// queries arrived while the model's runs were in flight (QueryBatch,
+// QueryBatchWait; a lone search never waits). Either way it ranks as it
+// would with a run of its own: the vectors are bit-identical
+// (TestQueryEncodingSameRanking). Stats.QueryEncoding counts the cache's
+// hits, misses, evictions and size, and the runs.
 //
 // # Retrievers and fusion
 //

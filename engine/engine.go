@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -72,6 +73,22 @@ type Options struct {
 	// search's query encoding up; 0 shares one budget, the fastest for
 	// indexing alone. `tandem serve` sets it.
 	DocumentThreads int
+	// QueryCacheBytes bounds the memory of each model's cache of query
+	// encodings (encoder.Options.QueryCacheBytes): a repeated query text
+	// skips the model run. 0 means encoder.DefaultQueryCacheBytes
+	// (64 MiB); negative disables the cache. Like the thread budgets, the
+	// cache belongs to the loaded model, which the engines of a process
+	// that open it with the same options share.
+	QueryCacheBytes int64
+	// QueryBatch bounds the queries that share one model run: those that
+	// arrive while the model's runs are in flight run together next
+	// (encoder.Options.QueryBatch); 0 means the model's batch size (32,
+	// and 1 for an int8 model), 1 runs each query alone.
+	QueryBatch int
+	// QueryBatchWait lets a query that finds the model idle wait that long
+	// for others to share its run (encoder.Options.QueryBatchWait); 0,
+	// the default, runs it at once, so that a lone search never waits.
+	QueryBatchWait time.Duration
 	// MemTableSize and BlockCacheSize size Badger's memtables and block
 	// cache (storage.Options); 0 means storage's defaults.
 	MemTableSize, BlockCacheSize int64
@@ -98,6 +115,9 @@ func (o *Options) fill() error {
 	}
 	if o.DocumentThreads < 0 {
 		return fmt.Errorf("%w: negative DocumentThreads", ErrBadRequest)
+	}
+	if o.QueryBatch < 0 || o.QueryBatchWait < 0 {
+		return fmt.Errorf("%w: negative QueryBatch or QueryBatchWait", ErrBadRequest)
 	}
 	if o.FilterLimits.MaxClauses < 0 || o.FilterLimits.MaxDepth < 0 {
 		return fmt.Errorf("%w: negative FilterLimits", ErrBadRequest)
@@ -482,6 +502,32 @@ type Stats struct {
 	// directory: badger, blobs (storage's blob segments), bleve,
 	// snapshots.
 	DiskBytes map[string]int64 `json:"disk_bytes"`
+	// QueryEncoding describes each model's query encodings: its cache
+	// and its batched runs.
+	QueryEncoding []QueryEncodingStats `json:"query_encoding,omitempty"`
+}
+
+// QueryEncodingStats describes how one model encoded queries since it was
+// loaded (encoder.QueryStats). The model's cache and runs are shared by
+// every engine of the process that loaded the model with the same
+// options (the collections of a server, say), so the counts are the
+// model's, not this collection's.
+type QueryEncodingStats struct {
+	Model string `json:"model"`
+	// CacheHits and CacheMisses count lookups in the cache of query
+	// encodings, CacheEvictions the entries dropped to stay within
+	// CacheCapacityBytes; CacheEntries and CacheBytes are what it holds.
+	// All 0 when the cache is disabled (Options.QueryCacheBytes).
+	CacheHits          int64 `json:"cache_hits"`
+	CacheMisses        int64 `json:"cache_misses"`
+	CacheEvictions     int64 `json:"cache_evictions"`
+	CacheEntries       int   `json:"cache_entries"`
+	CacheBytes         int64 `json:"cache_bytes"`
+	CacheCapacityBytes int64 `json:"cache_capacity_bytes"`
+	// Runs is the model runs that encoded queries, Queries the queries
+	// they encoded: Queries/Runs is the mean batch.
+	Runs    int64 `json:"runs"`
+	Queries int64 `json:"queries"`
 }
 
 // LateStats describes one model's late-interaction index.
@@ -530,6 +576,12 @@ func (e *Engine) Stats() (Stats, error) {
 		s.AppliedSeq[d.Name()] = d.AppliedSeq()
 	}
 	for _, m := range e.models {
+		if m.enc != nil {
+			q := m.enc.QueryStats()
+			s.QueryEncoding = append(s.QueryEncoding, QueryEncodingStats{Model: m.spec.Name, CacheHits: q.CacheHits, CacheMisses: q.CacheMisses,
+				CacheEvictions: q.CacheEvictions, CacheEntries: q.CacheEntries, CacheBytes: q.CacheBytes, CacheCapacityBytes: q.CacheCapacity,
+				Runs: q.Runs, Queries: q.Queries})
+		}
 		if m.dense != nil {
 			s.Dense = append(s.Dense, m.dense.Stats())
 		}

@@ -48,15 +48,17 @@ var encoders encoder.Cache
 // sharing them.
 func LoadedModels() encoder.CacheStats { return encoders.Stats() }
 
-// loadEncoder loads an installed model by name, with the thread budgets of
-// o (EncoderThreads, DocumentThreads), or takes it from the process's
-// cache when an open engine loaded it with the same budgets already.
+// loadEncoder loads an installed model by name, with the thread budgets and
+// query options of o (EncoderThreads, DocumentThreads, QueryCacheBytes,
+// QueryBatch, QueryBatchWait), or takes it from the process's cache when an
+// open engine loaded it with the same options already.
 func loadEncoder(name string, o *Options) (*encoder.Encoder, error) {
 	dir, err := encoder.Find(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
 	}
-	enc, err := encoders.Load(dir, &encoder.Options{IntraOpThreads: o.EncoderThreads, DocumentThreads: o.DocumentThreads})
+	enc, err := encoders.Load(dir, &encoder.Options{IntraOpThreads: o.EncoderThreads, DocumentThreads: o.DocumentThreads,
+		QueryCacheBytes: o.QueryCacheBytes, QueryBatch: o.QueryBatch, QueryBatchWait: o.QueryBatchWait})
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrModel, name, err)
 	}

@@ -758,7 +758,7 @@ func newQueries(p *Plan) *queries {
 func (q *queries) encode(ctx context.Context, m *model) (*encoder.Batch, error) {
 	x := q.m[m]
 	x.once.Do(func() {
-		x.out, x.err = m.enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{q.text}, Tokens: x.tokens})
+		x.out, x.err = m.enc.EncodeQuery(ctx, q.text, x.tokens)
 		if x.err != nil {
 			x.err = fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, x.err)
 		}
