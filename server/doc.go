@@ -128,5 +128,8 @@
 // fused search is one observation of its mode) and each retriever's time
 // within it (query encoding included), documents per
 // collection, documents ingested (whose rate() is the ingest rate), failed
-// and deleted, and each collection's size on disk by part.
+// and deleted, each collection's size on disk by part, and, by model, the
+// query encodings (engine.QueryEncodingStats): the cache's hits, misses,
+// evictions, entries, bytes and capacity, and the model runs that encoded
+// queries and the queries they encoded (their ratio is the mean batch).
 package server

@@ -95,23 +95,62 @@ func mode(retrievers []string) string {
 var (
 	docsDesc = prometheus.NewDesc("tandem_documents", "Live documents per collection.", []string{"collection"}, nil)
 	sizeDesc = prometheus.NewDesc("tandem_index_size_bytes", "Disk space of each part of a collection (badger, blobs, bleve, snapshots).", []string{"collection", "part"}, nil)
+
+	// The query encodings of each model (engine.QueryEncodingStats): the
+	// model's cache and runs serve every collection that uses it, so they
+	// are labelled by model alone.
+	queryCacheHitsDesc      = prometheus.NewDesc("tandem_query_cache_hits_total", "Query encodings answered from the model's cache.", []string{"model"}, nil)
+	queryCacheMissesDesc    = prometheus.NewDesc("tandem_query_cache_misses_total", "Query encodings the model's cache did not have.", []string{"model"}, nil)
+	queryCacheEvictionsDesc = prometheus.NewDesc("tandem_query_cache_evictions_total", "Query encodings dropped from the model's cache to stay within its capacity.", []string{"model"}, nil)
+	queryCacheEntriesDesc   = prometheus.NewDesc("tandem_query_cache_entries", "Query encodings in the model's cache.", []string{"model"}, nil)
+	queryCacheBytesDesc     = prometheus.NewDesc("tandem_query_cache_bytes", "Memory of the model's cache of query encodings.", []string{"model"}, nil)
+	queryCacheCapacityDesc  = prometheus.NewDesc("tandem_query_cache_capacity_bytes", "Bound on the memory of the model's cache of query encodings (0: no cache).", []string{"model"}, nil)
+	queryRunsDesc           = prometheus.NewDesc("tandem_query_encoder_runs_total", "Model runs that encoded queries; queries_total over it is the mean batch.", []string{"model"}, nil)
+	queryQueriesDesc        = prometheus.NewDesc("tandem_query_encoder_queries_total", "Queries encoded by model runs (cache misses that ran).", []string{"model"}, nil)
 )
 
 // collectionsCollector reads document counts and sizes from the open
-// collections at each scrape.
+// collections at each scrape, and the query encodings of their models.
 type collectionsCollector struct{ reg *registry }
 
 func (c collectionsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- docsDesc
-	ch <- sizeDesc
+	for _, d := range []*prometheus.Desc{docsDesc, sizeDesc, queryCacheHitsDesc, queryCacheMissesDesc, queryCacheEvictionsDesc,
+		queryCacheEntriesDesc, queryCacheBytesDesc, queryCacheCapacityDesc, queryRunsDesc, queryQueriesDesc} {
+		ch <- d
+	}
 }
 
 func (c collectionsCollector) Collect(ch chan<- prometheus.Metric) {
+	models := map[string]bool{} // reported already, by another collection
 	c.reg.each(func(col *collection) {
 		ch <- prometheus.MustNewConstMetric(docsDesc, prometheus.GaugeValue, float64(col.e.Count()), col.name)
-		if st, err := col.e.Stats(); err == nil {
-			for part, n := range st.DiskBytes {
-				ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
+		st, err := col.e.Stats()
+		if err != nil {
+			return
+		}
+		for part, n := range st.DiskBytes {
+			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
+		}
+		for _, q := range st.QueryEncoding {
+			if models[q.Model] {
+				continue
+			}
+			models[q.Model] = true
+			for _, m := range []struct {
+				d *prometheus.Desc
+				t prometheus.ValueType
+				v float64
+			}{
+				{queryCacheHitsDesc, prometheus.CounterValue, float64(q.CacheHits)},
+				{queryCacheMissesDesc, prometheus.CounterValue, float64(q.CacheMisses)},
+				{queryCacheEvictionsDesc, prometheus.CounterValue, float64(q.CacheEvictions)},
+				{queryCacheEntriesDesc, prometheus.GaugeValue, float64(q.CacheEntries)},
+				{queryCacheBytesDesc, prometheus.GaugeValue, float64(q.CacheBytes)},
+				{queryCacheCapacityDesc, prometheus.GaugeValue, float64(q.CacheCapacityBytes)},
+				{queryRunsDesc, prometheus.CounterValue, float64(q.Runs)},
+				{queryQueriesDesc, prometheus.CounterValue, float64(q.Queries)},
+			} {
+				ch <- prometheus.MustNewConstMetric(m.d, m.t, m.v, q.Model)
 			}
 		}
 	})

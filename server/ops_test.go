@@ -51,6 +51,49 @@ func (b *syncBuffer) lines() []map[string]any {
 	return out
 }
 
+// TestQueryCacheMetrics checks the query encodings on /metrics and in a
+// collection's stats: two collections of one model share its cache, so a
+// text encoded for one is a hit for the other, and the model's series
+// appear once.
+func TestQueryCacheMetrics(t *testing.T) {
+	models, err := filepath.Abs(filepath.Join("..", "encoder", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TANDEM_MODELS", models)
+	a := newAPIServer(t, nil)
+	for _, c := range []string{"q1", "q2"} {
+		a.must(http.StatusCreated, "PUT", "/v1/collections/"+c, map[string]any{"dense": []string{"tiny-bert"}}, nil)
+		a.upsert(c, `{"_id":"a","text":"the cat sat"}`, `{"_id":"b","text":"a dog"}`)
+	}
+	for _, c := range []string{"q1", "q2", "q1"} {
+		a.find(c, map[string]any{"text": "cat", "retrievers": []string{"dense"}})
+	}
+	_, body := a.do("GET", "/metrics", nil)
+	text := string(body)
+	for _, want := range []string{
+		`tandem_query_cache_hits_total{model="tiny-bert"} 2`,
+		`tandem_query_cache_misses_total{model="tiny-bert"} 1`,
+		`tandem_query_cache_evictions_total{model="tiny-bert"} 0`,
+		`tandem_query_cache_entries{model="tiny-bert"} 1`,
+		`tandem_query_cache_capacity_bytes{model="tiny-bert"} 6.7108864e+07`,
+		`tandem_query_encoder_runs_total{model="tiny-bert"} 1`,
+		`tandem_query_encoder_queries_total{model="tiny-bert"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if n := strings.Count(text, "tandem_query_cache_bytes{"); n != 1 {
+		t.Errorf("%d series of tandem_query_cache_bytes, want 1 for the model", n)
+	}
+	var ci collectionInfo
+	a.must(http.StatusOK, "GET", "/v1/collections/q2", nil, &ci)
+	if q := ci.Stats.QueryEncoding; len(q) != 1 || q[0].Model != "tiny-bert" || q[0].CacheHits != 2 || q[0].CacheBytes <= 0 {
+		t.Errorf("stats query_encoding %+v", q)
+	}
+}
+
 func TestMetricsAndRequestLog(t *testing.T) {
 	var logs syncBuffer
 	a := newAPIServer(t, &Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
