@@ -154,8 +154,10 @@ bench-peers: build ## Tandem beside Tantivy, bm25s, Lucene, FAISS, LanceDB and P
 # `tandem serve` under load on loopback (scripts/bench/serve.sh): SciFact
 # indexed once with the default model into BENCH_SERVE_DATA (default
 # .bench-serve), 8 searchers cycling bm25, dense, late and hybrid plus one
-# writer upserting, for DURATION (default 2m); QPS, p50/p95/p99 per mode and
-# the error count, which must be 0.
+# writer upserting, for DURATION (default 2m); QPS, p50/p95/p99 per mode,
+# searches/s, the server's query-encoding cache hit rate and queries per
+# model run, and the error count, which must be 0. ZIPF=1.1 draws the
+# queries from a Zipfian distribution (exponent 1.1) so that they repeat.
 bench-serve: build ## tandem serve under load on loopback
 	bash scripts/bench/serve.sh
 

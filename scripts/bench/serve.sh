@@ -7,8 +7,11 @@
 # modes with SciFact's queries while one writer upserts SciFact documents
 # (the same content again, so reruns meet the same collection), for
 # DURATION. SERVE_FLAGS adds flags to `tandem serve` (--ingest-threads 0,
-# say), MODES picks the modes. Prints the table docs/server.md reports; any
-# failed request fails the run.
+# say), MODES picks the modes, ZIPF=1.1 draws the queries from a Zipfian
+# distribution with that exponent instead of in turn, so that they repeat
+# as in a query log. Prints the table docs/server.md reports, searches/s
+# and the server's query encodings (cache hit rate, queries per model
+# run); any failed request fails the run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TANDEM="$ROOT/bin/tandem"
@@ -20,6 +23,7 @@ SEARCHERS=${SEARCHERS:-8}
 WRITERS=${WRITERS:-1}
 MODES=${MODES:-bm25,dense,late,hybrid}
 SERVE_FLAGS=${SERVE_FLAGS:-}
+ZIPF=${ZIPF:-}
 LATE_INDEX=${LATE_INDEX:-}
 COLLECTION=${COLLECTION:-scifact${LATE_INDEX:+-$(echo "$LATE_INDEX" | tr 'A-Z' 'a-z')}}
 
@@ -51,4 +55,4 @@ done
 echo "bench-serve: server pid $server on 127.0.0.1:$PORT (log $log)"
 "$TANDEM" bench serve --url "http://127.0.0.1:$PORT" --collection "$COLLECTION" \
 	--queries "$SCIFACT/queries.jsonl" --corpus "$SCIFACT/corpus.jsonl" \
-	--duration "$DURATION" --searchers "$SEARCHERS" --writers "$WRITERS" --modes "$MODES"
+	--duration "$DURATION" --searchers "$SEARCHERS" --writers "$WRITERS" --modes "$MODES" ${ZIPF:+--zipf "$ZIPF"}

@@ -2,8 +2,11 @@
 // tandem serve under load over HTTP, as a client sees it (JSON, HTTP and
 // the engine together). Concurrent searchers cycle through the search
 // modes with real queries while writers upsert documents, for a fixed
-// time. The Report has each mode's requests, QPS, p50/p95/p99 latency and
-// errors.
+// time. Queries come in turn, or, with Config.Zipf, from a Zipfian draw
+// that repeats a few of them often, as a query log does. The Report has
+// each mode's requests, QPS, p50/p95/p99 latency and errors, and what the
+// server's /metrics say of its query encodings over the run: cache hits
+// and misses, and the queries its model runs encoded.
 //
 // Invariants:
 //   - modes the collection cannot serve are dropped before the load

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +39,15 @@ type Config struct {
 	Modes string
 	K     int    // hits per search
 	Key   string // API key sent as a bearer token; empty: none
+	// Zipf, when set, draws each search's query from a Zipfian
+	// distribution over the queries with this exponent (above 1; 1.1 is
+	// typical of query logs), so that a few queries come often and most
+	// rarely, instead of using them in turn; the Report then shows what
+	// the server's cache of query encodings made of it. Its errors name
+	// the flag that sets it, --zipf.
+	Zipf float64
+	// Seed seeds the Zipfian draws and the order of popularity; 0 means 1.
+	Seed uint64
 
 	// Log receives the progress lines (nil: nothing); Quiet leaves them out.
 	Log   io.Writer
@@ -49,6 +60,20 @@ type Report struct {
 	Elapsed                        time.Duration
 	Collection, URL                string
 	Modes                          []Mode // the search modes, then "upsert" when writers ran
+	Zipf                           float64
+	// Queries is what the server's /metrics said of its query encodings
+	// over the run; nil when it did not say (an older server, say).
+	Queries *QueryEncodings
+}
+
+// QueryEncodings are the changes of the server's query-encoding counters
+// over a run, summed over its models (the tandem_query_cache_* and
+// tandem_query_encoder_* series of /metrics).
+type QueryEncodings struct {
+	CacheHits, CacheMisses int64
+	// Runs is the model runs that encoded queries and Queries the queries
+	// they encoded.
+	Runs, Queries int64
 }
 
 // Mode is one mode's requests: the latencies of those that succeeded, and
@@ -75,6 +100,9 @@ func (r *Report) Failed() int {
 func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Collection == "" || c.QueriesFile == "" || c.Duration <= 0 || c.Searchers <= 0 || c.Writers < 0 || c.WriteBatch <= 0 {
 		return nil, errors.New("bench serve: Collection, QueriesFile, Duration, Searchers and WriteBatch are required, and Writers may not be negative")
+	}
+	if c.Zipf != 0 && !(c.Zipf > 1) {
+		return nil, fmt.Errorf("--zipf %v: the exponent must be above 1 (0 uses the queries in turn)", c.Zipf)
 	}
 	log := c.Log
 	if log == nil {
@@ -103,6 +131,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		return nil, err
 	}
 
+	pick := c.picker(len(queries))
+	before, beforeErr := cl.queryEncodings()
+
 	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
 	stats := make([]*modeStats, len(modes))
@@ -114,9 +145,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	start := time.Now()
 	for s := range c.Searchers {
 		wg.Go(func() {
+			next := pick(s)
 			for j := 0; ctx.Err() == nil; j++ {
 				m := (j + s) % len(modes)
-				q := queries[(j*c.Searchers+s)%len(queries)]
+				q := queries[next(j)]
 				body, _ := json.Marshal(map[string]any{"text": q, "retrievers": modes[m].retrievers, "k": c.K, "ids_only": true})
 				stats[m].record(cl.post(ctx, "/search", "application/json", body))
 			}
@@ -159,7 +191,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	wg.Wait()
 	r := &Report{Searchers: c.Searchers, Writers: min(c.Writers, len(docs)), WriteBatch: c.WriteBatch, Elapsed: time.Since(start),
-		Collection: c.Collection, URL: cl.base}
+		Collection: c.Collection, URL: cl.base, Zipf: c.Zipf}
+	if after, err := cl.queryEncodings(); err == nil && beforeErr == nil {
+		r.Queries = &QueryEncodings{CacheHits: after.CacheHits - before.CacheHits, CacheMisses: after.CacheMisses - before.CacheMisses,
+			Runs: after.Runs - before.Runs, Queries: after.Queries - before.Queries}
+	}
 	if len(docs) > 0 {
 		stats = append(stats, writes)
 	}
@@ -170,14 +206,38 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 }
 
 // WriteMarkdown writes the report: a line that says what ran, a Markdown
-// table with one row a mode, then up to three errors of each mode.
+// table with one row a mode, the searches per second of all modes, the
+// server's query encodings (cache hit rate, queries per model run), then
+// up to three errors of each mode.
 func (r *Report) WriteMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "%d searchers, %d writers (%d documents per upsert), %s, collection %s at %s\n\n",
-		r.Searchers, r.Writers, r.WriteBatch, r.Elapsed.Round(time.Second), r.Collection, r.URL)
+	order := "in turn"
+	if r.Zipf > 0 {
+		order = fmt.Sprintf("Zipfian draw, exponent %g", r.Zipf)
+	}
+	fmt.Fprintf(w, "%d searchers (queries %s), %d writers (%d documents per upsert), %s, collection %s at %s\n\n",
+		r.Searchers, order, r.Writers, r.WriteBatch, r.Elapsed.Round(time.Second), r.Collection, r.URL)
 	fmt.Fprintln(w, "| mode | requests | QPS | p50 ms | p95 ms | p99 ms | errors |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	searches := 0
 	for _, m := range r.Modes {
 		fmt.Fprintln(w, m.row(r.Elapsed))
+		if m.Name != "upsert" {
+			searches += len(m.Latencies)
+		}
+	}
+	fmt.Fprintf(w, "\nsearches: %d, %.1f/s\n", searches, float64(searches)/r.Elapsed.Seconds())
+	if q := r.Queries; q == nil {
+		fmt.Fprintln(w, "query encodings: none on the server's /metrics (no model, or a server older than its query cache)")
+	} else {
+		rate, batch := 0.0, 0.0
+		if n := q.CacheHits + q.CacheMisses; n > 0 {
+			rate = 100 * float64(q.CacheHits) / float64(n)
+		}
+		if q.Runs > 0 {
+			batch = float64(q.Queries) / float64(q.Runs)
+		}
+		fmt.Fprintf(w, "query encodings: cache hit rate %.1f%% (%d hits, %d misses); %d queries encoded in %d model runs, %.2f a run\n",
+			rate, q.CacheHits, q.CacheMisses, q.Queries, q.Runs, batch)
 	}
 	for _, m := range r.Modes {
 		for i, e := range m.Errors {
@@ -200,6 +260,71 @@ func (m Mode) row(el time.Duration) string {
 	}
 	return fmt.Sprintf("| %s | %d | %.1f | %s | %s | %s | %d |", m.Name, len(m.Latencies)+len(m.Errors),
 		float64(len(m.Latencies))/el.Seconds(), q(0.50), q(0.95), q(0.99), len(m.Errors))
+}
+
+// picker returns, for searcher s, the index of the query of its j-th
+// search: in turn, the searchers interleaved, or a Zipfian draw over the
+// queries in an order of popularity shuffled once.
+func (c *Config) picker(n int) func(s int) func(j int) int {
+	if c.Zipf == 0 || n < 2 {
+		return func(s int) func(int) int {
+			return func(j int) int { return (j*c.Searchers + s) % n }
+		}
+	}
+	seed := c.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	popular := rand.New(rand.NewPCG(seed, 0)).Perm(n)
+	return func(s int) func(int) int {
+		z := rand.NewZipf(rand.New(rand.NewPCG(seed, uint64(s)+1)), c.Zipf, 1, uint64(n-1))
+		return func(int) int { return popular[z.Uint64()] }
+	}
+}
+
+// queryEncodings reads the server's query-encoding counters from
+// /metrics, summed over models. A server without them is an error.
+func (c *loadClient) queryEncodings() (QueryEncodings, error) {
+	req, err := http.NewRequest(http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return QueryEncodings{}, err
+	}
+	body, err := c.do(req)
+	if err != nil {
+		return QueryEncodings{}, err
+	}
+	var q QueryEncodings
+	found := false
+	for line := range strings.Lines(string(body)) {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch name {
+		case "tandem_query_cache_hits_total":
+			dst = &q.CacheHits
+		case "tandem_query_cache_misses_total":
+			dst = &q.CacheMisses
+		case "tandem_query_encoder_runs_total":
+			dst = &q.Runs
+		case "tandem_query_encoder_queries_total":
+			dst = &q.Queries
+		default:
+			continue
+		}
+		_, value, _ := strings.Cut(rest, "} ")
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return QueryEncodings{}, fmt.Errorf("/metrics: %q: %w", strings.TrimSpace(line), err)
+		}
+		*dst += int64(v)
+		found = true
+	}
+	if !found {
+		return QueryEncodings{}, errors.New("/metrics has no tandem_query_cache series")
+	}
+	return q, nil
 }
 
 // loadMode is one search mode: its name and the retrievers it asks for.

@@ -89,6 +89,29 @@ func TestBenchServe(t *testing.T) {
 			t.Errorf("no row for %s in\n%s", mode, out)
 		}
 	}
+	if r.Queries == nil || r.Queries.Runs == 0 || !strings.Contains(out, "query encodings: cache hit rate") || !strings.Contains(out, "\nsearches: ") {
+		t.Errorf("no query encodings or searches/s in\n%s", out)
+	}
+
+	// Queries drawn from a Zipfian distribution repeat: the server's cache
+	// of query encodings answers some, and the report says how many.
+	zipf := c
+	zipf.CorpusFile, zipf.Duration, zipf.Modes, zipf.Zipf = "", 2*time.Second, "dense,late", 1.2
+	zr, err := Run(context.Background(), zipf)
+	if err != nil {
+		t.Fatalf("bench serve --zipf: %v", err)
+	}
+	b.Reset()
+	zr.WriteMarkdown(&b)
+	if zr.Failed() != 0 || zr.Queries == nil || zr.Queries.CacheHits == 0 || !strings.Contains(b.String(), "Zipfian draw, exponent 1.2") {
+		t.Errorf("bench serve --zipf 1.2 over 2 queries: no cache hits reported:\n%s", b.String())
+	}
+	t.Logf("\n%s", b.String())
+	bad := zipf
+	bad.Zipf = 0.5
+	if _, err := Run(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "--zipf 0.5") {
+		t.Errorf("--zipf 0.5: %v", err)
+	}
 
 	// A collection the server lacks, and a mode that does not exist, are
 	// errors that say so before any load.
