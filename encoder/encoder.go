@@ -67,10 +67,10 @@ type Options struct {
 	// default 1 MiB.
 	MaxTextBytes int
 	// QueryBatch bounds the queries EncodeQuery runs together in one model
-	// run (see EncodeQuery); the default is BatchSize, so 1 for an int8
-	// model, whose per-tensor activation scales would make a query's
-	// vector depend on the others in its run. 1 runs every query alone.
-	// Runs also stay within BatchTokens.
+	// run (see EncodeQuery); 1 runs every query alone. The default is
+	// DefaultQueryBatch, or BatchSize if smaller: 1 for an int8 model,
+	// whose per-tensor activation scales would make a query's vector
+	// depend on the others in its run. Runs also stay within BatchTokens.
 	QueryBatch int
 	// QueryBatchWait is how long EncodeQuery lets a query that finds a
 	// run slot free wait for others before its run starts. The default, 0,
@@ -268,7 +268,7 @@ func loadModel(dir string, o Options) (*loaded, error) {
 		}
 	}
 	if o.QueryBatch == 0 {
-		o.QueryBatch = o.BatchSize
+		o.QueryBatch = min(o.BatchSize, DefaultQueryBatch)
 	}
 	threads := o.IntraOpThreads
 	if threads == 0 {

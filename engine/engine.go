@@ -82,7 +82,7 @@ type Options struct {
 	QueryCacheBytes int64
 	// QueryBatch bounds the queries that share one model run: those that
 	// arrive while the model's runs are in flight run together next
-	// (encoder.Options.QueryBatch); 0 means the model's batch size (32,
+	// (encoder.Options.QueryBatch); 0 means encoder.DefaultQueryBatch (8,
 	// and 1 for an int8 model), 1 runs each query alone.
 	QueryBatch int
 	// QueryBatchWait lets a query that finds the model idle wait that long
