@@ -11,10 +11,13 @@
 # distribution with that exponent instead of in turn, so that they repeat
 # as in a query log. Prints the table docs/server.md reports, searches/s
 # and the server's query encodings (cache hit rate, queries per model
-# run); any failed request fails the run.
+# run); any failed request fails the run. SERVE_BIN runs another binary's
+# `tandem serve` (the previous build, to compare alternating runs) under
+# this build's `tandem bench serve`.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TANDEM="$ROOT/bin/tandem"
+SERVE_BIN=${SERVE_BIN:-$TANDEM}
 DATA=${BENCH_SERVE_DATA:-$ROOT/.bench-serve}
 SCIFACT=${SCIFACT:-$ROOT/../shared/data/scifact}
 PORT=${BENCH_SERVE_PORT:-7791}
@@ -40,7 +43,7 @@ if [ ! -d "$DATA/$COLLECTION" ]; then
 fi
 
 log="$DATA/serve.log"
-"$TANDEM" serve --data "$DATA" --addr "127.0.0.1:$PORT" $SERVE_FLAGS 2>"$log" &
+"$SERVE_BIN" serve --data "$DATA" --addr "127.0.0.1:$PORT" $SERVE_FLAGS 2>"$log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do
