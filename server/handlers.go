@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/internal/native"
 )
 
@@ -193,6 +195,37 @@ type collectionInfo struct {
 	Retrievers []string       `json:"retrievers"`
 	Schema     *tandem.Schema `json:"schema"`
 	Stats      engine.Stats   `json:"stats"`
+	// Limits are the server's bounds on a search of the collection, so
+	// that a client (the page) keeps its requests within them.
+	Limits searchLimits `json:"limits"`
+}
+
+// searchLimits are the bounds a search is refused over, each named by
+// its flag of tandem serve.
+type searchLimits struct {
+	// MaxK bounds k+offset (--max-k); MaxQuery the query text in bytes
+	// of UTF-8 (--max-query, itself within engine.MaxQueryBytes).
+	MaxK     int `json:"max_k"`
+	MaxQuery int `json:"max_query"`
+	// MaxFilterClauses and MaxFilterDepth bound the filter
+	// (--max-filter-clauses, --max-filter-depth; filter.Limits).
+	MaxFilterClauses int `json:"max_filter_clauses"`
+	MaxFilterDepth   int `json:"max_filter_depth"`
+	// MaxFacets bounds the facets of a search (engine.MaxFacets).
+	MaxFacets int `json:"max_facets"`
+}
+
+// limits are the server's search limits, the filter's defaults filled in
+// as the engine fills them.
+func (s *Server) limits() searchLimits {
+	fl := s.cfg.Engine.FilterLimits
+	return searchLimits{
+		MaxK:             s.cfg.MaxK,
+		MaxQuery:         min(s.cfg.MaxQuery, engine.MaxQueryBytes),
+		MaxFilterClauses: cmp.Or(fl.MaxClauses, filter.DefaultMaxClauses),
+		MaxFilterDepth:   cmp.Or(fl.MaxDepth, filter.DefaultMaxDepth),
+		MaxFacets:        engine.MaxFacets,
+	}
 }
 
 func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +238,7 @@ func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func info(c *collection) (collectionInfo, error) {
+func (s *Server) info(c *collection) (collectionInfo, error) {
 	st, err := c.e.Stats()
 	if err != nil {
 		return collectionInfo{}, err
@@ -216,7 +249,7 @@ func info(c *collection) (collectionInfo, error) {
 		st.Schema = st.Schema.Clone()
 		st.Schema.Fields = []tandem.Field{}
 	}
-	return collectionInfo{Name: c.name, Docs: st.Docs, Retrievers: st.Retrievers, Schema: st.Schema, Stats: st}, nil
+	return collectionInfo{Name: c.name, Docs: st.Docs, Retrievers: st.Retrievers, Schema: st.Schema, Stats: st, Limits: s.limits()}, nil
 }
 
 func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +259,7 @@ func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.release()
-	ci, err := info(c)
+	ci, err := s.info(c)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -279,7 +312,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, notFound(name))
 		return
 	}
-	ci, err := info(c)
+	ci, err := s.info(c)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/filter"
 )
 
 func ids(hits []hitJSON) []string {
@@ -171,6 +174,9 @@ func TestCollections(t *testing.T) {
 	if f, ok := ci.Schema.Field("lang"); !ok || f.Type != "keyword" {
 		t.Errorf("inferred field lang: %+v %v", f, ok)
 	}
+	if want := (searchLimits{MaxK: DefaultMaxK, MaxQuery: DefaultMaxQuery, MaxFilterClauses: filter.DefaultMaxClauses, MaxFilterDepth: filter.DefaultMaxDepth, MaxFacets: engine.MaxFacets}); ci.Limits != want {
+		t.Errorf("limits %+v, want the defaults %+v", ci.Limits, want)
+	}
 	a.fails(http.StatusNotFound, "collection_not_found", "GET", "/v1/collections/nope", nil, `"nope"`)
 	a.fails(http.StatusBadRequest, "invalid_name", "GET", "/v1/collections/bad.name", nil, `"bad.name"`)
 	a.fails(http.StatusBadRequest, "invalid_name", "PUT", "/v1/collections/"+strings.Repeat("x", 65), nil, "64")
@@ -190,6 +196,29 @@ func TestCollections(t *testing.T) {
 	if ci.Docs != 0 {
 		t.Fatalf("re-created collection has %d documents", ci.Docs)
 	}
+}
+
+// TestCollectionLimits: a collection's description states the server's
+// search limits as configured (the page keeps its requests within them),
+// and a search over each is refused.
+func TestCollectionLimits(t *testing.T) {
+	a := newAPIServer(t, &Config{MaxK: 30, MaxQuery: 40, Engine: engine.Options{FilterLimits: filter.Limits{MaxClauses: 3, MaxDepth: 2}}})
+	var ci collectionInfo
+	a.must(http.StatusCreated, "PUT", "/v1/collections/books", nil, &ci)
+	want := searchLimits{MaxK: 30, MaxQuery: 40, MaxFilterClauses: 3, MaxFilterDepth: 2, MaxFacets: engine.MaxFacets}
+	if ci.Limits != want {
+		t.Errorf("created: limits %+v, want %+v", ci.Limits, want)
+	}
+	a.upsert("books", corpus(3)...)
+	ci = collectionInfo{}
+	if a.must(http.StatusOK, "GET", "/v1/collections/books", nil, &ci); ci.Limits != want {
+		t.Errorf("described: limits %+v, want %+v", ci.Limits, want)
+	}
+	a.fails(http.StatusBadRequest, "k_too_large", "POST", "/v1/collections/books/search", map[string]any{"text": "fox", "k": 20, "offset": 11}, "30", "--max-k")
+	a.fails(http.StatusBadRequest, "query_too_long", "POST", "/v1/collections/books/search", map[string]any{"text": strings.Repeat("é", 21)}, "42 bytes", "--max-query")
+	a.fails(http.StatusBadRequest, "filter_too_large", "POST", "/v1/collections/books/search", map[string]any{"text": "fox", "filter": map[string]any{"terms": map[string]any{"lang": []string{"a", "b", "c", "d"}}}}, "3 clauses")
+	a.fails(http.StatusBadRequest, "filter_too_large", "POST", "/v1/collections/books/search", map[string]any{"text": "fox", "filter": map[string]any{"not": map[string]any{"not": map[string]any{"exists": "lang"}}}}, "2 levels")
+	a.must(http.StatusOK, "POST", "/v1/collections/books/search", map[string]any{"text": strings.Repeat("é", 20), "k": 20, "offset": 10, "filter": map[string]any{"not": map[string]any{"terms": map[string]any{"lang": []string{"a", "b", "c"}}}}}, nil)
 }
 
 func TestCollectionsReopen(t *testing.T) {
