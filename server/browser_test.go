@@ -18,13 +18,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/filter"
 )
 
 // The page test drives server/ui/index.html in Debian's chromium, headless,
@@ -80,12 +83,33 @@ func pageVector(text string) []float32 {
 	return v
 }
 
-var pageTopics = []string{"alpha", "beta", "gamma"}
+var (
+	pageTopics = []string{"alpha", "beta", "gamma"}
+	pageTags   = []string{"review", "trial", "cohort", "model"}
+)
+
+// pageSchema is the test collection's: BM25 over title and text, an
+// external dense model, and a metadata field of each type to filter on
+// and count (the page counts them in this order, the number aside).
+var pageSchema = map[string]any{
+	"id_field": "_id",
+	"fields": []map[string]any{
+		{"name": "title", "type": "text"},
+		{"name": "text", "type": "text"},
+		{"name": "topic", "type": "keyword"},
+		{"name": "year", "type": "number"},
+		{"name": "tags", "type": "keywords"},
+		{"name": "open", "type": "bool"},
+		{"name": "published", "type": "date"},
+	},
+	"models": []map[string]any{{"name": pageModel, "dense": true, "dim": pageDim, "external": true, "similarity": "cosine"}},
+}
 
 // pageDocs returns ~30 documents: SciFact's first ones when the shared data
 // is present, else a few inline abstracts; one more whose title and text
 // hold markup, which the page must show as text. Each has a keyword
-// "topic" and a number "year" for filters, and its hashed vector.
+// "topic", a number "year", keywords "tags", a bool "open" and a date
+// "published" for filters and facets, and its hashed vector.
 func pageDocs(t *testing.T) []map[string]any {
 	t.Helper()
 	type doc struct{ id, title, text string }
@@ -122,7 +146,9 @@ func pageDocs(t *testing.T) []map[string]any {
 		out[i] = map[string]any{
 			"_id": d.id, "title": d.title, "text": d.text,
 			"topic": pageTopics[i%len(pageTopics)], "year": 1990 + i,
-			"_vectors": map[string]any{pageModel: map[string]any{"dense": pageVector(d.title + " " + d.text)}},
+			"tags": []string{pageTags[i%len(pageTags)], pageTags[(i+1+i/4%3)%len(pageTags)]}, "open": i%3 != 0,
+			"published": fmt.Sprintf("%d-%02d-15", 2018+i%4, 1+i%12),
+			"_vectors":  map[string]any{pageModel: map[string]any{"dense": pageVector(d.title + " " + d.text)}},
 		}
 	}
 	return out
@@ -172,6 +198,13 @@ type pageHit struct {
 		Score        float64 `json:"score"`
 		Contribution float64 `json:"contribution"`
 	} `json:"sources"`
+	Highlights *tandem.Highlights `json:"highlights"`
+}
+
+// pageResult is a search's answer.
+type pageResult struct {
+	Hits   []pageHit      `json:"hits"`
+	Facets []engine.Facet `json:"facets"`
 }
 
 // pageCall sends a JSON request and decodes the answer into out (when
@@ -245,13 +278,17 @@ func pageSearch(t *testing.T, base string, body map[string]any) []pageHit {
 // pageSearchKey runs body through the API at url with an API key.
 func pageSearchKey(t *testing.T, key, url string, body map[string]any) []pageHit {
 	t.Helper()
-	var res struct {
-		Hits []pageHit `json:"hits"`
-	}
+	return pageSearchAll(t, key, url, body).Hits
+}
+
+// pageSearchAll runs body through the API at url and returns its answer.
+func pageSearchAll(t *testing.T, key, url string, body map[string]any) pageResult {
+	t.Helper()
+	var res pageResult
 	if status, msg := pageCallKey(t, key, "POST", url, body, &res); status != http.StatusOK {
 		t.Fatalf("API search %v: status %d: %s", body, status, msg)
 	}
-	return res.Hits
+	return res
 }
 
 func pageHitIDs(hits []pageHit) []string {
@@ -262,12 +299,21 @@ func pageHitIDs(hits []pageHit) []string {
 	return ids
 }
 
-// pageShownHit is a hit as the page shows it.
+// pageShownHit is a hit as the page shows it: its text, the words marked
+// (BM25's <mark>s, and the late-interaction matches of the query word
+// shown, by document token), and the list of those matches.
 type pageShownHit struct {
 	ID      string            `json:"id"`
 	Title   string            `json:"title"`
 	Snippet string            `json:"snippet"`
+	Frags   []pageShownFrag   `json:"frags"`
 	Marks   []string          `json:"marks"`
+	Late    map[string]string `json:"late"`
+	Matched []struct {
+		Doc   int     `json:"doc"`
+		Score float64 `json:"score"`
+		Word  string  `json:"word"`
+	} `json:"matched"`
 	Fields  map[string]string `json:"fields"`
 	Sources []struct {
 		Retriever string  `json:"retriever"`
@@ -276,11 +322,23 @@ type pageShownHit struct {
 	} `json:"sources"`
 }
 
+// pageShownFrag is a stretch of the text field the page shows: a
+// fragment, or the value's start.
+type pageShownFrag struct {
+	Start int    `json:"start"`
+	Text  string `json:"text"`
+}
+
 const pageReadHitsJS = `Array.from(document.querySelectorAll('#hits .hit')).map(h => ({
 	id: h.dataset.id,
 	title: h.querySelector('.title').textContent,
 	snippet: (h.querySelector('.snippet') || {textContent: ''}).textContent,
+	frags: Array.from(h.querySelectorAll('.snippet .frag')).map(f => ({start: Number(f.dataset.start), text: f.textContent})),
 	marks: Array.from(h.querySelectorAll('mark')).map(m => m.textContent),
+	late: Array.from(h.querySelectorAll('.late')).reduce((o, s) => { o[s.dataset.doc] = (o[s.dataset.doc] || '') + s.textContent; return o; }, {}),
+	matched: Array.from(h.querySelectorAll('.late-list:not([hidden]) .late-item')).map(i => ({
+		doc: Number(i.dataset.doc), score: Number(i.dataset.score), word: i.querySelector('.late-word').textContent,
+	})),
 	fields: Object.fromEntries(Array.from(h.querySelectorAll('.fields [data-field]')).map(d => [d.dataset.field, d.querySelector('dd').textContent])),
 	sources: Array.from(h.querySelectorAll('.source')).map(s => ({
 		retriever: s.dataset.retriever,
@@ -308,17 +366,136 @@ const pageSetJS = `((sel, v) => {
 	return '';
 })(%s, %s)`
 
+// pageDriver drives the page in the browser for one test or subtest,
+// each step under its own timeout; a failure ends that test, naming the
+// step and what the page's error box says.
+type pageDriver struct {
+	t   *testing.T
+	ctx context.Context // the browser's
+}
+
+func (d pageDriver) do(name string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	d.t.Helper()
+	sctx, cancel := context.WithTimeout(d.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		d.t.Fatalf("%s: %v (the page's message: %q)", name, err, pageMessage(d.ctx))
+	}
+}
+
+// set sets a control's value as a person would, firing input and change.
+func (d pageDriver) set(sel, value string) {
+	d.t.Helper()
+	s, _ := json.Marshal(sel)
+	v, _ := json.Marshal(value)
+	if problem := pageRun(d.t, d.ctx, "set "+sel, chromedp.Evaluate[string](fmt.Sprintf(pageSetJS, s, v))); problem != "" {
+		d.t.Fatal(problem)
+	}
+}
+
+// seq is the number of answers the page has shown (#results[data-seq]).
+func (d pageDriver) seq() int {
+	d.t.Helper()
+	return pageRun(d.t, d.ctx, "read #results", chromedp.Evaluate[int](`Number(document.querySelector('#results').dataset.seq)`))
+}
+
+// press clicks a button that runs a search and waits for its answer; it
+// returns #results' state, "done" or "error".
+func (d pageDriver) press(button string) string {
+	d.t.Helper()
+	seq := d.seq()
+	d.do("click "+button, 10*time.Second, chromedp.Click(chromedp.CSS(button)))
+	return d.answered(button, seq)
+}
+
+// answered waits until the page shows an answer after the seq-th, with
+// no search scheduled or under way, and returns #results' state.
+func (d pageDriver) answered(what string, seq int) string {
+	d.t.Helper()
+	state := pageRun(d.t, d.ctx, "wait for the answer", chromedp.Poll[string](fmt.Sprintf(`(() => {
+		const r = document.querySelector('#results');
+		return Number(r.dataset.seq) > %d && r.dataset.state !== 'loading' && !r.dataset.pending ? r.dataset.state : null;
+	})()`, seq), chromedp.WithPollingInterval(20*time.Millisecond)))
+	if state == "error" {
+		// Say why, for the caller that did not expect it.
+		d.t.Logf("%s: state %q, #error %q", what, state, d.eval(`document.querySelector('#error').textContent`))
+	}
+	return state
+}
+
+// typeQuery empties the query box (quietly: no input event, so no search
+// of the empty box), types text key by key and waits for the page's
+// answer to it.
+func (d pageDriver) typeQuery(text string) string {
+	d.t.Helper()
+	d.eval(`(q => { q.value = ''; return ''; })(document.querySelector('#query'))`)
+	seq := d.seq()
+	d.do("type "+text, 10*time.Second, chromedp.SendKeys(chromedp.CSS("#query"), text))
+	return d.answered("type "+text, seq)
+}
+
+func (d pageDriver) shown() []pageShownHit {
+	d.t.Helper()
+	return pageRun(d.t, d.ctx, "read hits", chromedp.Evaluate[[]pageShownHit](pageReadHitsJS))
+}
+
+func (d pageDriver) eval(expr string) string {
+	d.t.Helper()
+	return pageRun(d.t, d.ctx, expr, chromedp.Evaluate[string](expr))
+}
+
+// screenshot saves the whole page as name in $TANDEM_SCREENSHOT_DIR,
+// else in tandem-screenshots under the temporary directory: kept after
+// the test (unlike t.TempDir), for a person to look at.
+func (d pageDriver) screenshot(name string) {
+	d.t.Helper()
+	dir := os.Getenv("TANDEM_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "tandem-screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		d.t.Fatal(err)
+	}
+	png := pageRun(d.t, d.ctx, "screenshot", chromedp.FullScreenshot(100))
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Logf("screenshot: %s", path)
+}
+
+// The test server's limits: a query of at most 64 bytes, k+offset at
+// most 40 and a filter of at most 8 clauses, which the page learns from
+// the collection's description and keeps to.
+const (
+	pageMaxQuery   = 64
+	pageMaxK       = 40
+	pageMaxClauses = 8
+)
+
 func TestPageInBrowser(t *testing.T) {
 	chrome := pageBrowser()
 	if chrome == "" {
 		t.Skip("no chromium on PATH (chromium, chromium-browser or google-chrome): run scripts/setup-browser.sh, which make test runs")
 	}
 
-	s, err := New(&Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Engine: engine.Options{NoSync: true}})
+	s, err := New(&Config{DataDir: t.TempDir(), MaxQuery: pageMaxQuery, MaxK: pageMaxK, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Engine: engine.Options{NoSync: true, EncoderThreads: 1, FilterLimits: filter.Limits{MaxClauses: pageMaxClauses}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.Handler())
+	// searches counts the search requests that reach the server, and
+	// hold delays some of them.
+	var searches atomic.Int64
+	var hold pageHold
+	h := s.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/search") {
+			searches.Add(1)
+			hold.wait(r)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	defer func() {
 		srv.Close()
 		if err := s.Close(); err != nil {
@@ -327,19 +504,8 @@ func TestPageInBrowser(t *testing.T) {
 	}()
 	base := srv.URL
 
-	// The collection, through the API: BM25 over title and text, an
-	// external dense model, and metadata fields to filter on.
-	schema := map[string]any{
-		"id_field": "_id",
-		"fields": []map[string]any{
-			{"name": "title", "type": "text"},
-			{"name": "text", "type": "text"},
-			{"name": "topic", "type": "keyword"},
-			{"name": "year", "type": "number"},
-		},
-		"models": []map[string]any{{"name": pageModel, "dense": true, "dim": pageDim, "external": true, "similarity": "cosine"}},
-	}
-	if status, msg := pageCall(t, "PUT", base+"/v1/collections/papers", map[string]any{"schema": schema}, nil); status != http.StatusCreated {
+	// The collection, through the API.
+	if status, msg := pageCall(t, "PUT", base+"/v1/collections/papers", map[string]any{"schema": pageSchema}, nil); status != http.StatusCreated {
 		t.Fatalf("create collection: status %d: %s", status, msg)
 	}
 	docs := pageDocs(t)
@@ -376,8 +542,7 @@ func TestPageInBrowser(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
 	defer cancelBrowser()
-	// The first Do starts the browser, which lives as long as bctx; each
-	// step below runs under its own timeout.
+	// The first Do starts the browser, which lives as long as bctx.
 	if err := chromedp.Do(bctx); err != nil {
 		t.Fatalf("start %s: %v", chrome, err)
 	}
@@ -387,89 +552,35 @@ func TestPageInBrowser(t *testing.T) {
 			t.Errorf("uncaught JavaScript errors in the page: %q", errs)
 		}
 	}()
-	do := func(name string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, timeout)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			t.Fatalf("%s: %v (the page's message: %q)", name, err, pageMessage(bctx))
-		}
-	}
-	set := func(sel, value string) {
-		t.Helper()
-		s, _ := json.Marshal(sel)
-		v, _ := json.Marshal(value)
-		if problem := pageRun(t, bctx, "set "+sel, chromedp.Evaluate[string](fmt.Sprintf(pageSetJS, s, v))); problem != "" {
-			t.Fatal(problem)
-		}
-	}
-	// press clicks a button that runs a search and waits for its answer;
-	// it returns #results' state, "done" or "error".
-	press := func(button string) string {
-		t.Helper()
-		seq := pageRun(t, bctx, "read #results", chromedp.Evaluate[int](`Number(document.querySelector('#results').dataset.seq)`))
-		do("click "+button, 10*time.Second, chromedp.Click(chromedp.CSS(button)))
-		state := pageRun(t, bctx, "wait for the answer", chromedp.Poll[string](fmt.Sprintf(`(() => {
-			const r = document.querySelector('#results');
-			return Number(r.dataset.seq) > %d && r.dataset.state !== 'loading' ? r.dataset.state : null;
-		})()`, seq), chromedp.WithPollingInterval(20*time.Millisecond)))
-		if state != "done" {
-			// Say why, for a state the caller did not expect.
-			msg := pageRun(t, bctx, "read #error", chromedp.Evaluate[string](`document.querySelector('#error').textContent`))
-			t.Logf("%s: state %q, #error %q", button, state, msg)
-		}
-		return state
-	}
-	shown := func() []pageShownHit {
-		t.Helper()
-		return pageRun(t, bctx, "read hits", chromedp.Evaluate[[]pageShownHit](pageReadHitsJS))
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		return pageRun(t, bctx, expr, chromedp.Evaluate[string](expr))
-	}
-	screenshot := func(name string) {
-		t.Helper()
-		// Kept after the test (unlike t.TempDir), for a person to look at.
-		dir := os.Getenv("TANDEM_SCREENSHOT_DIR")
-		if dir == "" {
-			dir = filepath.Join(os.TempDir(), "tandem-screenshots")
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		png := pageRun(t, bctx, "screenshot", chromedp.FullScreenshot(100))
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", path)
-	}
+	d := pageDriver{t, bctx}
 
-	// The page lists the collection and, once it is picked, its retrievers.
-	do("open the page", 30*time.Second,
+	// The page lists the collection and, once it is picked, its
+	// retrievers; it keeps k within the server's --max-k.
+	d.do("open the page", 30*time.Second,
 		chromedp.Navigate(base+"/"),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#collection option[value="papers"]')`),
 	)
-	set("#collection", "papers")
-	do("wait for the collection", 20*time.Second, chromedp.Poll[chromedp.Void](`document.body.dataset.info === 'papers' || null`))
+	d.set("#collection", "papers")
+	d.do("wait for the collection", 20*time.Second, chromedp.Poll[chromedp.Void](`document.body.dataset.info === 'papers' || null`))
 	modes := pageRun(t, bctx, "read modes", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#mode option')).map(o => o.value)`))
 	if want := []string{"hybrid", "bm25", "dense:" + pageModel}; !slices.Equal(modes, want) {
 		t.Errorf("modes %v, want %v", modes, want)
 	}
+	kOpts := pageRun(t, bctx, "read k", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#k option:not(:disabled)')).map(o => o.value)`))
+	if want := []string{"5", "10", "20"}; !slices.Equal(kOpts, want) {
+		t.Errorf("k offers %v with --max-k %d, want %v", kOpts, pageMaxK, want)
+	}
 
-	// BM25: the page's hits are the API's, in order, with title, snippet
-	// and the query's words marked.
+	// BM25: the page's hits are the API's, in order, with title, the
+	// text's fragments and exactly the API's marked words.
 	const query = "human stem cells"
-	set("#mode", "bm25")
-	set("#k", "5")
-	set("#query", "")
-	do("type the query", 10*time.Second, chromedp.SendKeys(chromedp.CSS("#query"), query))
-	if state := press("#search"); state != "done" {
+	d.set("#mode", "bm25")
+	d.set("#k", "5")
+	if state := d.typeQuery(query); state != "done" {
 		t.Fatalf("bm25 search: state %q", state)
 	}
-	got := shown()
-	want := pageSearch(t, base, map[string]any{"text": query, "k": 5, "offset": 0, "retrievers": []string{"bm25"}})
+	got := d.shown()
+	want := pageSearch(t, base, pageBody(query, 0, nil, "bm25"))
 	if len(want) != 5 || !slices.Equal(pageShownIDs(got), pageHitIDs(want)) {
 		t.Fatalf("bm25: page shows %v, API answers %v", pageShownIDs(got), pageHitIDs(want))
 	}
@@ -478,18 +589,7 @@ func TestPageInBrowser(t *testing.T) {
 		if h.Title != w.Fields["title"] {
 			t.Errorf("hit %s: title %q, want %q", h.ID, h.Title, w.Fields["title"])
 		}
-		text := strings.Join(strings.Fields(w.Fields["text"].(string)), " ")
-		if s := strings.TrimSuffix(h.Snippet, "…"); len([]rune(s)) > 240 || !strings.HasPrefix(text, s) {
-			t.Errorf("hit %s: snippet %q is not the start of its text, at most 240 characters", h.ID, h.Snippet)
-		}
-		if len(h.Marks) == 0 {
-			t.Errorf("hit %s: no query word marked in %q / %q", h.ID, h.Title, h.Snippet)
-		}
-		for _, m := range h.Marks {
-			if !slices.ContainsFunc(strings.Fields(query), func(q string) bool { return strings.HasPrefix(strings.ToLower(m), strings.TrimSuffix(q, "s")) }) {
-				t.Errorf("hit %s: marked %q, not a query word", h.ID, m)
-			}
-		}
+		pageCheckHighlights(t, h, w)
 		if h.Fields["topic"] != w.Fields["topic"] || h.Fields["year"] != fmt.Sprint(w.Fields["year"]) {
 			t.Errorf("hit %s: fields %v, API's %v", h.ID, h.Fields, w.Fields)
 		}
@@ -507,42 +607,50 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("markup document shown as %q / %q, want its markup as text", got[i].Title, got[i].Snippet)
 	}
 
+	pageCheckTyping(t, d, base, &searches, &hold)
+	pageCheckQueryLimit(t, d, base)
+
 	// Hybrid: the query's vector in the expert box, min-max fusion, and a
 	// filter from the builder: topic = beta and year >= 2000.
 	qv, _ := json.Marshal(map[string]any{pageModel: map[string]any{"dense": pageVector(query)}})
-	set("#mode", "hybrid")
-	set("#fusion", "minmax")
-	do("open the raw boxes", 10*time.Second, chromedp.Click(chromedp.CSS("#advanced summary")))
-	set("#vectors", string(qv))
-	do("add two filter rows", 10*time.Second,
+	d.set("#mode", "hybrid")
+	d.set("#fusion", "minmax")
+	d.do("open the raw boxes", 10*time.Second, chromedp.Click(chromedp.CSS("#advanced summary")))
+	d.set("#vectors", string(qv))
+	d.do("add two filter rows", 10*time.Second,
 		chromedp.Click(chromedp.CSS("#filter-add")),
 		chromedp.Click(chromedp.CSS("#filter-add")),
 		chromedp.WaitVisible(chromedp.CSS(`#filter-rows .filter-row:nth-child(2) .filter-field`)),
 	)
-	set("#filter-rows .filter-row:nth-child(1) .filter-field", "topic")
-	set("#filter-rows .filter-row:nth-child(1) .filter-op", "eq")
-	set("#filter-rows .filter-row:nth-child(1) .filter-value", "beta")
-	set("#filter-rows .filter-row:nth-child(2) .filter-field", "year")
-	set("#filter-rows .filter-row:nth-child(2) .filter-op", "gte")
-	set("#filter-rows .filter-row:nth-child(2) .filter-value", "2000")
+	d.set("#filter-rows .filter-row:nth-child(1) .filter-field", "topic")
+	d.set("#filter-rows .filter-row:nth-child(1) .filter-op", "eq")
+	d.set("#filter-rows .filter-row:nth-child(1) .filter-value", "beta")
+	d.set("#filter-rows .filter-row:nth-child(2) .filter-field", "year")
+	d.set("#filter-rows .filter-row:nth-child(2) .filter-op", "gte")
+	d.set("#filter-rows .filter-row:nth-child(2) .filter-value", "2000")
+	d.set("#query", query)
 	filter := map[string]any{"and": []any{
 		map[string]any{"term": map[string]any{"topic": "beta"}},
 		map[string]any{"range": map[string]any{"year": map[string]any{"gte": 2000}}},
 	}}
-	preview := eval(`document.querySelector('#filter-json').textContent`)
+	preview := d.eval(`document.querySelector('#filter-json').textContent`)
 	if wantJSON, _ := json.Marshal(filter); preview != string(wantJSON) {
 		t.Errorf("filter preview %s, want %s", preview, wantJSON)
 	}
 	vec := pageVector(query)
 	hybrid := func(offset int) map[string]any {
-		return map[string]any{"text": query, "k": 5, "offset": offset, "retrievers": []string{"bm25", "dense:" + pageModel},
-			"fusion": "minmax", "filter": filter, "vectors": map[string]any{pageModel: map[string]any{"dense": vec}}}
+		b := pageBody(query, offset, filter, "bm25", "dense:"+pageModel)
+		b["fusion"] = "minmax"
+		b["vectors"] = map[string]any{pageModel: map[string]any{"dense": vec}}
+		b["facets"] = pageFacets("topic", "year")
+		return b
 	}
-	if state := press("#search"); state != "done" {
+	if state := d.press("#search"); state != "done" {
 		t.Fatalf("filtered hybrid search: state %q", state)
 	}
-	got = shown()
-	want = pageSearch(t, base, hybrid(0))
+	got = d.shown()
+	res := pageSearchAll(t, "", base+"/v1/collections/papers/search", hybrid(0))
+	want = res.Hits
 	if len(want) != 5 || !slices.Equal(pageShownIDs(got), pageHitIDs(want)) {
 		t.Fatalf("filtered hybrid: page shows %v, API answers %v", pageShownIDs(got), pageHitIDs(want))
 	}
@@ -570,13 +678,20 @@ func TestPageInBrowser(t *testing.T) {
 		}
 	}
 	checkFiltered(got, want)
-	screenshot("page.png")
+	// The facets beside the rows are the API's counts for the same
+	// request: topic's without its own row (disjunctive), so that alpha
+	// and gamma still show.
+	pageCheckFacets(t, d, res.Facets)
+	if f := res.Facets[0]; f.Field != "topic" || len(f.Values) != 3 {
+		t.Errorf("disjunctive topic facet %+v: want its three values", f)
+	}
+	d.screenshot("page.png")
 
 	// Paging: next shows the API's second page, previous the first again.
-	if state := press("#next"); state != "done" {
+	if state := d.press("#next"); state != "done" {
 		t.Fatalf("next page: state %q", state)
 	}
-	got = shown()
+	got = d.shown()
 	want = pageSearch(t, base, hybrid(5))
 	if len(want) == 0 || !slices.Equal(pageShownIDs(got), pageHitIDs(want)) {
 		t.Fatalf("page 2: page shows %v, API answers %v", pageShownIDs(got), pageHitIDs(want))
@@ -586,26 +701,30 @@ func TestPageInBrowser(t *testing.T) {
 	if len(want) < 5 && !nextDisabled {
 		t.Errorf("page 2 holds %d of 5 hits, yet #next is enabled", len(want))
 	}
-	if state := press("#prev"); state != "done" {
+	if state := d.press("#prev"); state != "done" {
 		t.Fatalf("previous page: state %q", state)
 	}
-	if got, want := pageShownIDs(shown()), pageHitIDs(pageSearch(t, base, hybrid(0))); !slices.Equal(got, want) {
+	if got, want := pageShownIDs(d.shown()), pageHitIDs(pageSearch(t, base, hybrid(0))); !slices.Equal(got, want) {
 		t.Fatalf("back on page 1: page shows %v, API answers %v", got, want)
 	}
 
+	// Picking facet values adds them to the filter rows and searches.
+	filter = pageCheckFacetPicks(t, d, base, hybrid(0))
+
 	// An invalid raw filter: the page shows the API's message.
-	set("#filter-raw", `{"term": {"colour": "red"}}`)
-	if state := press("#search"); state != "error" {
+	d.set("#filter-raw", `{"term": {"colour": "red"}}`)
+	if state := d.press("#search"); state != "error" {
 		t.Fatalf("invalid filter: state %q, want error", state)
 	}
 	bad := hybrid(0)
-	bad["filter"] = map[string]any{"and": []any{filter["and"].([]any)[0], filter["and"].([]any)[1], map[string]any{"term": map[string]any{"colour": "red"}}}}
+	bad["filter"] = map[string]any{"and": append(slices.Clone(filter["and"].([]any)), map[string]any{"term": map[string]any{"colour": "red"}})}
+	bad["facets"] = pageFacets("topic", "year", "published")
 	status, apiMsg := pageCall(t, "POST", base+"/v1/collections/papers/search", bad, nil)
 	if status != http.StatusBadRequest || !strings.Contains(apiMsg, "colour") {
 		t.Fatalf("API on an unknown filter field: status %d %q", status, apiMsg)
 	}
 	errHidden := pageRun(t, bctx, "read #error", chromedp.Evaluate[bool](`document.querySelector('#error').hidden`))
-	msg := eval(`document.querySelector('#error-message').textContent`)
+	msg := d.eval(`document.querySelector('#error-message').textContent`)
 	hitCount := pageRun(t, bctx, "count hits", chromedp.Evaluate[int](`document.querySelectorAll('#hits .hit').length`))
 	if errHidden || msg != apiMsg {
 		t.Errorf("#error hidden=%v shows %q, want the API's %q", errHidden, msg, apiMsg)
@@ -613,15 +732,30 @@ func TestPageInBrowser(t *testing.T) {
 	if hitCount != 0 {
 		t.Errorf("%d hits still shown after a failed search", hitCount)
 	}
-	screenshot("error.png")
+	d.screenshot("error.png")
+
+	// A filter over the server's --max-filter-clauses: the page says so
+	// and sends nothing.
+	n0 := searches.Load()
+	d.set("#filter-raw", `{"terms": {"topic": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}}`)
+	d.do("search over the clause limit", 10*time.Second, chromedp.Click(chromedp.CSS("#search")))
+	if msg := d.eval(`document.querySelector('#error-message').textContent`); !strings.Contains(msg, fmt.Sprintf("14 clauses, over the server's limit of %d (--max-filter-clauses)", pageMaxClauses)) {
+		t.Errorf("a filter of 14 clauses: #error-message %q, want the page to name the limit", msg)
+	}
+	if n := searches.Load() - n0; n != 0 {
+		t.Errorf("a filter over the limit: the page sent %d searches", n)
+	}
+	d.set("#filter-raw", "")
+
+	// Late interaction, with the installed default model.
+	t.Run("late", func(t *testing.T) { pageCheckLate(t, pageDriver{t, bctx}, base) })
 
 	// A server that is gone: the page says so.
-	set("#filter-raw", "")
 	srv.Close()
-	if state := press("#search"); state != "error" {
+	if state := d.press("#search"); state != "error" {
 		t.Fatalf("server gone: state %q, want error", state)
 	}
-	code := eval(`document.querySelector('#error-code').textContent`)
+	code := d.eval(`document.querySelector('#error-code').textContent`)
 	if !strings.HasPrefix(code, "network") {
 		t.Errorf("server gone: #error-code %q, want network", code)
 	}
@@ -657,32 +791,31 @@ func TestPageInBrowser(t *testing.T) {
 	if status != http.StatusUnauthorized {
 		t.Fatalf("keyed server without a key: status %d", status)
 	}
-	do("open the keyed server's page", 30*time.Second,
+	d.do("open the keyed server's page", 30*time.Second,
 		chromedp.Navigate(ksrv.URL+"/"),
 		chromedp.Poll[chromedp.Void](`!document.querySelector('#error').hidden`),
 	)
-	if msg := eval(`document.querySelector('#error-message').textContent`); !strings.Contains(msg, apiMsg) {
+	if msg := d.eval(`document.querySelector('#error-message').textContent`); !strings.Contains(msg, apiMsg) {
 		t.Errorf("no key: #error-message %q, want the API's %q", msg, apiMsg)
 	}
-	set("#api-key", "read-secret")
-	do("save the key", 30*time.Second,
+	d.set("#api-key", "read-secret")
+	d.do("save the key", 30*time.Second,
 		chromedp.Click(chromedp.CSS("#api-key-save")),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#mode option[value="bm25"]') && document.querySelector('#error').hidden`),
 	)
-	do("reload", 30*time.Second,
+	d.do("reload", 30*time.Second,
 		chromedp.Navigate(ksrv.URL+"/"),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#mode option[value="bm25"]') && document.querySelector('#error').hidden`),
 	)
-	if key := eval(`document.querySelector('#api-key').value`); key != "read-secret" {
+	if key := d.eval(`document.querySelector('#api-key').value`); key != "read-secret" {
 		t.Errorf("after a reload the key box holds %q", key)
 	}
-	set("#query", "")
-	do("type the query", 10*time.Second, chromedp.SendKeys(chromedp.CSS("#query"), query))
-	if state := press("#search"); state != "done" {
+	d.set("#query", query)
+	if state := d.press("#search"); state != "done" {
 		t.Fatalf("keyed search: state %q", state)
 	}
 	want = pageSearchKey(t, "read-secret", ksrv.URL+"/v1/collections/keyed/search", map[string]any{"text": query, "k": 10, "retrievers": []string{"bm25"}})
-	if got := pageShownIDs(shown()); len(want) == 0 || !slices.Equal(got, pageHitIDs(want)) {
+	if got := pageShownIDs(d.shown()); len(want) == 0 || !slices.Equal(got, pageHitIDs(want)) {
 		t.Errorf("keyed: page shows %v, API answers %v", got, pageHitIDs(want))
 	}
 }

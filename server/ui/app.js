@@ -1,7 +1,13 @@
 // Tandem's search page: plain JavaScript over the HTTP API (/v1/...), no
 // framework and nothing fetched from elsewhere. Document text only ever
 // reaches the page through textContent and text nodes, never innerHTML.
-'use strict';
+// It searches as a person types (debounced, the last request only) and
+// keeps every request within the limits the collection's description
+// states.
+import {cutUTF8, queryWords} from './marks.js';
+import {facetRequests, renderFacets} from './facets.js';
+import {Chips, paint} from './late.js';
+import {renderHit} from './hits.js';
 
 (() => {
   const KEY_STORE = 'tandem.apiKey';
@@ -25,32 +31,54 @@
   const OPS = {
     keyword: ['eq', 'in', 'prefix', 'exists'],
     keywords: ['eq', 'in', 'prefix', 'exists'],
-    number: ['eq', 'in', 'gte', 'lte', 'exists'],
-    date: ['eq', 'gte', 'lte', 'exists'],
+    number: ['eq', 'in', 'gte', 'lt', 'lte', 'exists'],
+    date: ['eq', 'gte', 'lt', 'lte', 'exists'],
     bool: ['eq', 'exists'],
   };
-  const OP_LABELS = {eq: '=', in: 'any of', gte: '>=', lte: '<=', prefix: 'prefix', exists: 'exists'};
+  const OP_LABELS = {eq: '=', in: 'any of', gte: '>=', lt: '<', lte: '<=', prefix: 'prefix', exists: 'exists'};
+
+  // The server's limits as the collection's description states them
+  // (limits); these, its defaults, stand in for a description without.
+  const DEFAULT_LIMITS = {max_k: 1000, max_query: 4096, max_filter_clauses: 1024, max_filter_depth: 32, max_facets: 32};
+  // A search that highlights returns at most this many hits
+  // (engine.MaxHighlightHits); the page's k stays far below.
+  const MAX_HIGHLIGHT_HITS = 1000;
+  // How long typing must pause before the page searches.
+  const DEBOUNCE_MS = 250;
+  // Highlighted fragments per hit, of at most FRAGMENT_CHARS characters
+  // each: about the 240 characters a hit shows without them.
+  const FRAGMENTS = 2;
+  const FRAGMENT_CHARS = 120;
 
   const $ = (id) => document.getElementById(id);
   const el = {
     keyForm: $('key-form'), key: $('api-key'), keyClear: $('api-key-clear'), keyState: $('api-key-state'),
     form: $('search-form'), collection: $('collection'), query: $('query'), mode: $('mode'),
-    fusion: $('fusion'), k: $('k'), info: $('collection-info'),
+    fusion: $('fusion'), k: $('k'), info: $('collection-info'), queryNote: $('query-note'),
     rows: $('filter-rows'), filterNone: $('filter-none'), filterAdd: $('filter-add'),
     raw: $('filter-raw'), vectors: $('vectors'), filterJSON: $('filter-json'),
     error: $('error'), errorCode: $('error-code'), errorMessage: $('error-message'),
     results: $('results'), summary: $('summary'), hits: $('hits'),
     prev: $('prev'), next: $('next'), pageInfo: $('page-info'),
     rowTemplate: $('filter-row-template'), search: $('search'),
+    facets: $('facets'), facetList: $('facet-list'), facetScope: $('facet-scope'), facetSkipped: $('facet-skipped'),
+    words: $('query-words'), wordsHelp: $('query-words-help'), wordStatus: $('query-word-status'),
   };
 
   const state = {
     info: null,      // GET /v1/collections/{name}
     offset: 0,
     seq: 0,          // requests started; a late answer to an older one is dropped
-    done: 0,         // requests finished (#results[data-seq])
+    done: 0,         // answers shown (#results[data-seq])
     infoSeq: 0,      // collection descriptions asked for; only the last one is shown
+    timer: 0,        // the search typing has scheduled
+    inflight: null,  // the AbortController of the search under way
+    views: [],       // the shown hits' views (late.js), for the query words
   };
+  const chips = new Chips($('query-word-list'), (word) => {
+    for (const v of state.views) paint(v, word);
+    el.wordStatus.textContent = word ? `Each hit lists the words “${word.text}” matched.` : '';
+  });
 
   class APIError extends Error {
     constructor(code, message, status) {
@@ -62,11 +90,12 @@
 
   // api calls the server and returns the decoded JSON body, or throws an
   // APIError carrying the API's {"error":{"code","message"}}.
-  async function api(method, path, body) {
+  // A search's signal aborts it (its AbortError is thrown as it is).
+  async function api(method, path, body, signal) {
     const headers = {Accept: 'application/json'};
     const key = localStorage.getItem(KEY_STORE);
     if (key) headers.Authorization = 'Bearer ' + key;
-    const init = {method, headers};
+    const init = {method, headers, signal};
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -75,9 +104,10 @@
     try {
       resp = await fetch(path, init);
     } catch (e) {
+      if (e.name === 'AbortError') throw e;
       throw new APIError('network', 'Cannot reach the server: ' + e.message, 0);
     }
-    const text = await resp.text();
+    const text = await resp.text(); // an abort meanwhile throws AbortError
     let data = null;
     try {
       data = text ? JSON.parse(text) : null;
@@ -167,21 +197,24 @@
     setInfo(info);
     clearError();
     document.body.dataset.info = name;
+    search({auto: true});
   }
 
   function setInfo(info) {
+    cancelSearch();
     state.info = info;
     state.offset = 0;
     el.mode.replaceChildren();
     el.rows.replaceChildren();
-    el.hits.replaceChildren();
-    setPager(0, 0);
-    el.results.dataset.state = 'empty';
+    showNothing('');
     if (!info) {
       el.info.textContent = '';
       updateFilterPreview();
       return;
     }
+    const lim = limits();
+    for (const o of el.k.options) o.disabled = Number(o.value) > lim.max_k;
+    if (Number(el.k.value) > lim.max_k) el.k.value = [...el.k.options].filter((o) => !o.disabled).pop()?.value || el.k.value;
     const rets = info.retrievers && info.retrievers.length ? info.retrievers : ['bm25'];
     if (rets.length > 1) el.mode.append(option('hybrid', 'hybrid — ' + rets.join(' + ')));
     for (const r of rets) el.mode.append(option(r, r));
@@ -192,8 +225,14 @@
     const meta = metaFields();
     el.filterNone.hidden = meta.length > 0;
     el.filterAdd.disabled = meta.length === 0;
-    el.summary.textContent = 'Type a query and press Search.';
+    el.summary.textContent = 'Type a query: the page searches as you type.';
+    el.facetSkipped.textContent = skippedFacetNote();
     updateFilterPreview();
+  }
+
+  // limits are the server's search limits (GET /v1/collections/{name}).
+  function limits() {
+    return {...DEFAULT_LIMITS, ...((state.info && state.info.limits) || {})};
   }
 
   function syncFusion() {
@@ -229,21 +268,46 @@
 
   // ---- filter builder ----------------------------------------------------
 
-  function addRow() {
+  // addRow adds a filter row, empty for a person to fill in (and focused),
+  // or, from a facet, set to field, op and value.
+  function addRow(set) {
     const meta = metaFields();
-    if (meta.length === 0) return;
+    if (meta.length === 0) return null;
     const row = el.rowTemplate.content.firstElementChild.cloneNode(true);
     const field = row.querySelector('.filter-field');
     for (const f of meta) field.append(option(f.name, `${f.name} (${f.type})`));
-    field.addEventListener('change', () => { fillOps(row); updateFilterPreview(); });
-    row.querySelector('.filter-op').addEventListener('change', () => { syncValue(row); updateFilterPreview(); });
-    row.querySelector('.filter-value').addEventListener('input', updateFilterPreview);
-    row.querySelector('.filter-bool').addEventListener('change', updateFilterPreview);
-    row.querySelector('.filter-remove').addEventListener('click', () => { row.remove(); updateFilterPreview(); });
+    field.addEventListener('change', () => { fillOps(row); filterChanged(); });
+    row.querySelector('.filter-op').addEventListener('change', () => { syncValue(row); filterChanged(); });
+    row.querySelector('.filter-value').addEventListener('input', filterChanged);
+    row.querySelector('.filter-bool').addEventListener('change', filterChanged);
+    row.querySelector('.filter-remove').addEventListener('click', () => { row.remove(); filterChanged(); });
     el.rows.append(row);
-    fillOps(row);
+    if (set) {
+      field.value = set.field;
+      fillOps(row);
+      setRow(row, set.op, set.value);
+    } else {
+      fillOps(row);
+      field.focus();
+    }
     updateFilterPreview();
-    field.focus();
+    return row;
+  }
+
+  // setRow sets a row's operator and value (a string, or a bool for a
+  // bool field's eq).
+  function setRow(row, op, value) {
+    row.querySelector('.filter-op').value = op;
+    syncValue(row);
+    if (typeof value === 'boolean') row.querySelector('.filter-bool').value = String(value);
+    else row.querySelector('.filter-value').value = value;
+  }
+
+  // filterChanged follows an edit of the filter: its preview now, a
+  // search once the person pauses.
+  function filterChanged() {
+    updateFilterPreview();
+    schedule();
   }
 
   function fieldType(name) {
@@ -313,6 +377,7 @@
           return;
         }
         case 'gte':
+        case 'lt':
         case 'lte':
           parts.push({range: {[name]: {[op]: rowValue(raw, type, where)}}});
           return;
@@ -344,11 +409,190 @@
     }
   }
 
+  // ---- facets ------------------------------------------------------------
+  // The panel beside the filter rows shows the API's counts; picking a
+  // value or a year adds it to the filter rows (so "Filter sent" shows
+  // it), picking it again takes it out, and the search reruns at once.
+
+  function rowsOf(field) {
+    return [...el.rows.querySelectorAll('.filter-row')].filter((r) => r.querySelector('.filter-field').value === field);
+  }
+
+  const rowOp = (row) => row.querySelector('.filter-op').value;
+  const rowText = (row) => row.querySelector('.filter-value').value.trim();
+  const rowList = (row) => row.querySelector('.filter-value').value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+
+  // constrainedFields are the fields the filter rows hold conditions on.
+  function constrainedFields() {
+    return new Set([...el.rows.querySelectorAll('.filter-field')].map((s) => s.value));
+  }
+
+  // rowHolds says whether a row asks for value v: = v, or v in its "any
+  // of" list; for a bool, = v.
+  function rowHolds(row, v) {
+    const op = rowOp(row);
+    if (typeof v === 'boolean') return op === 'eq' && row.querySelector('.filter-bool').value === String(v);
+    if (op === 'eq') return rowText(row) === v;
+    return op === 'in' && rowList(row).includes(v);
+  }
+
+  // bucketRows are the rows that hold a bucket [from, to): >= from, < to.
+  function bucketRows(rows, key) {
+    return [rows.find((r) => rowOp(r) === 'gte' && rowText(r) === key.from),
+      rows.find((r) => rowOp(r) === 'lt' && rowText(r) === key.to)].filter(Boolean);
+  }
+
+  function isPicked(field, key) {
+    const rows = rowsOf(field);
+    if ('value' in key) return rows.some((r) => rowHolds(r, key.value));
+    return bucketRows(rows, key).length === 2;
+  }
+
+  function pick(field, key) {
+    if ('value' in key) pickValue(field, key.value);
+    else pickBucket(field, key);
+    updateFilterPreview();
+    state.offset = 0;
+    search({auto: false});
+  }
+
+  // pickValue toggles a value. Values of a keyword field add up as "any
+  // of" (the facet is disjunctive, so the others still show); a bool
+  // takes one value at a time.
+  function pickValue(field, v) {
+    const rows = rowsOf(field);
+    const held = rows.find((r) => rowHolds(r, v));
+    if (typeof v === 'boolean') {
+      const eq = held || rows.find((r) => rowOp(r) === 'eq');
+      if (held) held.remove();
+      else if (eq) setRow(eq, 'eq', v);
+      else addRow({field, op: 'eq', value: v});
+      return;
+    }
+    if (held) {
+      const rest = rowOp(held) === 'in' ? rowList(held).filter((x) => x !== v) : [];
+      if (rest.length === 0) held.remove();
+      else setRow(held, 'in', rest.join(', '));
+      return;
+    }
+    const row = rows.find((r) => rowOp(r) === 'in' || rowOp(r) === 'eq');
+    const vals = !row ? [] : rowOp(row) === 'in' ? rowList(row) : [rowText(row)].filter((x) => x !== '');
+    if (!row) addRow({field, op: 'eq', value: v});
+    else if (vals.length === 0 || [...vals, v].some((x) => x.includes(','))) setRow(row, 'eq', v); // a list cannot hold a comma
+    else setRow(row, 'in', [...vals, v].join(', '));
+  }
+
+  // pickBucket toggles a histogram's bucket: one at a time, in place of
+  // the field's other range and = rows.
+  function pickBucket(field, key) {
+    const rows = rowsOf(field);
+    const held = bucketRows(rows, key);
+    const ranged = rows.filter((r) => ['eq', 'gte', 'lt', 'lte'].includes(rowOp(r)));
+    ranged.forEach((r) => r.remove());
+    if (held.length === 2) return;
+    addRow({field, op: 'gte', value: key.from});
+    addRow({field, op: 'lt', value: key.to});
+  }
+
+  // skippedFacetNote names the fields the panel does not count.
+  function skippedFacetNote() {
+    const numbers = metaFields().filter((f) => f.type === 'number').map((f) => f.name);
+    const counted = facetRequests(metaFields(), new Set(), limits().max_facets).length;
+    const countable = metaFields().filter((f) => f.type !== 'number').length;
+    const parts = [];
+    if (numbers.length) parts.push(`${numbers.join(', ')} (number: a histogram needs an interval, which the page does not guess; filter with a row)`);
+    if (countable > counted) parts.push(`${countable - counted} more fields (the server counts at most ${limits().max_facets} facets)`);
+    return parts.length ? 'Not counted: ' + parts.join('; ') + '.' : '';
+  }
+
+  function renderFacetPanel(facets, requests) {
+    el.facets.hidden = requests.length === 0;
+    if (requests.length === 0) return;
+    const plain = facets.find((f, i) => requests[i] && !requests[i].disjunctive);
+    el.facetScope.textContent = plain
+      ? `Over the ${plain.docs} documents the filter matches, whatever the query.`
+      : 'Over the documents the filter matches, whatever the query.';
+    renderFacets(el.facetList, facets, requests, isPicked, pick);
+  }
+
   // ---- search ------------------------------------------------------------
 
+  // filterSize counts a filter's clauses and levels as package filter does
+  // (filter.Limits): each term, range, prefix and exists, each value of a
+  // terms list and each empty and/or is a clause; and, or and not each add
+  // a level.
+  function filterSize(f) {
+    const [op] = f && typeof f === 'object' ? Object.keys(f) : [];
+    const v = op === undefined ? undefined : f[op];
+    if ((op === 'and' || op === 'or') && Array.isArray(v) && v.length > 0) {
+      const parts = v.map(filterSize);
+      return {clauses: parts.reduce((n, p) => n + p.clauses, 0), depth: 1 + Math.max(...parts.map((p) => p.depth))};
+    }
+    if (op === 'not') {
+      const p = filterSize(v);
+      return {clauses: p.clauses, depth: p.depth + 1};
+    }
+    if (op === 'terms' && v && typeof v === 'object') {
+      const vals = Object.values(v)[0];
+      return {clauses: Array.isArray(vals) ? vals.length : 1, depth: 1};
+    }
+    return {clauses: 1, depth: 1};
+  }
+
+  function checkFilter(f, lim) {
+    const n = filterSize(f);
+    if (n.clauses > lim.max_filter_clauses) {
+      throw new APIError('filter_too_large', `Filter: ${n.clauses} clauses, over the server's limit of ${lim.max_filter_clauses} (--max-filter-clauses)`, 0);
+    }
+    if (n.depth > lim.max_filter_depth) {
+      throw new APIError('filter_too_large', `Filter: nested ${n.depth} levels, over the server's limit of ${lim.max_filter_depth} (--max-filter-depth)`, 0);
+    }
+  }
+
+  function parseVectors() {
+    const v = el.vectors.value.trim();
+    if (v === '') return null;
+    try {
+      return JSON.parse(v);
+    } catch (e) {
+      throw new APIError('vectors', 'Query vectors are not valid JSON: ' + e.message, 0);
+    }
+  }
+
+  // queryText is the query as sent: cut to the server's --max-query
+  // bytes, which the note under the box then says.
+  function queryText(lim) {
+    const text = cutUTF8(el.query.value, lim.max_query);
+    el.queryNote.hidden = text === el.query.value;
+    el.queryNote.textContent = el.queryNote.hidden ? ''
+      : `Only the first ${lim.max_query} bytes of the query are searched (the server's limit, --max-query).`;
+    return text;
+  }
+
+  // request returns the search to send, within the server's limits, or
+  // null when nothing asks for one (no query, filter or facets); it
+  // throws, naming the problem, on a filter or vectors it cannot send.
   function request() {
-    const k = Number(el.k.value) || 10;
-    const body = {text: el.query.value, k, offset: state.offset};
+    const lim = limits();
+    const k = Math.min(Number(el.k.value) || 10, lim.max_k);
+    state.offset = Math.max(0, Math.min(state.offset, lim.max_k - k));
+    const body = {text: queryText(lim), k, offset: state.offset};
+    const f = buildFilter();
+    if (f !== null) {
+      checkFilter(f, lim);
+      body.filter = f;
+    }
+    const facets = facetRequests(metaFields(), constrainedFields(), lim.max_facets);
+    if (facets.length > 0) body.facets = facets;
+    const vectors = parseVectors();
+    if (body.text.trim() === '' && vectors === null) {
+      // No query: bm25 alone lists the filter's documents, for the
+      // facets' or the filter's sake.
+      if (f === null && facets.length === 0) return null;
+      body.retrievers = ['bm25'];
+      return body;
+    }
+    if (vectors !== null) body.vectors = vectors;
     const rets = (state.info && state.info.retrievers) || ['bm25'];
     if (el.mode.value === 'hybrid') {
       body.retrievers = rets.slice();
@@ -356,236 +600,140 @@
     } else if (el.mode.value) {
       body.retrievers = [el.mode.value];
     }
-    const f = buildFilter();
-    if (f !== null) body.filter = f;
-    const v = el.vectors.value.trim();
-    if (v !== '') {
-      try {
-        body.vectors = JSON.parse(v);
-      } catch (e) {
-        throw new APIError('vectors', 'Query vectors are not valid JSON: ' + e.message, 0);
-      }
-    }
+    const hl = [...new Set([titleField(), textField()])].filter((n) => n !== '');
+    if (body.text.trim() !== '' && hl.length > 0 && k <= MAX_HIGHLIGHT_HITS) body.highlight = {fields: hl, fragment_size: FRAGMENT_CHARS, fragments: FRAGMENTS};
     return body;
   }
 
-  async function search() {
+  // cancelSearch forgets the search scheduled or under way.
+  function cancelSearch() {
+    clearTimeout(state.timer);
+    delete el.results.dataset.pending;
+    if (state.inflight) state.inflight.abort();
+    state.inflight = null;
+    state.seq++;
+  }
+
+  // schedule searches from the first page once typing pauses;
+  // #results[data-pending] says one is scheduled.
+  function schedule() {
+    clearTimeout(state.timer);
+    el.results.dataset.pending = 'true';
+    state.timer = setTimeout(() => {
+      state.offset = 0;
+      search({auto: true});
+    }, DEBOUNCE_MS);
+  }
+
+  // search sends the page's request, aborting the one under way, and
+  // shows its answer unless a newer search started meanwhile. One the
+  // page started itself (auto) leaves a filter still being typed to the
+  // filter preview, which says what is wrong; one a person asked for
+  // shows the problem in the error box.
+  async function search({auto}) {
+    clearTimeout(state.timer);
+    delete el.results.dataset.pending;
     const name = el.collection.value;
-    if (!name) {
-      showError(new APIError('collection', 'Pick a collection first.', 0), 'page');
-      return;
-    }
     let body;
     try {
+      if (!name) throw new APIError('collection', 'Pick a collection first.', 0);
       body = request();
     } catch (e) {
-      showError(e, 'page');
+      if (auto) el.summary.textContent = 'Not searched yet: ' + e.message;
+      else showError(e, 'page');
       return;
     }
-    const seq = ++state.seq;
+    cancelSearch();
+    const seq = state.seq;
+    if (body === null) {
+      clearError();
+      showNothing('Type a query: the page searches as you type.');
+      finish(body);
+      return;
+    }
+    const ctl = new AbortController();
+    state.inflight = ctl;
     el.results.dataset.state = 'loading';
     el.results.setAttribute('aria-busy', 'true');
-    el.search.disabled = true;
     let res = null;
     let err = null;
     try {
-      res = await api('POST', `v1/collections/${encodeURIComponent(name)}/search`, body);
+      res = await api('POST', `v1/collections/${encodeURIComponent(name)}/search`, body, ctl.signal);
     } catch (e) {
       err = e;
     }
-    if (seq !== state.seq) return; // a newer search is under way
-    el.search.disabled = false;
-    el.results.removeAttribute('aria-busy');
+    if (seq !== state.seq) return; // a newer search is under way; this one was aborted
+    state.inflight = null;
     if (err) {
       showError(err, 'api');
-      el.hits.replaceChildren();
-      el.summary.textContent = 'The search failed; nothing to show.';
-      setPager(0, 0);
+      showNothing('The search failed; nothing to show.');
       el.results.dataset.state = 'error';
     } else {
       clearError();
       render(res, body);
       el.results.dataset.state = 'done';
     }
+    finish(body);
+  }
+
+  // finish marks the answer to the latest search as shown:
+  // #results[data-seq] counts them and data-text is its query text.
+  function finish(body) {
+    el.results.removeAttribute('aria-busy');
+    el.results.dataset.text = body ? body.text : '';
     el.results.dataset.seq = String(++state.done);
+  }
+
+  // showNothing empties the results, facets and query words.
+  function showNothing(summary) {
+    state.views = [];
+    el.hits.replaceChildren();
+    el.words.hidden = true;
+    el.facets.hidden = true;
+    el.facetList.replaceChildren();
+    el.summary.textContent = summary;
+    setPager(0, 0);
+    el.results.dataset.state = 'empty';
   }
 
   function setPager(count, k) {
     el.prev.disabled = state.offset === 0;
-    el.next.disabled = !(k > 0 && count >= k);
+    el.next.disabled = !(k > 0 && count >= k && state.offset + 2 * k <= limits().max_k);
     el.pageInfo.textContent = count > 0 ? `hits ${state.offset + 1}–${state.offset + count}` : '';
   }
 
   function render(res, body) {
     const hits = res.hits || [];
-    const terms = queryTerms(body.text);
-    const tf = titleField();
-    const xf = textField();
-    const shown = new Set([tf, xf]);
-    const order = schemaFields().map((f) => f.name);
-    el.hits.replaceChildren(...hits.map((h, i) => renderHit(h, body.offset + i + 1, terms, tf, xf, shown, order)));
-    const rets = res.retrievers || body.retrievers || [];
-    const how = rets.length > 1 ? `${rets.join(' + ')} fused with ${res.fusion || 'the default fusion'}` : rets.join('');
-    const took = typeof res.took_ms === 'number' ? ` · ${res.took_ms.toFixed(2)} ms` : '';
-    if (hits.length === 0) {
-      el.summary.textContent = body.offset > 0 ? `No more hits after ${body.offset}.` : `No hits (${how}${took}).`;
-    } else {
-      el.summary.textContent = `Hits ${body.offset + 1}–${body.offset + hits.length} · ${how}${took}`;
-    }
+    const ctx = {tf: titleField(), xf: textField(), order: schemaFields().map((f) => f.name)};
+    const made = hits.map((h, i) => renderHit(h, body.offset + i + 1, ctx));
+    state.views = made.map((m) => m.view);
+    el.hits.replaceChildren(...made.map((m) => m.li));
+    el.summary.textContent = summary(res, body, hits.length);
+    renderFacetPanel(res.facets || [], body.facets || []);
+    renderWords(res, body);
     setPager(hits.length, body.k);
   }
 
-  function renderHit(h, rank, terms, tf, xf, shown, order) {
-    const li = document.createElement('li');
-    li.className = 'hit';
-    li.dataset.id = h.id;
-    li.dataset.rank = String(rank);
-    const f = h.fields || {};
-
-    const head = document.createElement('div');
-    head.className = 'hit-head';
-    const num = document.createElement('span');
-    num.className = 'rank';
-    num.textContent = String(rank);
-    const title = document.createElement('h2');
-    title.className = 'title';
-    const t = typeof f[tf] === 'string' && f[tf].trim() !== '' ? f[tf] : h.id;
-    highlight(title, t, terms);
-    const score = document.createElement('span');
-    score.className = 'score';
-    score.textContent = 'score ' + fmt(h.score);
-    head.append(num, title, score);
-
-    const id = document.createElement('div');
-    id.className = 'hit-id';
-    const code = document.createElement('code');
-    code.textContent = h.id;
-    id.append('id ', code);
-    li.append(head, id);
-
-    if (typeof f[xf] === 'string' && f[xf] !== '') {
-      const p = document.createElement('p');
-      p.className = 'snippet';
-      highlight(p, snippet(f[xf], 240), terms);
-      li.append(p);
-    }
-
-    const names = Object.keys(f).filter((n) => !shown.has(n));
-    names.sort((a, b) => rankOf(order, a) - rankOf(order, b) || a.localeCompare(b));
-    if (names.length > 0) {
-      const dl = document.createElement('dl');
-      dl.className = 'fields';
-      for (const n of names) {
-        const div = document.createElement('div');
-        div.dataset.field = n;
-        const dt = document.createElement('dt');
-        dt.textContent = n;
-        const dd = document.createElement('dd');
-        dd.textContent = showValue(f[n]);
-        div.append(dt, dd);
-        dl.append(div);
-      }
-      li.append(dl);
-    }
-
-    if (h.sources && h.sources.length > 0) {
-      const box = document.createElement('div');
-      box.className = 'sources';
-      h.sources.forEach((s, i) => box.append(renderSource(s, h.score, i)));
-      li.append(box);
-    }
-    return li;
+  function summary(res, body, n) {
+    const rets = res.retrievers || body.retrievers || [];
+    const how = rets.length > 1 ? `${rets.join(' + ')} fused with ${res.fusion || 'the default fusion'}` : rets.join('');
+    const took = typeof res.took_ms === 'number' ? ` · ${res.took_ms.toFixed(2)} ms` : '';
+    const what = body.text.trim() === '' && !body.vectors ? 'no query: the filter\'s documents' : how;
+    if (n === 0) return body.offset > 0 ? `No more hits after ${body.offset}.` : `No hits (${what}${took}).`;
+    return `Hits ${body.offset + 1}–${body.offset + n} · ${what}${took}`;
   }
 
-  // renderSource draws one retriever's part: its rank, raw score and
-  // contribution, with a bar of contribution / hit score.
-  function renderSource(s, total, i) {
-    const row = document.createElement('div');
-    row.className = 'source c' + (i % 4);
-    row.dataset.retriever = s.retriever;
-    row.dataset.rank = String(s.rank);
-    const name = document.createElement('span');
-    name.className = 'source-name';
-    name.textContent = s.retriever;
-    const share = total > 0 ? Math.max(0, Math.min(1, s.contribution / total)) : (s.rank > 0 ? 1 : 0);
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.setAttribute('role', 'meter');
-    bar.setAttribute('aria-valuemin', '0');
-    bar.setAttribute('aria-valuemax', '100');
-    bar.setAttribute('aria-valuenow', String(Math.round(share * 100)));
-    bar.setAttribute('aria-label', `${s.retriever} share of the score`);
-    const fill = document.createElement('span');
-    fill.className = 'fill';
-    fill.style.width = (share * 100).toFixed(1) + '%';
-    bar.append(fill);
-    const detail = document.createElement('span');
-    detail.className = 'source-detail';
-    detail.textContent = s.rank > 0
-      ? `rank ${s.rank} · score ${fmt(s.score)} · contribution ${fmt(s.contribution)} (${Math.round(share * 100)}%)`
-      : 'not in its list';
-    row.append(name, bar, detail);
-    return row;
-  }
-
-  function rankOf(order, n) {
-    const i = order.indexOf(n);
-    return i < 0 ? order.length : i;
-  }
-
-  function showValue(v) {
-    if (Array.isArray(v)) return v.map(showValue).join(', ');
-    if (v !== null && typeof v === 'object') return JSON.stringify(v);
-    const s = String(v);
-    return s.length > 160 ? s.slice(0, 160) + '…' : s;
-  }
-
-  function fmt(x) {
-    if (typeof x !== 'number' || !Number.isFinite(x)) return String(x);
-    const a = Math.abs(x);
-    return a !== 0 && (a < 0.001 || a >= 1e6) ? x.toExponential(3) : x.toFixed(4).replace(/\.?0+$/, '') || '0';
-  }
-
-  // snippet cuts text to about n characters at a word boundary.
-  function snippet(text, n) {
-    const s = text.replace(/\s+/g, ' ').trim();
-    if (s.length <= n) return s;
-    let cut = s.lastIndexOf(' ', n);
-    if (cut < n * 0.6) cut = n;
-    return s.slice(0, cut) + '…';
-  }
-
-  // queryTerms returns the query's words, lower case, with a plural "s"
-  // dropped so that "cells" marks "cell" too.
-  function queryTerms(text) {
-    const words = (text || '').toLowerCase().match(/[\p{L}\p{N}]+/gu) || [];
-    const out = new Set();
-    for (let w of words) {
-      if (w.length > 3 && w.endsWith('s') && !w.endsWith('ss')) w = w.slice(0, -1);
-      if (w.length >= 2) out.add(w);
-    }
-    return [...out].sort((a, b) => b.length - a.length);
-  }
-
-  // highlight appends text to node as text nodes, with each word that
-  // starts with a query term in a <mark>. No HTML is parsed.
-  function highlight(node, text, terms) {
-    node.replaceChildren();
-    if (terms.length === 0) {
-      node.append(text);
+  // renderWords shows the query's words when a late-interaction retriever
+  // explained the hits.
+  function renderWords(res, body) {
+    const late = state.views.map((v) => v.late).find((l) => l);
+    el.words.hidden = !late;
+    if (!late) {
+      chips.set([]);
       return;
     }
-    const esc = terms.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
-    const re = new RegExp(`(?<![\\p{L}\\p{N}])(?:${esc.join('|')})[\\p{L}\\p{N}]*`, 'giu');
-    let last = 0;
-    for (const m of text.matchAll(re)) {
-      if (m.index > last) node.append(text.slice(last, m.index));
-      const mark = document.createElement('mark');
-      mark.textContent = m[0];
-      node.append(mark);
-      last = m.index + m[0].length;
-    }
-    if (last < text.length) node.append(text.slice(last));
+    el.wordsHelp.textContent = `${late.retriever} (late interaction): hover over or select a query word to see which words of each hit it matched, and how strongly.`;
+    chips.set(queryWords(body.text));
   }
 
   // ---- wiring ------------------------------------------------------------
@@ -593,20 +741,24 @@
   el.form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     state.offset = 0;
-    search();
+    search({auto: false});
   });
   el.next.addEventListener('click', () => {
     state.offset += Number(el.k.value) || 10;
-    search();
+    search({auto: false});
   });
   el.prev.addEventListener('click', () => {
     state.offset = Math.max(0, state.offset - (Number(el.k.value) || 10));
-    search();
+    search({auto: false});
   });
   el.collection.addEventListener('change', loadInfo);
-  el.mode.addEventListener('change', syncFusion);
-  el.filterAdd.addEventListener('click', addRow);
-  el.raw.addEventListener('input', updateFilterPreview);
+  el.query.addEventListener('input', schedule);
+  el.mode.addEventListener('change', () => { syncFusion(); schedule(); });
+  el.fusion.addEventListener('change', schedule);
+  el.k.addEventListener('change', schedule);
+  el.filterAdd.addEventListener('click', () => addRow());
+  el.raw.addEventListener('input', filterChanged);
+  el.vectors.addEventListener('input', schedule);
 
   el.key.value = localStorage.getItem(KEY_STORE) || '';
   el.keyState.textContent = el.key.value ? 'saved' : '';
