@@ -615,6 +615,16 @@ func TestPageInBrowser(t *testing.T) {
 	qv, _ := json.Marshal(map[string]any{pageModel: map[string]any{"dense": pageVector(query)}})
 	d.set("#mode", "hybrid")
 	d.set("#fusion", "minmax")
+	// Without the external model's query vector, which the server would
+	// ask for, the page says so and sends nothing.
+	n0 := searches.Load()
+	d.do("search without the query vector", 10*time.Second, chromedp.Click(chromedp.CSS("#search")))
+	if msg := d.eval(`document.querySelector('#error-message').textContent`); !strings.Contains(msg, "dense:"+pageModel) || !strings.Contains(msg, "query vector") {
+		t.Errorf("hybrid without the query vector: #error-message %q, want the page to ask for dense:%s's vector", msg, pageModel)
+	}
+	if n := searches.Load() - n0; n != 0 {
+		t.Errorf("hybrid without the query vector: the page sent %d searches", n)
+	}
 	d.do("open the raw boxes", 10*time.Second, chromedp.Click(chromedp.CSS("#advanced summary")))
 	d.set("#vectors", string(qv))
 	d.do("add two filter rows", 10*time.Second,
@@ -736,7 +746,7 @@ func TestPageInBrowser(t *testing.T) {
 
 	// A filter over the server's --max-filter-clauses: the page says so
 	// and sends nothing.
-	n0 := searches.Load()
+	n0 = searches.Load()
 	d.set("#filter-raw", `{"terms": {"topic": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}}`)
 	d.do("search over the clause limit", 10*time.Second, chromedp.Click(chromedp.CSS("#search")))
 	if msg := d.eval(`document.querySelector('#error-message').textContent`); !strings.Contains(msg, fmt.Sprintf("14 clauses, over the server's limit of %d (--max-filter-clauses)", pageMaxClauses)) {

@@ -559,6 +559,20 @@ import {renderHit} from './hits.js';
     }
   }
 
+  // checkVectors refuses a search by an external model's retriever
+  // without that model's query vector, which the server would refuse:
+  // Tandem cannot encode the text for a model it does not hold.
+  function checkVectors(rets, vectors) {
+    const external = new Set(((state.info && state.info.schema && state.info.schema.models) || []).filter((m) => m.external).map((m) => m.name));
+    const missing = rets.filter((r) => {
+      const model = r.slice(r.indexOf(':') + 1);
+      return r.includes(':') && external.has(model) && !(vectors && vectors[model]);
+    });
+    if (missing.length > 0) {
+      throw new APIError('vectors', `${missing.join(', ')}: an external model's retriever needs its query vector (Raw JSON, query vectors), or pick another mode`, 0);
+    }
+  }
+
   // queryText is the query as sent: cut to the server's --max-query
   // bytes, which the note under the box then says.
   function queryText(lim) {
@@ -600,6 +614,7 @@ import {renderHit} from './hits.js';
     } else if (el.mode.value) {
       body.retrievers = [el.mode.value];
     }
+    checkVectors(body.retrievers || rets, vectors);
     const hl = [...new Set([titleField(), textField()])].filter((n) => n !== '');
     if (body.text.trim() !== '' && hl.length > 0 && k <= MAX_HIGHLIGHT_HITS) body.highlight = {fields: hl, fragment_size: FRAGMENT_CHARS, fragments: FRAGMENTS};
     return body;
