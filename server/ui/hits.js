@@ -18,28 +18,11 @@ export function renderHit(h, rank, ctx) {
   li.dataset.rank = String(rank);
   const f = h.fields || {};
   const hl = (h.highlights && h.highlights.fields) || {};
-  const pieces = [];
-
-  const head = document.createElement('div');
-  head.className = 'hit-head';
-  const num = document.createElement('span');
-  num.className = 'rank';
-  num.textContent = String(rank);
   const title = document.createElement('h2');
   title.className = 'title';
   const hasTitle = typeof f[ctx.tf] === 'string' && f[ctx.tf].trim() !== '';
-  pieces.push(hasTitle ? wholePiece(title, f[ctx.tf], ctx.tf, hl[ctx.tf]) : wholePiece(title, h.id, '', null));
-  const score = document.createElement('span');
-  score.className = 'score';
-  score.textContent = 'score ' + fmt(h.score);
-  head.append(num, title, score);
-
-  const id = document.createElement('div');
-  id.className = 'hit-id';
-  const code = document.createElement('code');
-  code.textContent = h.id;
-  id.append('id ', code);
-  li.append(head, id);
+  const pieces = [hasTitle ? wholePiece(title, f[ctx.tf], ctx.tf, hl[ctx.tf]) : wholePiece(title, h.id, '', null)];
+  li.append(renderHead(h, rank, title), renderID(h.id));
 
   if (typeof f[ctx.xf] === 'string' && f[ctx.xf] !== '') {
     const p = document.createElement('p');
@@ -52,7 +35,6 @@ export function renderHit(h, rank, ctx) {
   li.append(box);
   const fields = renderFields(f, new Set([ctx.tf, ctx.xf]), ctx.order);
   if (fields) li.append(fields);
-
   if (h.sources && h.sources.length > 0) {
     const sources = document.createElement('div');
     sources.className = 'sources';
@@ -62,6 +44,29 @@ export function renderHit(h, rank, ctx) {
   const view = {pieces, box, late: (h.highlights && h.highlights.late && h.highlights.late[0]) || null};
   paint(view, null);
   return {li, view};
+}
+
+// renderHead is the hit's first line: rank, title and score.
+function renderHead(h, rank, title) {
+  const head = document.createElement('div');
+  head.className = 'hit-head';
+  const num = document.createElement('span');
+  num.className = 'rank';
+  num.textContent = String(rank);
+  const score = document.createElement('span');
+  score.className = 'score';
+  score.textContent = 'score ' + fmt(h.score);
+  head.append(num, title, score);
+  return head;
+}
+
+function renderID(id) {
+  const div = document.createElement('div');
+  div.className = 'hit-id';
+  const code = document.createElement('code');
+  code.textContent = id;
+  div.append('id ', code);
+  return div;
 }
 
 // wholePiece shows a whole value, with the marks of its fragments.
