@@ -4,7 +4,8 @@
 // It searches as a person types (debounced, the last request only) and
 // keeps every request within the limits the collection's description
 // states.
-import {cutUTF8, queryWords} from './marks.js';
+import {queryWords} from './marks.js';
+import {cutUTF8, filterOverLimits, serverLimits} from './limits.js';
 import {facetRequests, renderFacets} from './facets.js';
 import {Chips, paint} from './late.js';
 import {renderHit} from './hits.js';
@@ -37,9 +38,6 @@ import {renderHit} from './hits.js';
   };
   const OP_LABELS = {eq: '=', in: 'any of', gte: '>=', lt: '<', lte: '<=', prefix: 'prefix', exists: 'exists'};
 
-  // The server's limits as the collection's description states them
-  // (limits); these, its defaults, stand in for a description without.
-  const DEFAULT_LIMITS = {max_k: 1000, max_query: 4096, max_filter_clauses: 1024, max_filter_depth: 32, max_facets: 32};
   // A search that highlights returns at most this many hits
   // (engine.MaxHighlightHits); the page's k stays far below.
   const MAX_HIGHLIGHT_HITS = 1000;
@@ -232,7 +230,7 @@ import {renderHit} from './hits.js';
 
   // limits are the server's search limits (GET /v1/collections/{name}).
   function limits() {
-    return {...DEFAULT_LIMITS, ...((state.info && state.info.limits) || {})};
+    return serverLimits(state.info);
   }
 
   function syncFusion() {
@@ -517,38 +515,6 @@ import {renderHit} from './hits.js';
 
   // ---- search ------------------------------------------------------------
 
-  // filterSize counts a filter's clauses and levels as package filter does
-  // (filter.Limits): each term, range, prefix and exists, each value of a
-  // terms list and each empty and/or is a clause; and, or and not each add
-  // a level.
-  function filterSize(f) {
-    const [op] = f && typeof f === 'object' ? Object.keys(f) : [];
-    const v = op === undefined ? undefined : f[op];
-    if ((op === 'and' || op === 'or') && Array.isArray(v) && v.length > 0) {
-      const parts = v.map(filterSize);
-      return {clauses: parts.reduce((n, p) => n + p.clauses, 0), depth: 1 + Math.max(...parts.map((p) => p.depth))};
-    }
-    if (op === 'not') {
-      const p = filterSize(v);
-      return {clauses: p.clauses, depth: p.depth + 1};
-    }
-    if (op === 'terms' && v && typeof v === 'object') {
-      const vals = Object.values(v)[0];
-      return {clauses: Array.isArray(vals) ? vals.length : 1, depth: 1};
-    }
-    return {clauses: 1, depth: 1};
-  }
-
-  function checkFilter(f, lim) {
-    const n = filterSize(f);
-    if (n.clauses > lim.max_filter_clauses) {
-      throw new APIError('filter_too_large', `Filter: ${n.clauses} clauses, over the server's limit of ${lim.max_filter_clauses} (--max-filter-clauses)`, 0);
-    }
-    if (n.depth > lim.max_filter_depth) {
-      throw new APIError('filter_too_large', `Filter: nested ${n.depth} levels, over the server's limit of ${lim.max_filter_depth} (--max-filter-depth)`, 0);
-    }
-  }
-
   function parseVectors() {
     const v = el.vectors.value.trim();
     if (v === '') return null;
@@ -593,7 +559,8 @@ import {renderHit} from './hits.js';
     const body = {text: queryText(lim), k, offset: state.offset};
     const f = buildFilter();
     if (f !== null) {
-      checkFilter(f, lim);
+      const over = filterOverLimits(f, lim);
+      if (over) throw new APIError('filter_too_large', over, 0);
       body.filter = f;
     }
     const facets = facetRequests(metaFields(), constrainedFields(), lim.max_facets);

@@ -22,21 +22,6 @@ export function queryWords(text) {
   return out;
 }
 
-// cutUTF8 returns the longest prefix of text, whole characters, that is
-// at most max bytes of UTF-8: the server bounds query text in bytes.
-export function cutUTF8(text, max) {
-  const enc = new TextEncoder();
-  if (enc.encode(text).length <= max) return text;
-  let n = 0;
-  let out = '';
-  for (const c of text) {
-    n += enc.encode(c).length;
-    if (n > max) break;
-    out += c;
-  }
-  return out;
-}
-
 // appendMarked appends the characters cs to node, each of the ranges in
 // marks (BM25's matched words, in order, not overlapping) in a <mark>,
 // and each of the ranges in lates (late-interaction matches, in order,
