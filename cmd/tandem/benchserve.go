@@ -29,6 +29,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&c.Modes, "modes", "bm25,dense,late,hybrid", "search modes each searcher cycles through: bm25, dense, late, hybrid (every retriever fused); those the collection lacks are dropped")
 	fset.IntVar(&c.K, "k", 10, "hits per search")
 	fset.StringVar(&c.Key, "key", os.Getenv("TANDEM_API_KEY"), "API key sent as a bearer token (default $TANDEM_API_KEY)")
+	fset.Float64Var(&c.Zipf, "zipf", 0, "draw each search's query from a Zipfian distribution of this exponent (above 1, e.g. 1.1), so that queries repeat; 0 uses them in turn")
 	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")
 	if err := parseFlags(fset, args); err != nil {
 		return err

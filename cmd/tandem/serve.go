@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
 	"github.com/tandemsearch/tandem/server"
 )
@@ -43,9 +44,15 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&sc.cfg.MaxCollections, "max-collections", server.DefaultMaxCollections, "most collections the server holds, those already in --data (or in the cluster) included; creating one more answers 409 too_many_collections")
 	fs.IntVar(&sc.cfg.Engine.EncoderThreads, "encoder-threads", 0, "ONNX Runtime threads of one query's encoding (default min(cores, 4))")
 	fs.IntVar(&sc.cfg.Engine.DocumentThreads, "ingest-threads", max(1, runtime.NumCPU()/2), "one-thread runs that encode upserted documents at once, apart from the queries' threads, so that ingest never holds a search up; 0 lets documents share the queries' threads (faster ingest, slower searches meanwhile)")
+	fs.Int64Var(&sc.cfg.Engine.QueryCacheBytes, "query-cache-bytes", encoder.DefaultQueryCacheBytes, "memory of each model's cache of query encodings (a repeated query skips the model); 0 turns it off")
+	fs.IntVar(&sc.cfg.Engine.QueryBatch, "query-batch", encoder.DefaultQueryBatch, "most queries that share one model run: those that arrive while a run is busy wait and go in the next one")
+	fs.DurationVar(&sc.cfg.Engine.QueryBatchWait, "query-batch-wait", 0, "how long a query that finds the model idle waits for others to share its run (0: it runs at once)")
 	sc.cluster.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
+	}
+	if sc.cfg.Engine.QueryCacheBytes == 0 {
+		sc.cfg.Engine.QueryCacheBytes = -1 // the engine's 0 is its default
 	}
 	if sc.cluster.on {
 		if err := sc.cluster.parse(); err != nil {
@@ -53,8 +60,11 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		}
 		sc.addr = sc.cluster.self.HTTP // the node's HTTP address serves the API
 	}
-	if sc.cfg.Engine.EncoderThreads < 0 || sc.cfg.Engine.DocumentThreads < 0 {
-		return nil, fmt.Errorf("--encoder-threads and --ingest-threads must be 0 or more")
+	if sc.cfg.Engine.EncoderThreads < 0 || sc.cfg.Engine.DocumentThreads < 0 || sc.cfg.Engine.QueryCacheBytes < -1 || sc.cfg.Engine.QueryBatchWait < 0 {
+		return nil, fmt.Errorf("--encoder-threads, --ingest-threads, --query-cache-bytes and --query-batch-wait must be 0 or more")
+	}
+	if sc.cfg.Engine.QueryBatch < 1 {
+		return nil, fmt.Errorf("--query-batch must be 1 or more")
 	}
 	if sc.cfg.DataDir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem serve --data DIR [--addr 127.0.0.1:7700] [--api-key KEY] [--read-key KEY] [limits]")

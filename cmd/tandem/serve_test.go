@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tandemsearch/tandem/encoder"
 )
 
 // An open server (no key) on an address other machines reach is refused
@@ -47,11 +49,18 @@ func TestServeFlags(t *testing.T) {
 	if code, _, errs := tandemRun(t, "serve"); code == 0 || !strings.Contains(errs, "usage: tandem serve") {
 		t.Errorf("no --data: code %d, %q", code, errs)
 	}
-	if code, _, errs := tandemRun(t, "serve", "--data", data, "--ingest-threads", "-1"); code == 0 || !strings.Contains(errs, "--ingest-threads must be 0 or more") {
+	if code, _, errs := tandemRun(t, "serve", "--data", data, "--ingest-threads", "-1"); code == 0 || !strings.Contains(errs, "--ingest-threads, --query-cache-bytes and --query-batch-wait must be 0 or more") {
 		t.Errorf("--ingest-threads -1: code %d, %q", code, errs)
 	}
-	if sc, err := parseServe([]string{"--data", data}, io.Discard); err != nil || sc.cfg.Engine.DocumentThreads < 1 {
-		t.Errorf("default ingest threads: %+v, %v; want documents encoded apart from queries", sc, err)
+	if sc, err := parseServe([]string{"--data", data}, io.Discard); err != nil || sc.cfg.Engine.DocumentThreads < 1 || sc.cfg.Engine.QueryCacheBytes != encoder.DefaultQueryCacheBytes || sc.cfg.Engine.QueryBatch != encoder.DefaultQueryBatch {
+		t.Errorf("default ingest threads and query encodings: %+v, %v; want documents encoded apart from queries, the default cache and batch", sc, err)
+	}
+	// --query-cache-bytes 0 turns the cache off (the engine's -1).
+	if sc, err := parseServe([]string{"--data", data, "--query-cache-bytes", "0", "--query-batch", "1"}, io.Discard); err != nil || sc.cfg.Engine.QueryCacheBytes != -1 || sc.cfg.Engine.QueryBatch != 1 {
+		t.Errorf("--query-cache-bytes 0 --query-batch 1: %+v, %v", sc, err)
+	}
+	if code, _, errs := tandemRun(t, "serve", "--data", data, "--query-batch", "0"); code == 0 || !strings.Contains(errs, "--query-batch must be 1 or more") {
+		t.Errorf("--query-batch 0: code %d, %q", code, errs)
 	}
 	keys := filepath.Join(data, "keys")
 	os.WriteFile(keys, []byte("# keys\nadmin a1\nread r1\n\nread r2\n"), 0o600)

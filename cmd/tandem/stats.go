@@ -72,6 +72,10 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "late        %s: %d docs, %d tokens (%d keys), FAISS %s, %s in memory (%.1f bytes/token), %s of it token blobs\n",
 			l.Model, l.Docs, l.Tokens, l.TokenKeys, l.Description, bench.Size(l.MemoryBytes), l.BytesPerToken, bench.Size(l.StoredBytes))
 	}
+	for _, q := range s.QueryEncoding {
+		fmt.Fprintf(stdout, "queries     %s: cache %d hits, %d misses, %d entries in %s of %s; %d queries in %d model runs (this process)\n",
+			q.Model, q.CacheHits, q.CacheMisses, q.CacheEntries, bench.Size(q.CacheBytes), bench.Size(q.CacheCapacityBytes), q.Queries, q.Runs)
+	}
 	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s\n", bench.Size(s.DiskBytes["badger"]), bench.Size(s.DiskBytes["blobs"]), bench.Size(s.DiskBytes["bleve"]), bench.Size(s.DiskBytes["snapshots"]))
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
 	return nil
