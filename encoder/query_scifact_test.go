@@ -23,7 +23,7 @@ import (
 // have to hold queries of one length.
 func TestQueryBatchSameVectors(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipping in -short: encodes SciFact's 1,109 queries five times")
+		t.Skip("skipping in -short: encodes SciFact's 1,109 queries six times")
 	}
 	queries := readJSONL(t, filepath.Join(sharedData, "scifact", "queries.jsonl"), 1<<20)
 	e := load(t, installedModel(t, DefaultModel), &Options{IntraOpThreads: 2})
@@ -49,8 +49,11 @@ func TestQueryBatchSameVectors(t *testing.T) {
 		return d
 	}
 
-	for _, size := range []int{8, 32} {
-		worst := 0.0
+	for _, run := range []struct {
+		size   int
+		narrow bool
+	}{{8, false}, {32, false}, {8, true}} {
+		size, worst := run.size, 0.0
 		for start := 0; start < len(queries); start += size {
 			var batch []*pendingQuery
 			for i := start; i < min(start+size, len(queries)); i++ {
@@ -60,7 +63,7 @@ func TestQueryBatchSameVectors(t *testing.T) {
 				}
 				batch = append(batch, &pendingQuery{ctx: ctx, seq: p.seqs[0], tokens: true, done: make(chan struct{})})
 			}
-			e.queries.runBatch(batch)
+			e.queries.runBatch(batch, run.narrow)
 			for k, p := range batch {
 				if p.err != nil {
 					t.Fatal(p.err)
@@ -68,7 +71,7 @@ func TestQueryBatchSameVectors(t *testing.T) {
 				worst = max(worst, same("batch", start+k, p.vector, p.tok))
 			}
 		}
-		t.Logf("batches of %d mixed lengths: max abs difference %g over %d queries", size, worst, len(queries))
+		t.Logf("batches of %d mixed lengths (one-thread session: %v): max abs difference %g over %d queries", size, run.narrow, worst, len(queries))
 	}
 
 	// EncodeQuery from 8 goroutines: batched runs, filling the cache.

@@ -34,12 +34,27 @@ const DefaultQueryBatch = 8
 // activation scales span the batch, runs each query alone (QueryBatch is
 // at most BatchSize by default, 1 for int8).
 //
+// A run takes all the threads of a model run (IntraOpThreads) when it
+// is alone: nothing else in flight and nothing left queued, which is a
+// lone search's case, so its latency is what a run of its own gives.
+// Under load, a run that starts beside another, or leaves queries queued,
+// runs on one thread on the model's one-thread session, and as many of
+// those run at once as the thread budget holds: on 2 cores, two one-thread
+// runs use the cores without the spinning and waiting of two-thread runs
+// that share them with the searches (with 8 searchers and a writer,
+// tandem serve answers 1.26x the searches of two-thread runs; docs/
+// server.md). The one-thread session computes the same floats as the
+// main one (TestQueryBatchSameVectors).
+//
 // Runners are goroutines owned by the batcher: close stops them and
 // waits for them.
 type queryBatcher struct {
 	l        *loaded
 	maxBatch int
 	wait     time.Duration
+	// narrow is whether a run under load may take one thread on the
+	// model's one-thread session (the budget holds two or more).
+	narrow bool
 	// ctx is cancelled by close, ending the runs in flight.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,10 +64,11 @@ type queryBatcher struct {
 
 	mu struct {
 		sync.Mutex
-		queue   []*pendingQuery
-		idle    int // run slots free
-		waiting int // runners waiting out QueryBatchWait
-		closed  bool
+		queue    []*pendingQuery
+		idle     int // run slots free
+		waiting  int // runners waiting out QueryBatchWait
+		inflight int // runs started and not yet answered
+		closed   bool
 	}
 	runs, queries atomic.Int64
 }
@@ -73,6 +89,10 @@ func newQueryBatcher(l *loaded) *queryBatcher {
 	b := &queryBatcher{l: l, maxBatch: l.opts.QueryBatch, wait: l.opts.QueryBatchWait, full: make(chan struct{}, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.mu.idle = l.opts.MaxConcurrentRuns
+	if l.bulkRuns > 1 {
+		b.narrow = true
+		b.mu.idle = max(b.mu.idle, l.bulkRuns)
+	}
 	return b
 }
 
@@ -162,8 +182,13 @@ func (b *queryBatcher) run(waits bool) {
 			b.mu.Unlock()
 			return
 		}
+		narrow := b.narrow && (b.mu.inflight > 0 || len(b.mu.queue) > 0)
+		b.mu.inflight++
 		b.mu.Unlock()
-		b.runBatch(batch)
+		b.runBatch(batch, narrow)
+		b.mu.Lock()
+		b.mu.inflight--
+		b.mu.Unlock()
 	}
 }
 
@@ -191,9 +216,10 @@ func (b *queryBatcher) takeLocked() []*pendingQuery {
 	return batch
 }
 
-// runBatch runs one model run for batch and answers each query. The run's
-// context ends when every query's has, or at close.
-func (b *queryBatcher) runBatch(batch []*pendingQuery) {
+// runBatch runs one model run for batch and answers each query: on the
+// one-thread session if narrow. The run's context ends when every
+// query's has, or at close.
+func (b *queryBatcher) runBatch(batch []*pendingQuery, narrow bool) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	var live atomic.Int64
@@ -221,7 +247,7 @@ func (b *queryBatcher) runBatch(batch []*pendingQuery) {
 	if testHookQueryRun != nil {
 		testHookQueryRun(b.l, len(batch))
 	}
-	err := b.l.runBatch(ctx, b.l.sides[Query], seqs, idx, out, false, false)
+	err := b.l.runBatch(ctx, b.l.sides[Query], seqs, idx, out, narrow, false)
 	if err == nil {
 		b.runs.Add(1)
 		b.queries.Add(int64(len(batch)))
