@@ -43,6 +43,18 @@ func (e *Encoder) EncodeQuery(ctx context.Context, text string, tokens bool) (*B
 	return oneQuery(vec, tok, len(seq.ids)), nil
 }
 
+// busyKey marks a context whose query runs beside other searches (Busy).
+type busyKey struct{}
+
+// Busy returns ctx marked as a search that runs beside others in the same
+// process: EncodeQuery then runs its query on one thread even when no
+// other query run is in flight, leaving the other cores to the other
+// searches, as it does for every run under load. A lone search, unmarked,
+// runs on all of a run's threads.
+func Busy(ctx context.Context) context.Context { return context.WithValue(ctx, busyKey{}, true) }
+
+func busy(ctx context.Context) bool { b, _ := ctx.Value(busyKey{}).(bool); return b }
+
 func oneQuery(vec []float32, tok *Tokens, inputTokens int) *Batch {
 	b := &Batch{InputTokens: inputTokens}
 	if vec != nil {

@@ -350,3 +350,30 @@ func TestQueryBatchRace(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestQueryBusyRunsOnOneThread: a lone query runs on the model's main
+// session, with all of a run's threads; one marked Busy (a search beside
+// others) runs on the one-thread session, which gives the same vectors.
+func TestQueryBusyRunsOnOneThread(t *testing.T) {
+	e := load(t, "testdata/tiny-bert", &Options{MaxConcurrentRuns: 1, IntraOpThreads: 2, QueryCacheBytes: -1})
+	m := e.loaded.sides[Query].model
+	bulkOpen := func() bool { m.bulk.Lock(); defer m.bulk.Unlock(); return m.bulk.s != nil }
+	ctx := context.Background()
+	alone, err := e.EncodeQuery(ctx, "the cat sat on the mat", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bulkOpen() {
+		t.Fatal("a lone query ran on the one-thread session")
+	}
+	busyOut, err := e.EncodeQuery(Busy(ctx), "the cat sat on the mat", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bulkOpen() {
+		t.Fatal("a Busy query did not run on the one-thread session")
+	}
+	if !slices.Equal(alone.Vectors[0], busyOut.Vectors[0]) || !slices.Equal(alone.Tokens[0].Vectors, busyOut.Tokens[0].Vectors) {
+		t.Error("the one-thread session's vectors differ from the main session's")
+	}
+}

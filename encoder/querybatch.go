@@ -35,9 +35,10 @@ const DefaultQueryBatch = 8
 // at most BatchSize by default, 1 for int8).
 //
 // A run takes all the threads of a model run (IntraOpThreads) when it
-// is alone: nothing else in flight and nothing left queued, which is a
-// lone search's case, so its latency is what a run of its own gives.
-// Under load, a run that starts beside another, or leaves queries queued,
+// is alone: nothing else in flight, nothing left queued and no query of
+// it marked Busy (a search beside others), which is a lone search's case,
+// so its latency is what a run of its own gives. Under load, a run that
+// starts beside another, leaves queries queued or holds a Busy query
 // runs on one thread on the model's one-thread session, and as many of
 // those run at once as the thread budget holds: on 2 cores, two one-thread
 // runs use the cores without the spinning and waiting of two-thread runs
@@ -182,7 +183,7 @@ func (b *queryBatcher) run(waits bool) {
 			b.mu.Unlock()
 			return
 		}
-		narrow := b.narrow && (b.mu.inflight > 0 || len(b.mu.queue) > 0)
+		narrow := b.narrow && (b.mu.inflight > 0 || len(b.mu.queue) > 0 || slices.ContainsFunc(batch, func(p *pendingQuery) bool { return busy(p.ctx) }))
 		b.mu.inflight++
 		b.mu.Unlock()
 		b.runBatch(batch, narrow)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -454,6 +455,8 @@ func (p *Plan) Hit(h fusion.Hit, id string, fields map[string]any) tandem.Hit {
 // against the filter again.
 func (e *Engine) Search(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
+	searching.Add(1)
+	defer searching.Add(-1)
 	p, err := e.enterPlan(req)
 	if err != nil {
 		return nil, err
@@ -753,11 +756,19 @@ func newQueries(p *Plan) *queries {
 	return q
 }
 
+// searching counts the searches in flight in the process, over every
+// engine: more than one, and a query's model run takes one thread
+// (encoder.Busy).
+var searching atomic.Int64
+
 // encode returns m's encoding of the text, running the model the first
 // time it is asked.
 func (q *queries) encode(ctx context.Context, m *model) (*encoder.Batch, error) {
 	x := q.m[m]
 	x.once.Do(func() {
+		if searching.Load() > 1 {
+			ctx = encoder.Busy(ctx) // the model's run leaves the other cores to the other searches
+		}
 		x.out, x.err = m.enc.EncodeQuery(ctx, q.text, x.tokens)
 		if x.err != nil {
 			x.err = fmt.Errorf("engine: encode query with %s: %w", m.spec.Name, x.err)
