@@ -173,7 +173,9 @@
 //     when a value is added to the filter, and their counts do not move
 //     as a query is typed.
 //   - FacetScopeResults: the first FacetWindow hits (default
-//     max(DefaultFacetWindow, K+Offset), at most 100,000) of the fused
+//     DefaultFacetWindow, raised to K+Offset, at most 100,000; a scope
+//     or window without facets, or a window of the filter scope,
+//     changes nothing) of the fused
 //     ranking, or all of it when the retrievers found fewer. Every
 //     retriever's depth is raised to the window as it is to K+Offset, so
 //     the window is the hits a search with K = FacetWindow and Offset 0

@@ -256,9 +256,10 @@ func facetWindow(req Request) int {
 	}
 	w := req.FacetWindow
 	if w == 0 {
-		w = max(DefaultFacetWindow, want)
+		w = DefaultFacetWindow
 	}
-	if w < want || w > maxK {
+	w = max(w, want) // raised to the page, as every depth is
+	if req.FacetWindow < 0 || w > maxK {
 		return 0
 	}
 	return w
@@ -267,29 +268,28 @@ func facetWindow(req Request) int {
 // planFacets checks req's facets against schema and groups them by the
 // filter each counts under (fe is the request's, nil for none).
 func planFacets(req Request, schema *tandem.Schema, fe filter.Expr) (*facetPlan, error) {
+	// A scope or window without facets, or a window of the filter
+	// scope, counts nothing and changes nothing: it is ignored, as a
+	// depth for no retriever would be if it could be.
+	switch req.FacetScope {
+	case "", FacetScopeFilter, FacetScopeResults:
+	default:
+		return nil, fmt.Errorf("%w: facet scope %q (want %q or %q)", ErrBadRequest, req.FacetScope, FacetScopeFilter, FacetScopeResults)
+	}
+	if req.FacetWindow < 0 || req.FacetWindow > maxK {
+		return nil, fmt.Errorf("%w: facet window %d: want 0 to %d (0 means max(%d, k+offset))", ErrBadRequest, req.FacetWindow, maxK, DefaultFacetWindow)
+	}
 	if len(req.Facets) == 0 {
-		if req.FacetScope != "" || req.FacetWindow != 0 {
-			return nil, fmt.Errorf("%w: facet scope or window given without facets", ErrBadRequest)
-		}
 		return nil, nil
 	}
 	if len(req.Facets) > MaxFacets {
 		return nil, fmt.Errorf("%w: %d facets (limit %d)", ErrBadRequest, len(req.Facets), MaxFacets)
 	}
-	fp := &facetPlan{scope: req.FacetScope}
-	switch fp.scope {
-	case "":
-		fp.scope = FacetScopeFilter
-	case FacetScopeFilter, FacetScopeResults:
-	default:
-		return nil, fmt.Errorf("%w: facet scope %q (want %q or %q)", ErrBadRequest, req.FacetScope, FacetScopeFilter, FacetScopeResults)
-	}
+	fp := &facetPlan{scope: cmp.Or(req.FacetScope, FacetScopeFilter)}
 	if fp.scope == FacetScopeResults {
 		if fp.window = facetWindow(req); fp.window == 0 {
 			return nil, fmt.Errorf("%w: facet window %d: at least k+offset (%d) and at most %d", ErrBadRequest, req.FacetWindow, req.K+req.Offset, maxK)
 		}
-	} else if req.FacetWindow != 0 {
-		return nil, fmt.Errorf("%w: facet window %d: a window applies to facet scope %q only", ErrBadRequest, req.FacetWindow, FacetScopeResults)
 	}
 	fp.groups = []facetGroup{{filter: fe, own: true}}
 	conj := conjuncts(fe)

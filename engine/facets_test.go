@@ -575,10 +575,9 @@ func TestFacetErrors(t *testing.T) {
 		{"too many ranges", Request{Facets: []FacetRequest{{Field: "year", Ranges: manyRanges}}}, []string{`field "year"`, "1001 ranges", "limit 1000"}},
 		{"too many facets", Request{Facets: many}, []string{"33 facets", "limit 32"}},
 		{"scope", Request{Facets: []FacetRequest{{Field: "lang"}}, FacetScope: "everything"}, []string{`facet scope "everything"`}},
-		{"window below the page", Request{K: 10, Offset: 5, Facets: []FacetRequest{{Field: "lang"}}, FacetScope: FacetScopeResults, FacetWindow: 14}, []string{"facet window 14", "at least k+offset (15)"}},
-		{"window over the limit", Request{Facets: []FacetRequest{{Field: "lang"}}, FacetScope: FacetScopeResults, FacetWindow: maxK + 1}, []string{"facet window 100001", "at most 100000"}},
-		{"window of the filter scope", Request{Facets: []FacetRequest{{Field: "lang"}}, FacetWindow: 50}, []string{"facet window 50", `scope "results" only`}},
-		{"scope without facets", Request{FacetScope: FacetScopeResults}, []string{"without facets"}},
+		{"window over the limit", Request{Facets: []FacetRequest{{Field: "lang"}}, FacetScope: FacetScopeResults, FacetWindow: maxK + 1}, []string{"facet window 100001", "want 0 to 100000"}},
+		{"negative window", Request{FacetWindow: -1}, []string{"facet window -1"}},
+		{"scope without facets", Request{FacetScope: "everything"}, []string{`facet scope "everything"`}},
 		{"buckets too far from 0", Request{Facets: []FacetRequest{{Field: "year", Interval: 1e-300}}}, []string{`facets[0] (field "year")`, "interval 1e-300", "2^52 intervals from 0"}},
 	}
 	for _, tc := range tests {
@@ -664,5 +663,45 @@ func TestNumberBucket(t *testing.T) {
 	}
 	if _, ok := numberBucket(1e300, 1); ok {
 		t.Error("a value 1e300 intervals from 0 has a bucket")
+	}
+}
+
+// TestFacetWindowRaisedAndIgnored: a results window below the page is
+// raised to it, as every depth is; a scope or window without facets, and
+// a window of the filter scope, change nothing.
+func TestFacetWindowRaisedAndIgnored(t *testing.T) {
+	ctx := context.Background()
+	e, _ := facetCollection(t, rand.New(rand.NewPCG(1, 1)), 40)
+	page, err := e.Search(ctx, Request{K: 15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Search(ctx, Request{K: 10, Offset: 5, Facets: []FacetRequest{{Field: "lang"}}, FacetScope: FacetScopeResults, FacetWindow: 14})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Facets) != 1 || res.Facets[0].Docs != int64(len(page.Hits)) {
+		t.Errorf("window 14 under a page to 15: facets %+v, want %d documents counted", res.Facets, len(page.Hits))
+	}
+	filterScope, err := e.Search(ctx, Request{Facets: []FacetRequest{{Field: "lang"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []Request{
+		{FacetScope: FacetScopeResults, FacetWindow: 50},
+		{FacetWindow: 99_999},
+		{Facets: []FacetRequest{{Field: "lang"}}, FacetWindow: 50},
+	} {
+		got, err := e.Search(ctx, req)
+		if err != nil {
+			t.Errorf("%+v: %v", req, err)
+			continue
+		}
+		if len(req.Facets) == 0 && got.Facets != nil {
+			t.Errorf("%+v: facets %+v without facets asked", req, got.Facets)
+		}
+		if len(req.Facets) > 0 && fmt.Sprint(got.Facets) != fmt.Sprint(filterScope.Facets) {
+			t.Errorf("%+v: facets %+v, want the filter scope's %+v", req, got.Facets, filterScope.Facets)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func TestSearchFacets(t *testing.T) {
 	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/docs/search", map[string]any{"facets": []any{map[string]any{"field": "nope"}}}, `"nope"`)
 	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/docs/search", map[string]any{"facets": []any{map[string]any{"field": "year", "interval": -1}}}, `field "year"`, "interval")
 	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/docs/search", map[string]any{"facets": []any{map[string]any{"field": "lang", "interval": 5}}}, `field "lang"`)
-	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/docs/search", map[string]any{"facet_scope": "results"}, "facet")
+	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/docs/search", map[string]any{"facet_scope": "everything"}, `facet scope "everything"`)
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/search", map[string]any{"facets": []any{map[string]any{"field": "lang", "top": 3}}}, `"top"`)
 	a.fails(http.StatusBadRequest, "bad_parameter", "GET", "/v1/collections/docs/search?q=fox&facet=year:top=3", nil, "facet", `"top"`)
 	a.fails(http.StatusBadRequest, "bad_parameter", "GET", "/v1/collections/docs/search?q=fox&facet=lang&facet_window=many", nil, "facet_window")

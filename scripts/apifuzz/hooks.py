@@ -121,6 +121,10 @@ NOT_IN_SPEC = [
      "a model listed twice: unique names across the items of an array", None),
     ("bad_request", r"(late_index|late-interaction index) \".*\": ",
      "a late_index FAISS cannot build: its index descriptions are a grammar of FAISS's own, and what it builds depends on the library and the dimension", None),
+    ("bad_request", r"facets\[\d+\] \(field .*\): ",
+     "a facet on a field this collection's schema does not have, or whose kind (values, ranges, histogram) or range bounds do not suit the field's type, or whose histogram would pass the bucket limit on this collection's values: names and types of the schema, rules across a facet's members, and a bound that depends on the data", None),
+    ("bad_parameter", r"^parameter facet=",
+     "a facet parameter's text form (engine.ParseFacet: FIELD[:option,...]), a grammar the spec states in words", SEARCH_GET),
     ("bad_schema", r"(?s)^schema model .*: late_index \".*\": ",
      "a schema model's late_index FAISS cannot build (checked with the schema since the create checks analyzers and late indexes up front): the same grammar of FAISS's own", None),
 ]
