@@ -1,6 +1,8 @@
 // Package procstat reads what the harnesses and benchmarks report about
 // the process and its data: resident memory (now and at its peak), open
-// files, and the disk space a directory takes.
+// files, and the disk space a directory takes; a Sampler keeps the peaks
+// of anonymous and mapped-file memory, which the system keeps only for
+// their sum, by reading them at an interval.
 //
 // Every reading is best effort: where the system does not say (no /proc,
 // not Linux), a figure is 0 rather than an error, so that a report still

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func TestParseStatus(t *testing.T) {
@@ -86,4 +88,55 @@ func TestDirBytes(t *testing.T) {
 	if got := DirBytes(filepath.Join(dir, "missing")); got != 0 {
 		t.Fatalf("missing directory: %d bytes", got)
 	}
+}
+
+// TestSampler checks that a sampler keeps a peak after the memory is
+// released, apart for anonymous memory and mapped files, and that Reset
+// starts new peaks below it.
+func TestSampler(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("anonymous and mapped memory come from /proc/self/status, which only Linux has")
+	}
+	s := StartSampler(10 * time.Millisecond)
+	defer s.Stop()
+	s.Reset()
+	base := s.Peaks()
+	if base.RSS == 0 || base.Anon == 0 || base.Samples < 2 {
+		t.Fatalf("peaks at the start: %+v", base)
+	}
+	// 128 MiB of Go heap, touched, then freed: the peak keeps them.
+	b := make([]byte, 128<<20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	// Map a file of 32 MiB and read it, which makes it resident.
+	f, err := os.CreateTemp(t.TempDir(), "mapped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 32<<20)); err != nil {
+		t.Fatal(err)
+	}
+	unmap := mapAndRead(t, f, 32<<20)
+	got := s.Peaks()
+	unmap()
+	runtime.KeepAlive(b)
+	b = nil
+	debug.FreeOSMemory()
+	after := s.Peaks()
+	// The heap's 128 MiB are live at every reading from the allocation to
+	// got, so the heap at the anonymous peak holds them then.
+	if got.GoHeap < 128<<20 || after.Anon < base.Anon+128<<20 || after.RSS < after.Anon {
+		t.Errorf("with 128 MiB of heap touched: %+v, then %+v (start %+v)", got, after, base)
+	}
+	if got.File < base.File+32<<20 || after.File < got.File {
+		t.Errorf("with 32 MiB of a file mapped and read: %+v, then %+v (start %+v)", got, after, base)
+	}
+	s.Reset()
+	if now := s.Peaks(); now.Anon > after.Anon-64<<20 || now.RSS > after.RSS-64<<20 {
+		t.Errorf("after the memory was freed and Reset, peaks %+v, before %+v", now, after)
+	}
+	s.Stop()
+	s.Stop()
 }
