@@ -7,66 +7,197 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/procstat"
 	"github.com/tandemsearch/tandem/internal/synth"
 )
 
-// Config is one run of the benchmark. Dir, Docs and Queries are required.
-type Config struct {
-	Dir     string // directory for the collection; must not exist
-	Docs    int    // documents to ingest
-	Batch   int    // documents per atomic batch (0: the engine's)
-	Queries int    // queries per measured search configuration
-	Keep    bool   // keep the collection afterwards
+// SampleInterval is how often a run reads the process's memory to keep
+// each phase's peaks of anonymous and mapped-file memory: one read of
+// /proc/self/status, cheap enough not to show in the figures.
+const SampleInterval = 100 * time.Millisecond
 
-	bench.Output // the progress lines and the profiles
+// Config is one run of the benchmark. Dir, Docs and Queries are required;
+// RecallQueries may be 0 (no recall) and at most Queries.
+type Config struct {
+	Dir           string // directory for the collection; must not exist (but see SearchOnly)
+	Docs          int    // documents to ingest
+	Batch         int    // documents per atomic batch (0: the engine's)
+	Queries       int    // queries per measured search configuration
+	RecallQueries int    // the first queries whose dense top 10 is compared with the exact one
+	Keep          bool   // keep the collection afterwards
+
+	// SearchOnly opens the collection in Dir, which an earlier run kept,
+	// and only searches it (the phase "open from snapshot, then the
+	// searches"), so that two binaries can be compared on copies of one
+	// collection. Docs, Batch, Keep, CPUProfile and MemProfile must then
+	// be zero: the documents are the collection's, and it is kept.
+	SearchOnly bool
+
+	// The progress lines and the profiles; the search profile covers the
+	// searches after the open from the snapshot.
+	bench.Output
 }
 
 // Report is what a run measured.
 type Report struct {
-	Corpus  synth.Corpus // the generator's parameters
-	Docs    int          // documents ingested
-	Batches int          // atomic batches they were committed in
-	Ingest  time.Duration
-	Close   time.Duration // closing after the ingest, which writes the snapshots
-	Disk    int64         // the collection's bytes on disk after the close
+	Corpus     synth.Corpus // the generator's parameters
+	Docs       int          // documents ingested, or the collection's (SearchOnly)
+	Batches    int          // atomic batches they were committed in
+	SearchOnly bool         // the run only opened and searched (Config.SearchOnly)
 
-	// Peak RSS of each phase, each measured in its own: the ingest, an
-	// open from the snapshots, an open that rebuilds the dense index
-	// from Badger followed by the searches.
-	PeakIngest, PeakOpen, PeakRebuild int64
+	// Disk is the collection's bytes on disk after the close that follows
+	// the ingest, DiskParts the same by top-level entry of the directory
+	// (badger, bleve, snapshots...). Not measured with SearchOnly.
+	Disk      int64
+	DiskParts []DiskPart
 
-	OpenSnapshot, OpenRebuild time.Duration
-	Searches                  []bench.Searches // bm25 and dense, without and with a 1% filter
+	// Phases in the order the run went through them: the ingest, the
+	// close that writes the snapshots, the open from the snapshots then
+	// the searches, the open with the dense index rebuilt from Badger
+	// then the same searches, and the close that snapshots the rebuilt
+	// index; with SearchOnly, only the open and its searches.
+	Phases []Phase
+
+	Queries       int           // queries measured per search configuration
+	RecallQueries int           // the first of them, whose recall was measured
+	Exact         time.Duration // computing their exact top 10 by brute force
 }
 
-// Run builds the collection, reopens it twice and searches it.
+// DiskPart is the disk space one entry of the collection directory takes.
+type DiskPart struct {
+	Name  string
+	Bytes int64
+}
+
+// Phase is one phase of a run, with its own memory peaks (the Go runtime
+// returns its free memory and the peaks are reset between phases, since
+// a user opens a collection in a fresh process, not in the one that built
+// it).
+type Phase struct {
+	Name string
+	// Took is the phase's work before any searches: the ingest, the close
+	// or the open.
+	Took time.Duration
+	// Memory is the phase's peaks, the searches included.
+	Memory procstat.Peaks
+	// Searches are the measured search configurations, in the order of
+	// Configs; none for the ingest and the closes.
+	Searches []Search
+	// Dense is the dense index as the open found it (opens only).
+	Dense dense.Stats
+}
+
+// Search is what one search configuration measured in a phase.
+type Search struct {
+	bench.Searches
+	// Recall is the mean recall@10 against the exact top 10, over the
+	// first Report.RecallQueries queries; -1 where not measured (BM25, or
+	// RecallQueries 0).
+	Recall float64
+}
+
+// The names of the phases, as the tables print them.
+const (
+	PhaseIngest       = "ingest"
+	PhaseClose        = "close (writes the snapshots)"
+	PhaseOpen         = "open from snapshot, then the searches"
+	PhaseOpenNoSnap   = "open (no dense snapshot: rebuilt from Badger), then the searches"
+	PhaseRebuild      = "open with the dense index rebuilt from Badger, then the searches"
+	PhaseCloseRebuilt = "close (writes the rebuilt dense index's snapshot)"
+)
+
+// snapshotDir is where the engine keeps the derived indexes' snapshots
+// (package engine, "Layout of a collection directory").
+const snapshotDir = "snapshots"
+
+// Run builds the collection, reopens it twice and searches it (or, with
+// SearchOnly, opens the existing one and searches it), then computes the
+// exact dense top 10 of the first RecallQueries queries.
 func Run(ctx context.Context, c Config) (*Report, error) {
-	if c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 {
-		return nil, errors.New("bench ingest: Dir, Docs and Queries are required")
+	if c.Dir == "" || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries {
+		return nil, fmt.Errorf("bench ingest: Dir and Queries are required, and RecallQueries (%d) must be 0 to Queries (%d)", c.RecallQueries, c.Queries)
 	}
-	if err := bench.CheckNew(c.Dir); err != nil {
-		return nil, err
+	if c.SearchOnly && (c.Docs != 0 || c.Batch != 0 || c.Keep || c.CPUProfile != "" || c.MemProfile != "") {
+		return nil, errors.New("bench ingest: with SearchOnly, Docs, Batch, Keep, CPUProfile and MemProfile do not apply")
 	}
-	log := c.Logger()
-	if !c.Keep {
-		defer os.RemoveAll(c.Dir)
+	if !c.SearchOnly && c.Docs <= 0 {
+		return nil, errors.New("bench ingest: Docs is required")
 	}
 	corpus := synth.Default()
 	gen, err := synth.New(corpus)
 	if err != nil {
 		return nil, err
 	}
-	schema := &tandem.Schema{IDField: "_id", Strict: true, Models: []tandem.Model{corpus.ModelSpec()},
-		Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "cat", Type: tandem.Keyword}, {Name: "year", Type: tandem.Number}}}
-	e, err := engine.Open(c.Dir, &engine.Options{Schema: schema, BatchSize: c.Batch})
+	r := &run{c: c, log: c.Logger(), gen: gen, rep: &Report{Corpus: corpus, SearchOnly: c.SearchOnly, Queries: c.Queries, RecallQueries: c.RecallQueries}}
+	if c.SearchOnly {
+		if _, err := os.Stat(filepath.Join(c.Dir, "badger")); err != nil {
+			return nil, fmt.Errorf("bench ingest: search only: %s holds no collection (keep one with Keep): %w", c.Dir, err)
+		}
+	} else if err := bench.CheckNew(c.Dir); err != nil {
+		return nil, err
+	}
+	r.mem = procstat.StartSampler(SampleInterval)
+	defer r.mem.Stop()
+	if c.SearchOnly {
+		err = r.openAndSearch(ctx, PhaseOpen, c.SearchCPUProfile, false)
+	} else {
+		if !c.Keep {
+			defer os.RemoveAll(c.Dir)
+		}
+		err = r.full(ctx)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if err := r.recall(); err != nil {
+		return nil, err
+	}
+	return r.rep, nil
+}
+
+// run is the state of one Run.
+type run struct {
+	c   Config
+	log io.Writer
+	gen *synth.Generator
+	mem *procstat.Sampler
+	rep *Report
+	// found[p][ci] holds, for phase p of rep.Phases and configuration ci,
+	// the ids of the top 10 of each of the first RecallQueries queries.
+	found map[int][][][]string
+}
+
+// nextPhase starts a phase whose peaks are its own: the Go runtime returns
+// the memory it holds free, and the kernel's and the sampler's peaks
+// restart from the current figures.
+func (r *run) nextPhase() {
+	bench.NextPhase()
+	r.mem.Reset()
+}
+
+// endPhase records a phase that took took, with the peaks since the last
+// nextPhase, and returns its index in rep.Phases.
+func (r *run) endPhase(name string, took time.Duration, searches []Search) int {
+	r.rep.Phases = append(r.rep.Phases, Phase{Name: name, Took: took, Memory: r.mem.Peaks(), Searches: searches})
+	return len(r.rep.Phases) - 1
+}
+
+// full builds the collection and goes through every phase.
+func (r *run) full(ctx context.Context) error {
+	c, corpus := r.c, r.rep.Corpus
+	schema := &tandem.Schema{IDField: "_id", Strict: true, Models: []tandem.Model{corpus.ModelSpec()},
+		Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "cat", Type: tandem.Keyword}, {Name: "year", Type: tandem.Number}}}
+	r.nextPhase()
+	e, err := engine.Open(c.Dir, &engine.Options{Schema: schema, BatchSize: c.Batch})
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if e != nil {
@@ -75,13 +206,13 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}()
 
 	// Documents are generated ahead by one goroutine per core, in order.
-	next, stop := bench.Generate(c.Docs, 4096, gen.Doc)
+	next, stop := bench.Generate(c.Docs, 4096, r.gen.Doc)
 	defer stop()
 	var last time.Time
-	fmt.Fprintf(log, "ingesting %d synthetic documents (%d-d vectors supplied) into %s\n", c.Docs, corpus.Dim, c.Dir)
+	fmt.Fprintf(r.log, "ingesting %d synthetic documents (%d-d vectors supplied) into %s\n", c.Docs, corpus.Dim, c.Dir)
 	stopProfile, err := bench.StartCPUProfile(c.CPUProfile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer stopProfile()
 	p, err := e.IndexStream(ctx, next, engine.StreamOptions{Progress: func(p engine.Progress) {
@@ -91,117 +222,130 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		last = time.Now()
 		rate := float64(p.Docs) / p.Elapsed.Seconds()
 		eta := time.Duration(float64(c.Docs-p.Docs)/rate) * time.Second
-		fmt.Fprintf(log, "%d docs, %.0f docs/s, ETA %s, %s\n", p.Docs, rate, eta.Round(time.Second), bench.MemoryStatus())
+		fmt.Fprintf(r.log, "%d docs, %.0f docs/s, ETA %s, %s\n", p.Docs, rate, eta.Round(time.Second), bench.MemoryStatus())
 	}})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := &Report{Corpus: corpus, Docs: p.Docs, Batches: p.Batches, Ingest: p.Elapsed}
 	stopProfile()
-	// Each phase's peak is its own: a user opens a collection in a fresh
-	// process, not in the one that built it.
-	r.PeakIngest = procstat.ReadMemory().Peak
-	procstat.ResetPeak()
+	stop()
+	r.rep.Docs, r.rep.Batches = p.Docs, p.Batches
+	r.endPhase(PhaseIngest, p.Elapsed, nil)
 	if c.MemProfile != "" {
 		if err := bench.WriteHeapProfile(c.MemProfile); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	closeStart := time.Now()
-	if err := e.Close(); err != nil {
-		return nil, err
-	}
-	r.Close = time.Since(closeStart)
-	r.Disk = procstat.DirBytes(c.Dir)
-	bench.NextPhase()
 
-	openStart := time.Now()
-	if e, err = engine.Open(c.Dir, nil); err != nil {
-		return nil, err
-	}
-	r.OpenSnapshot = time.Since(openStart)
-	if err := e.Close(); err != nil {
-		return nil, err
-	}
-	r.PeakOpen = procstat.ReadMemory().Peak
-	bench.NextPhase()
-	// Without the dense snapshot, Open rebuilds the index from Badger.
-	snaps, _ := filepath.Glob(filepath.Join(c.Dir, "snapshots", "*"))
-	for _, s := range snaps {
-		os.Remove(s)
-	}
-	openStart = time.Now()
-	if e, err = engine.Open(c.Dir, nil); err != nil {
-		return nil, err
-	}
-	r.OpenRebuild = time.Since(openStart)
-	peakRebuild := procstat.ReadMemory().Peak
-
-	fmt.Fprintf(log, "searching: %d queries per configuration\n", c.Queries)
-	type config struct {
-		name   string
-		rets   []string
-		filter string
-	}
-	filter := fmt.Sprintf(`{"term":{"cat":%q}}`, synth.Category(7))
-	configs := []config{
-		{"bm25", []string{"bm25"}, ""},
-		{"bm25, 1% filter", []string{"bm25"}, filter},
-		{"dense", []string{"dense"}, ""},
-		{"dense, 1% filter", []string{"dense"}, filter},
-	}
-	lat := make([][]time.Duration, len(configs))
-	hits := make([]int, len(configs))
-	stopSearchProfile, err := bench.StartCPUProfile(c.SearchCPUProfile)
-	if err != nil {
-		return nil, err
-	}
-	defer stopSearchProfile()
-	// Configurations alternate query by query, so that the machine's
-	// load falls on all alike; the first 10 queries warm up.
-	for qi := -10; qi < c.Queries; qi++ {
-		text, vec := gen.Query(qi + 10)
-		for ci, cf := range configs {
-			req := engine.Request{Text: text, K: 10, Retrievers: cf.rets, Filter: []byte(cf.filter)}
-			if cf.rets[0] == "dense" {
-				req.Vectors = map[string]tandem.Vectors{corpus.Model: {Dense: vec}}
-			}
-			start := time.Now()
-			res, err := e.Search(ctx, req)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", cf.name, err)
-			}
-			if qi >= 0 {
-				lat[ci] = append(lat[ci], time.Since(start))
-				hits[ci] += len(res.Hits)
-			}
-		}
-	}
+	r.nextPhase()
+	start := time.Now()
 	err = e.Close()
 	e = nil
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r.PeakRebuild = max(peakRebuild, procstat.ReadMemory().Peak)
-	for ci, cf := range configs {
-		r.Searches = append(r.Searches, bench.Measure(cf.name, lat[ci], hits[ci]))
+	r.endPhase(PhaseClose, time.Since(start), nil)
+	r.rep.Disk, r.rep.DiskParts = diskUse(c.Dir)
+
+	if err := r.openAndSearch(ctx, PhaseOpen, c.SearchCPUProfile, false); err != nil {
+		return err
 	}
-	return r, nil
+	// Without the dense snapshot, Open rebuilds the index from Badger.
+	snaps, _ := filepath.Glob(filepath.Join(c.Dir, snapshotDir, "*"))
+	for _, s := range snaps {
+		if err := os.Remove(s); err != nil {
+			return err
+		}
+	}
+	return r.openAndSearch(ctx, PhaseRebuild, "", true)
 }
 
-// WriteMarkdown writes the report as a Markdown table.
-func (r *Report) WriteMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "| measure | value |\n|---|---|\n")
-	fmt.Fprintf(w, "| documents | %d (%d to %d words, %d-d vectors supplied, %d categories) |\n", r.Docs, r.Corpus.MinWords, r.Corpus.MaxWords, r.Corpus.Dim, r.Corpus.Categories)
-	fmt.Fprintf(w, "| ingest | %s, %.0f documents/s (%d atomic batches) |\n", r.Ingest.Round(time.Second), float64(r.Docs)/r.Ingest.Seconds(), r.Batches)
-	fmt.Fprintf(w, "| close (snapshots) | %s |\n", r.Close.Round(time.Millisecond))
-	fmt.Fprintf(w, "| disk | %s, %.0f bytes/document |\n", bench.Size(r.Disk), float64(r.Disk)/float64(r.Docs))
-	fmt.Fprintf(w, "| peak RSS: ingest | %s |\n", bench.Size(r.PeakIngest))
-	fmt.Fprintf(w, "| peak RSS: open from snapshot | %s |\n", bench.Size(r.PeakOpen))
-	fmt.Fprintf(w, "| peak RSS: open with dense rebuild, then searches | %s |\n", bench.Size(r.PeakRebuild))
-	fmt.Fprintf(w, "| open from snapshot | %s |\n", r.OpenSnapshot.Round(time.Millisecond))
-	fmt.Fprintf(w, "| open with dense rebuild | %s |\n", r.OpenRebuild.Round(time.Millisecond))
-	for _, s := range r.Searches {
-		fmt.Fprintln(w, s.Row())
+// openAndSearch opens the collection, checks that it is the synthetic one
+// of rep.Docs documents (or, with SearchOnly, takes its count), runs the
+// searches and closes it. It records the open and its searches as one
+// phase, and a close that snapshots a rebuilt dense index as another.
+func (r *run) openAndSearch(ctx context.Context, name, profile string, rebuild bool) error {
+	r.nextPhase()
+	start := time.Now()
+	e, err := engine.Open(r.c.Dir, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	took := time.Since(start)
+	defer func() {
+		if e != nil {
+			e.Close()
+		}
+	}()
+	st, err := r.checkCollection(e)
+	if err != nil {
+		return err
+	}
+	switch {
+	case rebuild && st.SnapshotSeq != 0:
+		return fmt.Errorf("%s: the dense index was loaded from a snapshot (sequence %d) after the snapshots were removed", name, st.SnapshotSeq)
+	case !rebuild && st.SnapshotSeq == 0:
+		name = PhaseOpenNoSnap
+	}
+	m := r.mem.Peaks()
+	fmt.Fprintf(r.log, "%s: opened in %s (peak RSS %s, anonymous %s, mapped files %s so far); %d queries per configuration\n",
+		name, took.Round(time.Millisecond), bench.Size(m.RSS), bench.Size(m.Anon), bench.Size(m.File), r.c.Queries)
+	searches, found, err := r.search(ctx, e, profile)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	p := r.endPhase(name, took, searches)
+	r.rep.Phases[p].Dense = st
+	if r.found == nil {
+		r.found = map[int][][][]string{}
+	}
+	r.found[p] = found
+	// A close that writes nothing is no phase of its own; the close of a
+	// rebuilt index writes its snapshot.
+	r.nextPhase()
+	start = time.Now()
+	err = e.Close()
+	e = nil
+	if err != nil {
+		return fmt.Errorf("%s: close: %w", name, err)
+	}
+	if rebuild {
+		r.endPhase(PhaseCloseRebuilt, time.Since(start), nil)
+	}
+	return nil
+}
+
+// checkCollection checks that e holds the documents of the synthetic
+// corpus, 0 to rep.Docs-1 (with SearchOnly, sets rep.Docs to its count),
+// and returns its dense index's stats.
+func (r *run) checkCollection(e *engine.Engine) (dense.Stats, error) {
+	s, err := e.Stats()
+	if err != nil {
+		return dense.Stats{}, err
+	}
+	corpus := r.rep.Corpus
+	i := slices.IndexFunc(s.Dense, func(d dense.Stats) bool { return d.Model == corpus.Model })
+	if i < 0 {
+		return dense.Stats{}, fmt.Errorf("%s: no dense index of %s: not a collection of tandem bench ingest", r.c.Dir, corpus.Model)
+	}
+	if r.rep.Docs == 0 {
+		r.rep.Docs = int(s.Docs)
+	}
+	if s.Docs != uint64(r.rep.Docs) || s.Dense[i].Vectors != r.rep.Docs {
+		return dense.Stats{}, fmt.Errorf("%s: %d documents and %d vectors, want %d of each", r.c.Dir, s.Docs, s.Dense[i].Vectors, r.rep.Docs)
+	}
+	return s.Dense[i], nil
+}
+
+// diskUse is the disk space dir takes, in all and by top-level entry.
+func diskUse(dir string) (int64, []DiskPart) {
+	entries, _ := os.ReadDir(dir)
+	var total int64
+	var parts []DiskPart
+	for _, en := range entries {
+		n := procstat.DirBytes(filepath.Join(dir, en.Name()))
+		total += n
+		parts = append(parts, DiskPart{en.Name(), n})
+	}
+	return total, parts
 }
