@@ -116,9 +116,17 @@ bench-encode: build ## encoding speed beside onnxruntime in Python
 
 # Ingest and search at scale: a synthetic collection whose documents bring
 # their vectors (tandem bench ingest). DOCS=1000000 is the README's run.
+# Each phase (ingest, close, open from snapshot then searches, open with the
+# dense index rebuilt then searches) reports its peak RSS, anonymous and
+# mapped-file memory, per document; dense recall@10 is against an exact
+# brute force over --recall-queries queries (default 20). INGEST_FLAGS adds
+# flags: INGEST_FLAGS=--keep keeps the collection, and
+# `bin/tandem bench ingest --dir DIR --search-only` then opens a copy of it
+# and only searches, to compare two binaries on one collection.
 DOCS ?= 1000000
-bench-ingest: build ## ingest DOCS synthetic documents that bring their vectors; RSS, disk, search
-	bin/tandem bench ingest --dir $(or $(BENCH_DIR),$(ROOT)/.bench-ingest) --docs $(DOCS)
+INGEST_FLAGS ?=
+bench-ingest: build ## ingest DOCS synthetic documents that bring their vectors; memory per phase and document, disk, search p50, recall
+	bin/tandem bench ingest --dir $(or $(BENCH_DIR),$(ROOT)/.bench-ingest) --docs $(DOCS) $(INGEST_FLAGS)
 
 # Late interaction at scale: synthetic clustered token matrices (128 tokens
 # of 128 values per document) that the documents bring, residual codes by

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/tandemsearch/tandem/internal/bench/ingest"
 )
@@ -39,7 +41,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 
 // runBenchIngest builds a synthetic collection whose documents bring their
 // vectors (package synth), then measures what a user of that size meets:
-// ingest rate, disk, peak memory, open times and search latencies.
+// ingest rate, disk, peak memory of each phase (per document), open times,
+// search latencies and dense recall; or, with --search-only, opens one an
+// earlier run kept and only searches it.
 func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench ingest", stderr)
 	var c ingest.Config
@@ -47,7 +51,9 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset.IntVar(&c.Docs, "docs", 1_000_000, "documents to ingest")
 	fset.IntVar(&c.Batch, "batch", 0, "documents per atomic batch (default: the engine's)")
 	fset.IntVar(&c.Queries, "queries", 200, "queries per measured search configuration")
+	fset.IntVar(&c.RecallQueries, "recall-queries", 20, "queries (the first of --queries) whose dense top 10 is compared with the exact one; 0 for none")
 	fset.BoolVar(&c.Keep, "keep", false, "keep the collection afterwards")
+	fset.BoolVar(&c.SearchOnly, "search-only", false, "open the collection in --dir, which --keep kept, and only search it (to compare two binaries on copies of one collection)")
 	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")
 	fset.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the ingest to this file")
 	fset.StringVar(&c.SearchCPUProfile, "search-cpuprofile", "", "write a CPU profile of the searches to this file")
@@ -55,9 +61,21 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
-	if c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [--batch N] [--queries N] [--keep]")
+	if c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries || fset.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [--batch N] [--queries N] [--recall-queries N (at most --queries)] [--keep | --search-only]")
 		return errUsage
+	}
+	if c.SearchOnly {
+		var conflict error
+		fset.Visit(func(f *flag.Flag) {
+			if strings.Contains(" docs batch keep cpuprofile memprofile ", " "+f.Name+" ") {
+				conflict = fmt.Errorf("--%s does not apply with --search-only, which searches the collection in --dir as it is", f.Name)
+			}
+		})
+		c.Docs = 0
+		if conflict != nil {
+			return conflict
+		}
 	}
 	c.Log = stderr
 	r, err := ingest.Run(context.Background(), c)
