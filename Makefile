@@ -119,14 +119,19 @@ bench-encode: build ## encoding speed beside onnxruntime in Python
 # Each phase (ingest, close, open from snapshot then searches, open with the
 # dense index rebuilt then searches) reports its peak RSS, anonymous and
 # mapped-file memory, per document; dense recall@10 is against an exact
-# brute force over --recall-queries queries (default 20). INGEST_FLAGS adds
-# flags: INGEST_FLAGS=--keep keeps the collection, and
-# `bin/tandem bench ingest --dir DIR --search-only` then opens a copy of it
-# and only searches, to compare two binaries on one collection.
+# brute force over --recall-queries queries (default 20). A second process
+# then opens the collection as a user would, fresh, and only searches
+# (--search-only): its peaks are those of a server opening the collection.
+# INGEST_FLAGS adds flags to the first; KEEP=1 keeps the collection, and
+# `bin/tandem bench ingest --dir DIR --search-only` on copies of it then
+# compares two binaries on one collection.
 DOCS ?= 1000000
 INGEST_FLAGS ?=
+INGEST_DIR = $(or $(BENCH_DIR),$(ROOT)/.bench-ingest)
 bench-ingest: build ## ingest DOCS synthetic documents that bring their vectors; memory per phase and document, disk, search p50, recall
-	bin/tandem bench ingest --dir $(or $(BENCH_DIR),$(ROOT)/.bench-ingest) --docs $(DOCS) $(INGEST_FLAGS)
+	bin/tandem bench ingest --dir $(INGEST_DIR) --docs $(DOCS) --keep $(INGEST_FLAGS)
+	bin/tandem bench ingest --dir $(INGEST_DIR) --search-only
+	$(if $(KEEP),,rm -rf $(INGEST_DIR))
 
 # Late interaction at scale: synthetic clustered token matrices (128 tokens
 # of 128 values per document) that the documents bring, residual codes by
