@@ -10,7 +10,18 @@ source "$(dirname "$0")/lib.sh"
 
 EX="$ROOT/native/faiss_c_ex"
 out="$NATIVE/lib/libfaiss_c.so"
-hash=$(inputs_hash "$0" "$ROOT/scripts/lib.sh" "$EX/faiss_c_ex.cpp" $(find "$EX/include" -type f | sort))
+# Debian builds libfaiss.a for any x86-64, so its scalar quantiser and
+# distance kernels run one float at a time. On a CPU with AVX2, FMA and
+# F16C, FAISS 1.7.3's own sources of those kernels are compiled again with
+# them and linked ahead of libfaiss.a, whose copies are then never pulled
+# in: the IVF-SQ8 scan of the automatic dense index runs about 5x faster
+# (docs/ingest.md). The CPU's flags are part of the hash, so a machine
+# without them rebuilds the portable library.
+simd=""
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
+	simd="-mavx2 -mfma -mf16c -mpopcnt"
+fi
+hash=$( (inputs_hash "$0" "$ROOT/scripts/lib.sh" "$EX/faiss_c_ex.cpp" $(find "$EX/include" -type f | sort); echo "$simd") | sha256sum | cut -d' ' -f1)
 if up_to_date faiss_c "$hash" "$out"; then
 	exit 0
 fi
@@ -53,6 +64,13 @@ CXXFLAGS=(-O2 -fPIC -std=c++17 -fopenmp -DNDEBUG -I"$NATIVE/include" -I"$src/c_a
 sources=("$src"/c_api/*.cpp "$src"/c_api/impl/*.cpp "$src"/c_api/utils/*.cpp "$EX/faiss_c_ex.cpp")
 printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -I{} sh -c \
 	'g++ "$@" -c "{}" -o "'"$obj"'/$(basename {} .cpp).o"' _ "${CXXFLAGS[@]}"
+if [ -n "$simd" ]; then
+	log "compiling FAISS's scalar quantiser and distance kernels with $simd"
+	for f in impl/ScalarQuantizer utils/distances_simd utils/distances; do
+		echo "$f"
+	done | xargs -P "$(nproc)" -I{} sh -c \
+		'g++ "$@" -O3 '"$simd"' -I"'"$src"'" -c "'"$src"'/faiss/{}.cpp" -o "'"$obj"'/simd_$(basename {}).o"' _ "${CXXFLAGS[@]}"
+fi
 g++ -shared -fopenmp -o "$out.tmp" "$obj"/*.o -Wl,-soname,libfaiss_c.so \
 	/usr/lib/x86_64-linux-gnu/libfaiss.a -lopenblas -llapack -Wl,--no-undefined
 mv "$out.tmp" "$out"
