@@ -43,6 +43,13 @@ func (*Index) Reconstruct(int64) ([]float32, error) { return nil, noCgo("reconst
 func (*Index) Marshal() ([]byte, error)             { return nil, noCgo("write index") }
 func (*Index) SetEfSearch(int) error                { return noCgo("set efSearch") }
 func (*Index) Close() error                         { return nil }
+func (*Index) SetDirectMap() error                  { return noCgo("direct map") }
+func (*Index) HasDirectMap() bool                   { return false }
+
+// SearchIDs returns an error wrapping ErrNoCgo.
+func (*Index) SearchIDs(context.Context, []float32, []int64, int) (Result, error) {
+	return Result{}, noCgo("search ids")
+}
 
 // Search returns an error wrapping ErrNoCgo.
 func (*Index) Search(context.Context, []float32, int, SearchOptions) ([]Result, error) {

@@ -36,6 +36,8 @@
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 #include <faiss/utils/distances.h>
+#include <faiss/invlists/DirectMap.h>
+#include <faiss/utils/Heap.h>
 #include <faiss/utils/hamming.h>
 #include <faiss/utils/utils.h>
 
@@ -518,6 +520,117 @@ int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type) {
         check_direct_map_type(direct_map_type);
         reinterpret_cast<faiss::IndexIVF*>(index)->set_direct_map_type(
                 faiss::DirectMap::Type(direct_map_type));
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_direct_map_type(const FaissIndexIVF* index) {
+    return int(reinterpret_cast<const faiss::IndexIVF*>(index)->direct_map.type);
+}
+
+extern "C++" {
+namespace {
+
+// search_ids scores the codes of ids, list by list, and keeps the k best in
+// the heap C (CMin for inner product, where larger is better).
+template <class C>
+void search_ids(
+        const faiss::IndexIVF* ivf,
+        const float* x,
+        idx_t nids,
+        const idx_t* ids,
+        idx_t k,
+        float* distances,
+        idx_t* labels) {
+    // (list << 32 | offset, id) of each present id, sorted so that each
+    // list's codes are read once, in order.
+    std::vector<std::pair<uint64_t, idx_t>> lo;
+    lo.reserve(nids);
+    const auto& ht = ivf->direct_map.hashtable;
+    for (idx_t i = 0; i < nids; i++) {
+        auto it = ht.find(ids[i]);
+        if (it != ht.end()) {
+            lo.emplace_back(uint64_t(it->second), ids[i]);
+        }
+    }
+    std::sort(lo.begin(), lo.end());
+    faiss::heap_heapify<C>(k, distances, labels);
+    std::unique_ptr<faiss::InvertedListScanner> sc(ivf->get_InvertedListScanner(false));
+    sc->set_query(x);
+    std::vector<float> centroid(ivf->d);
+    bool ip = ivf->metric_type == faiss::METRIC_INNER_PRODUCT;
+    // With many lists touched, every centroid's distance at once (one pass
+    // over a flat quantizer's rows) is cheaper than one at a time.
+    std::vector<float> all;
+    auto flat = dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer);
+    if (flat != nullptr && lo.size() * 4 > ivf->nlist) {
+        all.resize(ivf->nlist);
+        if (ip) {
+            faiss::fvec_inner_products_ny(all.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+        } else {
+            faiss::fvec_L2sqr_ny(all.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+        }
+    }
+    for (size_t i = 0; i < lo.size();) {
+        size_t list = faiss::lo_listno(lo[i].first);
+        float cd;
+        if (!all.empty()) {
+            cd = all[list];
+        } else {
+            ivf->quantizer->reconstruct(list, centroid.data());
+            cd = ip ? faiss::fvec_inner_product(x, centroid.data(), ivf->d)
+                    : faiss::fvec_L2sqr(x, centroid.data(), ivf->d);
+        }
+        sc->set_list(list, cd);
+        faiss::InvertedLists::ScopedCodes codes(ivf->invlists, list);
+        for (; i < lo.size() && faiss::lo_listno(lo[i].first) == list; i++) {
+            size_t off = faiss::lo_offset(lo[i].first);
+            float dis = sc->distance_to_code(codes.get() + off * ivf->code_size);
+            if (C::cmp(distances[0], dis)) {
+                faiss::heap_replace_top<C>(k, distances, labels, dis, lo[i].second);
+            }
+        }
+    }
+    faiss::heap_reorder<C>(k, distances, labels);
+}
+
+} // namespace
+} // extern "C++"
+
+int faiss_IndexIVF_search_ids(
+        const FaissIndexIVF* index,
+        const float* x,
+        idx_t nids,
+        const idx_t* ids,
+        idx_t k,
+        float* distances,
+        idx_t* labels) {
+    try {
+        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
+        FAISS_THROW_IF_NOT_MSG(
+                ivf->direct_map.type == faiss::DirectMap::Hashtable,
+                "search_ids needs a hashtable direct map");
+        FAISS_THROW_IF_NOT_MSG(k > 0, "k must be positive");
+        if (ivf->metric_type == faiss::METRIC_INNER_PRODUCT) {
+            search_ids<faiss::CMin<float, idx_t>>(ivf, x, nids, ids, k, distances, labels);
+        } else {
+            search_ids<faiss::CMax<float, idx_t>>(ivf, x, nids, ids, k, distances, labels);
+        }
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_Index_remove_ids_tandem(FaissIndex* index, idx_t n, const idx_t* ids, size_t* n_removed) {
+    try {
+        auto idx = reinterpret_cast<faiss::Index*>(index);
+        auto ivf = dynamic_cast<faiss::IndexIVF*>(idx);
+        if (ivf != nullptr && ivf->direct_map.type == faiss::DirectMap::Hashtable) {
+            faiss::IDSelectorArray sel(n, ids);
+            *n_removed = idx->remove_ids(sel);
+        } else {
+            faiss::IDSelectorBatch sel(n, ids);
+            *n_removed = idx->remove_ids(sel);
+        }
     }
     CATCH_AND_HANDLE
 }

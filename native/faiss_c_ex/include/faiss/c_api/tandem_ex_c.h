@@ -126,6 +126,28 @@ int faiss_Set_quantizers(FaissIndex* index, FaissIndex* src);
 /* ---- IndexIVF ---- */
 
 int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type);
+
+/* Tandem: the direct map type of an IVF index (0 none, 1 array, 2 hashtable). */
+int faiss_IndexIVF_direct_map_type(const FaissIndexIVF* index);
+
+/* Tandem: the k best of the vectors with the given ids for one query x,
+ * computed from their codes through the IVF's hashtable direct map (ids
+ * absent from the index are skipped): the cost is in the number of ids, not
+ * in the size of the index, which makes a selective filter cheap. distances
+ * and labels hold k values, best first; unfilled slots have label -1. */
+int faiss_IndexIVF_search_ids(
+        const FaissIndexIVF* index,
+        const float* x,
+        idx_t nids,
+        const idx_t* ids,
+        idx_t k,
+        float* distances,
+        idx_t* labels);
+
+/* Tandem: removes the vectors with the given ids. An IVF index with a
+ * hashtable direct map removes them by lookup (FAISS requires an
+ * IDSelectorArray for that); any other index scans with an IDSelectorBatch. */
+int faiss_Index_remove_ids_tandem(FaissIndex* index, idx_t n, const idx_t* ids, size_t* n_removed);
 /* Answers 1: FAISS 1.7.3 has no RaBitQ. Accepts any index. */
 int faiss_IndexIVF_has_RaBitQ(const FaissIndex* index);
 int faiss_IndexIVF_list_vector_count(
