@@ -30,11 +30,15 @@ import (
 // CRC-32C. Only Write appends to the active segment; a compaction writes
 // its own segments. Segments are never rewritten in place.
 const (
-	// blobThreshold is the size from which a blob goes to a segment:
-	// Badger's value threshold, so that no blob ever reaches Badger's
-	// memory-mapped value log. Token matrices (hundreds of KiB) qualify;
-	// pooled dense vectors (1.5 KiB at 384-d) stay in Badger's tree.
-	blobThreshold = valueThreshold
+	// blobThreshold is the size from which a blob goes to a segment. It
+	// is below Badger's value threshold, so that no blob ever reaches
+	// Badger's memory-mapped value log, and below a pooled dense vector
+	// (1.5 KiB at 384-d, 1 KiB at 256-d): vectors kept in Badger's tree
+	// made three quarters of its tables at 1M documents, which every
+	// compaction rewrote and read through memory maps, and a dense
+	// search's rescoring reads them one by one anyway (docs/ingest.md).
+	// Token matrices (hundreds of KiB) qualify too.
+	blobThreshold = 1 << 10
 	// blobGarbageRatio: a segment of which at least this share is
 	// garbage (blobs no pointer refers to) is compacted.
 	blobGarbageRatio = 0.5

@@ -48,7 +48,7 @@ func checkBlob(b []byte, i, size int) (int, bool) {
 
 const (
 	bigBlob   = 40 << 10 // in a segment
-	smallBlob = 1536     // in Badger, like a 384-d dense vector
+	smallBlob = 512      // in Badger, below blobThreshold (a 128-d dense vector)
 )
 
 // smallSegments makes segments of size bytes for the test.

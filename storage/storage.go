@@ -219,10 +219,9 @@ func tune(bo badger.Options, o *Options) badger.Options {
 // valueThreshold is the size from which Badger keeps a value in its value
 // log instead of in the LSM tree. Badger's default (1 MiB) keeps large
 // values in the tree, where every compaction rewrites them
-// (docs/storage.md). Blobs from this size go to blob segments instead
-// (blobThreshold), so only documents this large reach the value log;
-// smaller documents and pooled vectors (1.5 KiB at 384-d) stay in the
-// tree, where scans read them fastest.
+// (docs/storage.md). Blobs of 1 KiB and more go to blob segments instead
+// (blobThreshold), so only documents of this size reach the value log;
+// smaller documents stay in the tree, where scans read them fastest.
 const valueThreshold = 4 << 10
 
 // gcInterval is how often blob segments and the value log are
