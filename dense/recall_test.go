@@ -2,8 +2,10 @@ package dense
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +65,8 @@ func regionFilter(dir []float32, vecs [][]float32, nums []uint64, frac float64) 
 }
 
 // TestRecallDefaultANN checks acceptance criteria 2 and 3: with default
-// options at 100k vectors the automatic index is IVF, its recall@10 against
+// options at 100k vectors the automatic index is IVF-SQ8 with a direct map,
+// every score is the exact inner product (rescored), its recall@10 against
 // exact search is at least 0.95, and under filters keeping 50%, 5%, 0.5%
 // and 0.05% of the documents it returns only allowed documents with
 // recall@10 at least 0.95 against exact filtered search. Under -short it
@@ -88,8 +91,12 @@ func TestRecallDefaultANN(t *testing.T) {
 	defer x.Close()
 	st0 := x.Stats()
 	t.Logf("built %s over %d vectors in %v (%d bytes)", st0.Description, st0.Vectors, time.Since(start), st0.MemoryBytes)
-	if st0.Description == "Flat" {
-		t.Fatalf("automatic index at %d vectors is %s, want IVF", n, st0.Description)
+	if !strings.HasPrefix(st0.Description, "IVF") || !strings.HasSuffix(st0.Description, ",SQ8") || !x.mu.fx.HasDirectMap() {
+		t.Fatalf("automatic index at %d vectors is %s (direct map %v), want IVF-SQ8 with a direct map", n, st0.Description, x.mu.fx.HasDirectMap())
+	}
+	pos := make(map[uint64]int, n)
+	for i, num := range nums {
+		pos[num] = i
 	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	fracs := []float64{1, 0.5, 0.05, 0.005, 0.0005}
@@ -124,6 +131,11 @@ func TestRecallDefaultANN(t *testing.T) {
 			for _, h := range got {
 				if allow != nil && !allow.Contains(h.DocNum) {
 					t.Fatalf("filter %.2f%%: hit %d is not allowed", 100*fracs[i], h.DocNum)
+				}
+				// Rescored: the score is the stored vector's exact inner
+				// product, not the quantised one.
+				if d := math.Abs(float64(h.Score - scores[pos[h.DocNum]])); d > 1e-5 {
+					t.Fatalf("filter %.2f%%: hit %d scores %v, its exact inner product is %v", 100*fracs[i], h.DocNum, h.Score, scores[pos[h.DocNum]])
 				}
 			}
 			sum[i] += recall(got, want)

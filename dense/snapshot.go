@@ -41,6 +41,9 @@ func (x *Index) Snapshot(ctx context.Context) error {
 }
 
 func (x *Index) snapshotLocked(ctx context.Context) error {
+	if x.mu.fx == nil {
+		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, errUnbuilt)
+	}
 	blob, err := x.mu.fx.Marshal()
 	if err != nil {
 		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
@@ -124,6 +127,13 @@ func (x *Index) loadSnapshot() (bool, error) {
 	s, err := x.decodeSnapshot(buf)
 	if err != nil {
 		return false, nil
+	}
+	if plainIVF(s.desc) && !s.fx.HasDirectMap() {
+		// A snapshot from before IVF indexes kept a direct map.
+		if err := s.fx.SetDirectMap(); err != nil {
+			s.fx.Close()
+			return false, nil
+		}
 	}
 	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids = s.fx, s.desc, s.nlist, s.builtN, s.ids
 	x.mu.applied, x.mu.snapSeq = seq, seq
