@@ -103,6 +103,16 @@
 // and never reused, so a 32-bit bitmap would cap a collection's lifetime at
 // 2^32 insertions.
 //
+// FilterBitmap runs the filter's searcher itself and maps each match to
+// its document number through a cache, not through the match's stored
+// id: per segment, the document number of each of its documents, read
+// from the stored id on first use. A segment never changes, so an entry
+// is valid for as long as the segment lives, whichever snapshot holds it
+// and whatever it deletes (the searcher skips deleted documents); the
+// cache keeps only the segments of the last snapshot FilterBitmap read,
+// 8 bytes for each of their documents, deleted ones included
+// (TestFilterBitmapMatchesSearch, TestFilterBitmapDuringApply).
+//
 // # Highlighting
 //
 // Highlighter marks what a query's text matches in a text field's value:
