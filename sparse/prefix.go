@@ -55,46 +55,13 @@ func (q *prefixQuery) Searcher(ctx context.Context, r index.IndexReader, m mappi
 // prefix fills s with the documents holding a term of field that starts
 // with prefix, in document order.
 func (s *listSearcher) prefix(ctx context.Context, snap postingsSnapshot, field string, prefix []byte) error {
-	end := prefixEnd(prefix)
-	var pl segment.PostingsList
-	var it segment.PostingsIterator
+	var pr postingsReader
 	seg := roaring.New()
 	base := uint64(0)
-	n := 0
 	for _, ss := range snap.Segments() {
-		dict, err := ss.Segment().Dictionary(field)
-		if err != nil {
-			return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
-		}
 		seg.Clear()
-		terms := dict.AutomatonIterator(nil, prefix, end)
-		for {
-			if n++; n%prefixCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			e, err := terms.Next()
-			if err != nil {
-				return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
-			}
-			if e == nil {
-				break
-			}
-			if pl, err = dict.PostingsList([]byte(e.Term), ss.Deleted(), pl); err != nil {
-				return fmt.Errorf("sparse: prefix %q of %s: term %q: %w", prefix, field, e.Term, err)
-			}
-			if o, ok := pl.(orInto); ok {
-				o.OrInto(seg)
-				continue
-			}
-			it = pl.Iterator(false, false, false, it)
-			for p, err := it.Next(); p != nil || err != nil; p, err = it.Next() {
-				if err != nil {
-					return fmt.Errorf("sparse: prefix %q of %s: term %q: %w", prefix, field, e.Term, err)
-				}
-				seg.Add(uint32(p.Number()))
-			}
+		if err := pr.prefixInto(ctx, ss.Segment(), field, prefix, seg); err != nil {
+			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -108,6 +75,63 @@ func (s *listSearcher) prefix(ctx context.Context, snap postingsSnapshot, field 
 		// Scorch numbers a snapshot's documents segment after segment,
 		// each segment counting its deleted documents too.
 		base += ss.Segment().Count()
+	}
+	return nil
+}
+
+// postingsReader reads postings lists into bitmaps, reusing its list and
+// iterator from one term to the next. It counts the terms it reads, to
+// look at the context every prefixCheckEvery.
+type postingsReader struct {
+	pl    segment.PostingsList
+	it    segment.PostingsIterator
+	terms int
+}
+
+// prefixInto adds to bm the documents of seg, deleted ones included,
+// holding a term of field that starts with prefix.
+func (pr *postingsReader) prefixInto(ctx context.Context, seg segment.Segment, field string, prefix []byte, bm *roaring.Bitmap) error {
+	dict, err := seg.Dictionary(field)
+	if err != nil {
+		return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
+	}
+	terms := dict.AutomatonIterator(nil, prefix, prefixEnd(prefix))
+	for {
+		if pr.terms++; pr.terms%prefixCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		e, err := terms.Next()
+		if err != nil {
+			return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
+		}
+		if e == nil {
+			return nil
+		}
+		if err := pr.termInto(dict, []byte(e.Term), bm); err != nil {
+			return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
+		}
+	}
+}
+
+// termInto adds to bm the documents of dict's segment, deleted ones
+// included, holding term.
+func (pr *postingsReader) termInto(dict segment.TermDictionary, term []byte, bm *roaring.Bitmap) error {
+	var err error
+	if pr.pl, err = dict.PostingsList(term, nil, pr.pl); err != nil {
+		return fmt.Errorf("term %q: %w", term, err)
+	}
+	if o, ok := pr.pl.(orInto); ok {
+		o.OrInto(bm)
+		return nil
+	}
+	pr.it = pr.pl.Iterator(false, false, false, pr.it)
+	for p, err := pr.it.Next(); p != nil || err != nil; p, err = pr.it.Next() {
+		if err != nil {
+			return fmt.Errorf("term %q: %w", term, err)
+		}
+		bm.Add(uint32(p.Number()))
 	}
 	return nil
 }
