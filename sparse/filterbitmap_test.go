@@ -123,6 +123,7 @@ func checkedFilter(t testing.TB, schema *tandem.Schema, fj []byte) filter.Expr {
 
 // TestFilterBitmapMatchesSearch holds FilterBitmap to the Bleve search
 // it replaced (filterBitmapBySearch) on random filters of every kind,
+// some of terms only (computed on the postings), some not (searched),
 // over an index growing in many batches of new, replaced and deleted
 // documents, so that segments hold deleted documents, are merged and
 // are persisted between the checks.
@@ -137,7 +138,7 @@ func TestFilterBitmapMatchesSearch(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 1))
 	var live []uint64
 	next, seq := uint64(0), uint64(0)
-	checked, deletedSeen, multiSeen := 0, false, false
+	checked, postings, deletedSeen, multiSeen := 0, 0, false, false
 	sizes := map[string]bool{} // empty, some, all: what the filters matched
 	for batch := range 24 {
 		var changes []storage.Change
@@ -201,10 +202,16 @@ func TestFilterBitmapMatchesSearch(t *testing.T) {
 				sizes["some"] = true
 			}
 			checked++
+			if postingsOnly(e, schema) {
+				postings++
+			}
 		}
 	}
 	if !deletedSeen || !multiSeen {
 		t.Errorf("no check saw a segment with deleted documents (%v) or several segments (%v)", deletedSeen, multiSeen)
+	}
+	if postings < checked/5 || postings > checked*4/5 {
+		t.Errorf("%d of the %d filters are of terms only (postingsOnly): the generator misses one way", postings, checked)
 	}
 	if len(sizes) != 3 {
 		t.Errorf("the %d filters matched only %v: the generator misses cases", checked, sizes)
@@ -400,7 +407,7 @@ func BenchmarkFilterBitmap(b *testing.B) {
 			run  func() (*roaring64.Bitmap, error)
 		}{
 			{"search", func() (*roaring64.Bitmap, error) { return filterBitmapBySearch(ctx, x, schema, e) }},
-			{"cache", func() (*roaring64.Bitmap, error) { return x.FilterBitmap(ctx, schema, e) }},
+			{"new", func() (*roaring64.Bitmap, error) { return x.FilterBitmap(ctx, schema, e) }},
 		} {
 			b.Run(f.name+"/"+way.name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -414,6 +421,45 @@ func BenchmarkFilterBitmap(b *testing.B) {
 				}
 				b.ReportMetric(float64(n), "docs-matched")
 			})
+		}
+	}
+}
+
+// docNumBitmap.bitmap holds exactly the numbers added, in any order,
+// whether it sets them in a bitset (dense) or sorts them (sparse, or
+// past 2^32).
+func TestDocNumBitmapBuild(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, tc := range []struct {
+		name   string
+		n      int
+		span   uint64
+		offset uint64
+	}{
+		{"empty", 0, 1, 0},
+		{"zero", 1, 1, 0},
+		{"one far", 1, 1, 1 << 20},
+		{"dense", 5000, 10_000, 0},
+		{"all", 70_000, 70_000, 0},
+		{"sparse", 300, 1 << 24, 0},
+		{"past 2^32", 2000, 4000, 1<<32 - 1000},
+		{"far past 2^32", 50, 1 << 40, 1 << 50},
+	} {
+		want := roaring64.New()
+		var nums []uint64
+		for want.GetCardinality() < uint64(tc.n) {
+			v := tc.offset + r.Uint64N(tc.span)
+			if want.CheckedAdd(v) {
+				nums = append(nums, v)
+			}
+		}
+		b := &docNumBitmap{}
+		for _, v := range nums { // in random order
+			b.nums = append(b.nums, v)
+			b.max = max(b.max, v)
+		}
+		if got := b.bitmap(); !got.Equals(want) {
+			t.Errorf("%s: bitmap of %d numbers, want %d", tc.name, got.GetCardinality(), want.GetCardinality())
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +25,6 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/registry"
-	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 
@@ -762,9 +760,11 @@ func (x *Index) bm25Clauses(sf []searchField, text string) ([]bm25Clause, error)
 // (which must have passed filter.Check). The dense and late-interaction
 // retrievers use it to restrict their candidates.
 //
-// It runs the filter's unscored searcher over one snapshot and maps each
-// match to its document number through the index's cache (docNumCache),
-// so a document's stored id is read once per segment, not per filter.
+// A filter of terms, prefixes and exists only (postingsOnly) is
+// evaluated over each segment's postings as bitmaps; any other runs its
+// compiled searcher. Either way each match is mapped to its document
+// number through the index's cache (docNumCache), so a document's stored
+// id is read once per segment, not once per filter.
 //
 // Document numbers are uint64 and never reused, so the bitmap is a
 // roaring64 bitmap; a 32-bit roaring bitmap would cap a collection's
@@ -788,65 +788,16 @@ func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filte
 	if !ok {
 		return nil, fmt.Errorf("sparse: filter bitmap needs scorch's index reader, got %T", r)
 	}
-	s, err := fq.Searcher(ctx, r, x.mapping, search.SearcherOptions{Score: "none"})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("sparse: filter: %w", err)
-	}
-	defer s.Close()
 	segs := snap.Segments()
 	defer x.docNums.retain(segs)
-	// Scorch numbers a snapshot's documents segment after segment, each
-	// segment counting its deleted documents too; the searcher yields
-	// them in that order.
-	starts := make([]uint64, len(segs)+1)
-	for i, ss := range segs {
-		starts[i+1] = starts[i] + ss.Segment().Count()
+	out := &docNumBitmap{cache: &x.docNums, segs: segs}
+	if postingsOnly(e, schema) {
+		err = out.addPostings(ctx, schema, e)
+	} else {
+		err = out.addSearcher(ctx, r, x.mapping, fq)
 	}
-	bm := roaring64.New()
-	buf := make([]uint64, 0, 1024)
-	var nums *segDocNums
-	si := -1
-	sctx := &search.SearchContext{DocumentMatchPool: search.NewDocumentMatchPool(s.DocumentMatchPoolSize(), 0)}
-	for n := 0; ; n++ {
-		if n%guardEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		dm, err := s.Next(sctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("sparse: filter: %w", err)
-		}
-		if dm == nil {
-			break
-		}
-		if len(dm.IndexInternalID) != 8 {
-			return nil, fmt.Errorf("sparse: filter: internal id of %d bytes, want 8", len(dm.IndexInternalID))
-		}
-		g := binary.BigEndian.Uint64(dm.IndexInternalID)
-		sctx.DocumentMatchPool.Put(dm)
-		if si < 0 || g < starts[si] || g >= starts[si+1] {
-			si = sort.Search(len(segs), func(i int) bool { return starts[i+1] > g })
-			if si == len(segs) {
-				return nil, fmt.Errorf("sparse: filter: internal id %d past the snapshot's %d documents", g, starts[len(segs)])
-			}
-			nums = x.docNums.segment(segs[si].Segment())
-		}
-		num, err := nums.docNum(g - starts[si])
-		if err != nil {
-			return nil, err
-		}
-		if buf = append(buf, num); len(buf) == cap(buf) {
-			bm.AddMany(buf)
-			buf = buf[:0]
-		}
+	if err != nil {
+		return nil, err
 	}
-	bm.AddMany(buf)
-	return bm, nil
+	return out.bitmap(), nil
 }

@@ -200,52 +200,70 @@ func (c *countdown) Err() error {
 // A filter's work stops when its context is done, at any of its checks:
 // while the filter compiles, while Bleve builds its clauses' searchers,
 // and while those searchers move through postings that match nothing,
-// where Bleve's collector never looks.
+// where Bleve's collector never looks. A bitmap of terms only, computed
+// on the postings, looks at each clause in each segment.
 func TestFilterHonoursContext(t *testing.T) {
-	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "kw", Type: tandem.Keyword}}}
+	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "kw", Type: tandem.Keyword}, {Name: "n", Type: tandem.Number}}}
 	schema.Fill()
 	const n = 10_000
 	docs := make([]tandem.Doc, n)
 	for i := range docs {
-		docs[i] = tandem.Doc{ID: fmt.Sprint("d", i), Fields: map[string]any{"text": "common word", "kw": fmt.Sprintf("k%05d", i)}}
+		docs[i] = tandem.Doc{ID: fmt.Sprint("d", i), Fields: map[string]any{"text": "common word", "kw": fmt.Sprintf("k%05d", i), "n": float64(i)}}
 	}
 	x := testIndex(t, schema, docs...)
-	// Matches nothing, after walking every document's postings: Bleve's
-	// own searchers, which never look at the context.
-	e, err := filter.Parse([]byte(`{"and":[{"exists":"kw"},{"not":{"exists":"kw"}}]}`))
-	if err != nil {
-		t.Fatal(err)
+	// Each matches nothing, after walking every document's postings:
+	// Bleve's own searchers, which never look at the context.
+	parse := func(s string) filter.Expr {
+		e, err := filter.Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := filter.Check(e, schema); err != nil {
+			t.Fatal(err)
+		}
+		return e
 	}
-	if err := filter.Check(e, schema); err != nil {
-		t.Fatal(err)
-	}
-	runs := map[string]func(ctx context.Context) error{
-		"bitmap": func(ctx context.Context) error {
+	terms := parse(`{"and":[{"exists":"kw"},{"not":{"exists":"kw"}}]}`)
+	ranges := parse(`{"and":[{"range":{"n":{"gte":0}}},{"not":{"range":{"n":{"gte":0}}}}]}`)
+	bitmap := func(e filter.Expr) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
 			bm, err := x.FilterBitmap(ctx, schema, e)
 			if err == nil && !bm.IsEmpty() {
 				t.Fatalf("bitmap %v, want empty", bm)
 			}
 			return err
-		},
-		"bm25": func(ctx context.Context) error {
-			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: e, K: 10})
-			return err
-		},
-	}
-	for name, run := range runs {
-		count := &countdown{Context: context.Background()}
-		if err := run(count); err != nil {
-			t.Fatalf("%s: %v", name, err)
 		}
-		// Compile looks once per node (4) and each clause once as its
-		// searcher is built (3); the rest are looks while moving.
+	}
+	runs := []struct {
+		name      string
+		run       func(ctx context.Context) error
+		minMoving int64 // looks while moving over the postings
+	}{
+		{"bitmap of terms", bitmap(terms), 0},
+		{"bitmap through searchers", bitmap(ranges), n / guardEvery},
+		{"bm25", func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: terms, K: 10})
+			return err
+		}, n / guardEvery},
+	}
+	for _, r := range runs {
+		count := &countdown{Context: context.Background()}
+		if err := r.run(count); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		// Compile looks once per node (4), then each clause once as its
+		// searcher is built (3), or once as it is computed on the
+		// segment's postings (4); the rest are looks while moving.
 		calls := count.calls.Load()
-		if moving := calls - 7; moving < n/guardEvery {
-			t.Errorf("%s: %d looks at the context, %d of them while moving over %d documents; want at least %d", name, calls, moving, n, n/guardEvery)
+		if calls < 4+3 {
+			t.Errorf("%s: %d looks at the context, want at least 7", r.name, calls)
+		}
+		if moving := calls - 7; moving < r.minMoving {
+			t.Errorf("%s: %d looks at the context, %d of them while moving over %d documents; want at least %d", r.name, calls, moving, n, r.minMoving)
 		}
 		for _, at := range []int64{1, 5, 8, calls / 2, calls} {
-			if err := run(&countdown{Context: context.Background(), n: at}); !errors.Is(err, context.Canceled) {
-				t.Errorf("%s, context done at its look %d of %d: %v, want context.Canceled", name, at, calls, err)
+			if err := r.run(&countdown{Context: context.Background(), n: at}); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s, context done at its look %d of %d: %v, want context.Canceled", r.name, at, calls, err)
 			}
 		}
 	}
