@@ -54,6 +54,7 @@ func (c *docNumCache) segment(seg segment.Segment) *segDocNums {
 // does not hold: a merge replaces segments, and a persisted segment
 // replaces the in-memory one of a batch. A search on an older snapshot
 // may drop a newer segment's entry, which the next search makes again.
+// Close drops every entry (segs nil), and with them the segments.
 func (c *docNumCache) retain(segs []*scorch.SegmentSnapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

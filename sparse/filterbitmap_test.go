@@ -223,7 +223,7 @@ func TestFilterBitmapMatchesSearch(t *testing.T) {
 // segments) and Bleve merges and persists segments in the background,
 // and every bitmap, from whichever snapshot, holds exactly the documents
 // a filter matches in every snapshot. The cache keeps room for the
-// documents of the last snapshot's segments only.
+// documents of the last snapshot's segments only, and none after Close.
 func TestFilterBitmapDuringApply(t *testing.T) {
 	ctx := context.Background()
 	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "cat", Type: tandem.Keyword}, {Name: "n", Type: tandem.Number}}}
@@ -326,6 +326,13 @@ func TestFilterBitmapDuringApply(t *testing.T) {
 			t.Errorf("the cache has room for %d documents, the snapshot's %d segments hold %d", got, len(after), n)
 		}
 		break
+	}
+	// Close lets the segments go.
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.docNums.size(); got != 0 {
+		t.Errorf("after Close the cache has room for %d documents", got)
 	}
 }
 

@@ -197,6 +197,7 @@ func (x *Index) Close() error {
 		return nil
 	}
 	x.mu.closed = true
+	x.docNums.retain(nil)
 	ferr := x.flushLocked()
 	if err := x.idx.Close(); err != nil {
 		return err
