@@ -179,6 +179,7 @@ func (b *docNumBitmap) addPostings(ctx context.Context, schema *tandem.Schema, e
 			continue
 		}
 		nums := b.cache.segment(f.seg)
+		b.nums = slices.Grow(b.nums, int(bm.GetCardinality()))
 		it := bm.ManyIterator()
 		for n := it.NextMany(buf); n > 0; n = it.NextMany(buf) {
 			for _, local := range buf[:n] {
