@@ -174,22 +174,7 @@ var (
 // block aligned on that bit and reaches its edge, so its coarsest range
 // stays inside an aligned block and carries at most one character.
 func numericRange(field string, min, max *float64, minIncl, maxIncl bool) query.Query {
-	// Bleve's own reading of open ends and exclusive bounds.
-	if min == nil {
-		inf := math.Inf(-1)
-		min = &inf
-	}
-	if max == nil {
-		inf := math.Inf(1)
-		max = &inf
-	}
-	lo, hi := numeric.Float64ToInt64(*min), numeric.Float64ToInt64(*max)
-	if !minIncl && lo != math.MaxInt64 {
-		lo++
-	}
-	if !maxIncl && hi != math.MinInt64 {
-		hi--
-	}
+	lo, hi := int64Bounds(min, max, minIncl, maxIncl)
 	if lo >= hi {
 		q := query.NewNumericRangeInclusiveQuery(min, max, &minIncl, &maxIncl)
 		q.SetField(field)
@@ -207,6 +192,28 @@ func numericRange(field string, min, max *float64, minIncl, maxIncl bool) query.
 	return query.NewDisjunctionQuery([]query.Query{part(lo, mid-1), part(mid, hi)})
 }
 
+// int64Bounds returns the inclusive bounds of a numeric range query in
+// Bleve's int64 space (numeric.Float64ToInt64), as Bleve's numeric range
+// searcher reads the query's: a nil bound is an infinity, and an
+// exclusive bound moves one step inward. The range is empty when lo >
+// hi.
+func int64Bounds(min, max *float64, minIncl, maxIncl bool) (lo, hi int64) {
+	lo, hi = numeric.Float64ToInt64(math.Inf(-1)), numeric.Float64ToInt64(math.Inf(1))
+	if min != nil {
+		lo = numeric.Float64ToInt64(*min)
+	}
+	if max != nil {
+		hi = numeric.Float64ToInt64(*max)
+	}
+	if !minIncl && lo != math.MaxInt64 {
+		lo++
+	}
+	if !maxIncl && hi != math.MinInt64 {
+		hi--
+	}
+	return lo, hi
+}
+
 // plusZero maps -0 to +0. Bleve's numeric terms order -0 below +0, while
 // filter.Match, like Go, holds them equal: numbers are indexed and
 // compared as +0 so that the three agree.
@@ -218,13 +225,24 @@ func plusZero(n float64) float64 {
 }
 
 func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query.Query, error) {
+	min, max, err := rangeFloats(f, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	return numericRange(f.Name, min, max, loIncl, hiIncl), nil
+}
+
+// rangeFloats returns the bounds of a range of a number or date field
+// (nil for an open one) as the floats of Bleve's numeric range query: a
+// number itself (-0 as +0), a date the float whose sortable bits are its
+// nanoseconds, clamped to the dates Bleve can index.
+func rangeFloats(f tandem.Field, lo, hi filter.Value) (min, max *float64, err error) {
 	switch f.Type {
 	case tandem.Number:
-		var min, max *float64
 		if lo != nil {
 			n, ok := lo.(float64)
 			if !ok {
-				return nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
+				return nil, nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
 			}
 			n = plusZero(n)
 			min = &n
@@ -232,7 +250,7 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 		if hi != nil {
 			n, ok := hi.(float64)
 			if !ok {
-				return nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
+				return nil, nil, &filter.Error{Path: f.Name, Msg: "range bound is not a number"}
 			}
 			n = plusZero(n)
 			max = &n
@@ -241,7 +259,7 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			inf := math.Inf(-1)
 			min = &inf
 		}
-		return numericRange(f.Name, min, max, loIncl, hiIncl), nil
+		return min, max, nil
 	case tandem.Date:
 		var start, end time.Time
 		parse := func(v filter.Value) (time.Time, error) {
@@ -261,32 +279,31 @@ func rangeQuery(f tandem.Field, lo, hi filter.Value, loIncl, hiIncl bool) (query
 			}
 			return t, nil
 		}
-		var err error
 		if lo != nil {
 			if start, err = parse(lo); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		} // a zero start is open
 
 		if hi != nil {
 			if end, err = parse(hi); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		} // a zero end is open
 
 		// Bleve indexes a date as the float whose sortable bits are its
 		// nanoseconds (numeric.Int64ToFloat64), and a DateRangeQuery is
 		// that numeric range; a zero time is an open end.
-		min, max := math.Inf(-1), math.Inf(1)
+		from, to := math.Inf(-1), math.Inf(1)
 		if !start.IsZero() {
-			min = numeric.Int64ToFloat64(start.UnixNano())
+			from = numeric.Int64ToFloat64(start.UnixNano())
 		}
 		if !end.IsZero() {
-			max = numeric.Int64ToFloat64(end.UnixNano())
+			to = numeric.Int64ToFloat64(end.UnixNano())
 		}
-		return numericRange(f.Name, &min, &max, loIncl, hiIncl), nil
+		return &from, &to, nil
 	}
-	return nil, &filter.Error{Path: f.Name, Msg: fmt.Sprintf("range needs a number or date field, not %s", f.Type)}
+	return nil, nil, &filter.Error{Path: f.Name, Msg: fmt.Sprintf("range needs a number or date field, not %s", f.Type)}
 }
 
 // guardEvery is how many moves of a clause's searcher pass between two
