@@ -103,21 +103,29 @@
 // and never reused, so a 32-bit bitmap would cap a collection's lifetime at
 // 2^32 insertions.
 //
-// FilterBitmap computes a filter of terms, prefixes and exists only
-// (keyword, keywords and bool fields) on each segment's postings, as
-// roaring bitmaps united, intersected and complemented as the filter
-// says, less the segment's deleted documents; any other filter (a number
-// or date clause) runs its compiled searcher. Either way it maps each
-// match to its document number through a cache, not through the match's
-// stored id: per segment, the document number of each of its documents,
-// read from the stored id on first use. A segment never changes, so an
-// entry is valid for as long as the segment lives, whichever snapshot
-// holds it and whatever that snapshot deletes (a deleted document is
-// dropped before it is mapped: the searcher skips it, the postings
-// bitmaps lose it). The cache keeps only the segments of the last
-// snapshot FilterBitmap read, 8 bytes for each of their documents,
-// deleted ones included (TestFilterBitmapMatchesSearch,
-// TestFilterBitmapDuringApply).
+// FilterBitmap runs no searcher: it compiles the filter to the terms
+// Compile's query would search for (a keyword's own term, a bool's "T"
+// or "F", the "_exists" term of a field, a prefix's terms, and for a
+// number or date range the prefix-coded terms of Bleve's trie split,
+// trieRanges), reads their postings in each segment as roaring bitmaps,
+// unites, intersects and complements them as the filter says, and drops
+// the segment's deleted documents. A range's terms are found by walking
+// the dictionary between the ends of each part of the split, so a range
+// costs a few hundred terms at most, whatever it spans (Bleve's searcher
+// enumerates every possible term of each part). TestFilterBitmapMatchesSearch
+// and TestFilterBitmapRanges hold it to Bleve's search of the compiled
+// query on random filters, TestTrieRanges the split to the values it
+// covers.
+//
+// It maps each match to its document number through a cache, not
+// through the match's stored id: per segment, the document number of
+// each of its documents, read from the stored id on first use. A segment
+// never changes, so an entry is valid for as long as the segment lives,
+// whichever snapshot holds it and whatever that snapshot deletes (a
+// deleted document is dropped before it is mapped). The cache keeps only
+// the segments of the last snapshot FilterBitmap read, 8 bytes for each
+// of their documents, deleted ones included, and none after Close
+// (TestFilterBitmapDuringApply).
 //
 // # Highlighting
 //
@@ -148,6 +156,7 @@
 // of the matching terms and looks every 256 terms (TestPrefixMatchesBleve,
 // TestPrefixHonoursContext). A prefix matching all of 200,000 distinct
 // keywords took 1.76 s through Bleve's and takes 0.08 s. FilterBitmap
-// computing a filter on the postings looks at each clause in each
-// segment, and either way every 1024 matches it maps.
+// looks at each node as it compiles the filter, at each clause in each
+// segment, every 256 terms of a prefix or range, and every 1024 matches
+// it maps.
 package sparse

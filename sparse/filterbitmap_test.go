@@ -1,9 +1,11 @@
 package sparse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/blevesearch/bleve/v2/document"
+	"github.com/blevesearch/bleve/v2/numeric"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
 
 	"github.com/tandemsearch/tandem"
@@ -123,7 +127,6 @@ func checkedFilter(t testing.TB, schema *tandem.Schema, fj []byte) filter.Expr {
 
 // TestFilterBitmapMatchesSearch holds FilterBitmap to the Bleve search
 // it replaced (filterBitmapBySearch) on random filters of every kind,
-// some of terms only (computed on the postings), some not (searched),
 // over an index growing in many batches of new, replaced and deleted
 // documents, so that segments hold deleted documents, are merged and
 // are persisted between the checks.
@@ -138,7 +141,7 @@ func TestFilterBitmapMatchesSearch(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 1))
 	var live []uint64
 	next, seq := uint64(0), uint64(0)
-	checked, postings, deletedSeen, multiSeen := 0, 0, false, false
+	checked, deletedSeen, multiSeen := 0, false, false
 	sizes := map[string]bool{} // empty, some, all: what the filters matched
 	for batch := range 24 {
 		var changes []storage.Change
@@ -202,16 +205,10 @@ func TestFilterBitmapMatchesSearch(t *testing.T) {
 				sizes["some"] = true
 			}
 			checked++
-			if postingsOnly(e, schema) {
-				postings++
-			}
 		}
 	}
 	if !deletedSeen || !multiSeen {
 		t.Errorf("no check saw a segment with deleted documents (%v) or several segments (%v)", deletedSeen, multiSeen)
-	}
-	if postings < checked/5 || postings > checked*4/5 {
-		t.Errorf("%d of the %d filters are of terms only (postingsOnly): the generator misses one way", postings, checked)
 	}
 	if len(sizes) != 3 {
 		t.Errorf("the %d filters matched only %v: the generator misses cases", checked, sizes)
@@ -482,5 +479,176 @@ func TestDocNumBitmapBuild(t *testing.T) {
 		if got := b.bitmap(); !got.Equals(want) {
 			t.Errorf("%s: bitmap of %d numbers, want %d", tc.name, got.GetCardinality(), want.GetCardinality())
 		}
+	}
+}
+
+// trieRanges covers exactly the values of its range: a value lies in
+// [lo, hi] if and only if its term at some range's shift lies in that
+// range, for ranges of every width, at the ends of int64 and across 0.
+func TestTrieRanges(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	edges := []int64{math.MinInt64, math.MinInt64 + 1, -1 << 40, -17, -1, 0, 1, 15, 16, 255, 1 << 40, math.MaxInt64 - 1, math.MaxInt64}
+	random := func() int64 {
+		switch r.IntN(4) {
+		case 0:
+			return edges[r.IntN(len(edges))]
+		case 1:
+			return int64(r.Uint64())
+		case 2:
+			return r.Int64N(1000) - 500
+		default:
+			return edges[r.IntN(len(edges))] + r.Int64N(64) - 32 // may wrap: fine
+		}
+	}
+	covered := func(ranges []termRange, v int64) int {
+		n := 0
+		for _, tr := range ranges {
+			term := numeric.MustNewPrefixCodedInt64(v, uint(tr.start[0]-numeric.ShiftStartInt64))
+			if bytes.Compare(tr.start, term) <= 0 && bytes.Compare(term, tr.end) < 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3000 {
+		lo, hi := random(), random()
+		if r.IntN(10) == 0 {
+			lo, hi = max(lo, hi), min(lo, hi) // empty
+		}
+		ranges := trieRanges(lo, hi)
+		// At most a ragged end of each side at each shift.
+		if len(ranges) > 2*64/int(document.DefaultPrecisionStep) {
+			t.Fatalf("[%d, %d]: %d ranges", lo, hi, len(ranges))
+		}
+		for _, v := range []int64{lo, hi, lo - 1, hi + 1, lo + 1, hi - 1, random(), random(), lo + (hi-lo)/2} {
+			want := 0
+			if lo <= v && v <= hi {
+				want = 1
+			}
+			if got := covered(ranges, v); got != want {
+				t.Fatalf("[%d, %d]: %d covered by %d ranges, want %d", lo, hi, v, got, want)
+			}
+		}
+	}
+}
+
+// FilterBitmap's ranges (trieRanges over the postings) match exactly
+// what Bleve's numeric range searcher matches, for numbers of every
+// magnitude and sign and dates with nanoseconds, with bounds at, beside
+// and between the values, open or not, inclusive or not.
+func TestFilterBitmapRanges(t *testing.T) {
+	ctx := context.Background()
+	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "n", Type: tandem.Number}, {Name: "at", Type: tandem.Date}}}
+	schema.Fill()
+	x, err := Open(filepath.Join(t.TempDir(), "bleve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	r := rand.New(rand.NewPCG(4, 2))
+	number := func() float64 {
+		switch r.IntN(5) {
+		case 0:
+			return float64(r.IntN(200) - 100)
+		case 1:
+			if v := r.NormFloat64() * math.Pow(10, float64(r.IntN(600)-300)); !math.IsInf(v, 0) {
+				return v
+			}
+			return math.MaxFloat64
+		case 2:
+			return []float64{0, math.Copysign(0, -1), math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64, 1, -1}[r.IntN(8)]
+		default:
+			return r.Float64() * 1000
+		}
+	}
+	date := func() string {
+		return tandem.FormatDate(time.Date(1680+r.IntN(580), time.Month(1+r.IntN(12)), 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(1_000_000_000), time.UTC))
+	}
+	var numbers []float64
+	var dates []string
+	seq := uint64(0)
+	for batch := range 5 {
+		var changes []storage.Change
+		for i := range 400 {
+			num := uint64(batch*400 + i)
+			f := map[string]any{}
+			if r.IntN(10) > 0 {
+				v := number()
+				numbers = append(numbers, v)
+				f["n"] = v
+			}
+			if r.IntN(10) > 0 {
+				d := date()
+				dates = append(dates, d)
+				f["at"] = d
+			}
+			seq++
+			d := tandem.Doc{ID: fmt.Sprint("d", num), Fields: f}
+			changes = append(changes, storage.Change{Seq: seq, Op: storage.OpPut, DocNum: num, ID: d.ID, Doc: &d})
+		}
+		for range 40 {
+			seq++
+			num := uint64(r.IntN((batch + 1) * 400))
+			changes = append(changes, storage.Change{Seq: seq, Op: storage.OpDelete, DocNum: num, ID: fmt.Sprint("d", num)})
+		}
+		if err := x.Apply(ctx, schema, changes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := func(field string) any {
+		if field == "at" {
+			if r.IntN(2) == 0 {
+				return dates[r.IntN(len(dates))]
+			}
+			return date()
+		}
+		v := numbers[r.IntN(len(numbers))]
+		switch r.IntN(4) {
+		case 0:
+			return number()
+		case 1:
+			v = math.Nextafter(v, math.Inf(1))
+		case 2:
+			v = math.Nextafter(v, math.Inf(-1))
+		}
+		if math.IsInf(v, 0) { // JSON has no infinities
+			return numbers[0]
+		}
+		return v
+	}
+	nonEmpty := 0
+	for range 400 {
+		field := []string{"n", "at"}[r.IntN(2)]
+		var fj []byte
+		if r.IntN(5) == 0 {
+			fj, _ = json.Marshal(map[string]any{"terms": map[string]any{field: []any{bound(field), bound(field)}}})
+		} else {
+			b := map[string]any{}
+			if r.IntN(4) > 0 {
+				b[[]string{"gt", "gte"}[r.IntN(2)]] = bound(field)
+			}
+			if len(b) == 0 || r.IntN(4) > 0 {
+				b[[]string{"lt", "lte"}[r.IntN(2)]] = bound(field)
+			}
+			fj, _ = json.Marshal(map[string]any{"range": map[string]any{field: b}})
+		}
+		e := checkedFilter(t, schema, fj)
+		want, err := filterBitmapBySearch(ctx, x, schema, e)
+		if err != nil {
+			t.Fatalf("filter %s: search: %v", fj, err)
+		}
+		got, err := x.FilterBitmap(ctx, schema, e)
+		if err != nil {
+			t.Fatalf("filter %s: %v", fj, err)
+		}
+		if !got.Equals(want) {
+			t.Fatalf("filter %s: bitmap of %d documents, the search's %d", fj, got.GetCardinality(), want.GetCardinality())
+		}
+		if n := got.GetCardinality(); n > 0 && n < uint64(len(numbers)) {
+			nonEmpty++
+		}
+	}
+	if nonEmpty < 100 {
+		t.Errorf("only %d of 400 ranges matched some documents but not all", nonEmpty)
 	}
 }

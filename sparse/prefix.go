@@ -95,7 +95,17 @@ func (pr *postingsReader) prefixInto(ctx context.Context, seg segment.Segment, f
 	if err != nil {
 		return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
 	}
-	terms := dict.AutomatonIterator(nil, prefix, prefixEnd(prefix))
+	if err := pr.rangeInto(ctx, dict, prefix, prefixEnd(prefix), bm); err != nil {
+		return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
+	}
+	return nil
+}
+
+// rangeInto adds to bm the documents of dict's segment, deleted ones
+// included, holding a term from start (inclusive) to end (exclusive; nil
+// for no end).
+func (pr *postingsReader) rangeInto(ctx context.Context, dict segment.TermDictionary, start, end []byte, bm *roaring.Bitmap) error {
+	terms := dict.AutomatonIterator(nil, start, end)
 	for {
 		if pr.terms++; pr.terms%prefixCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -104,13 +114,13 @@ func (pr *postingsReader) prefixInto(ctx context.Context, seg segment.Segment, f
 		}
 		e, err := terms.Next()
 		if err != nil {
-			return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
+			return err
 		}
 		if e == nil {
 			return nil
 		}
 		if err := pr.termInto(dict, []byte(e.Term), bm); err != nil {
-			return fmt.Errorf("sparse: prefix %q of %s: %w", prefix, field, err)
+			return err
 		}
 	}
 }

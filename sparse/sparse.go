@@ -761,17 +761,17 @@ func (x *Index) bm25Clauses(sf []searchField, text string) ([]bm25Clause, error)
 // (which must have passed filter.Check). The dense and late-interaction
 // retrievers use it to restrict their candidates.
 //
-// A filter of terms, prefixes and exists only (postingsOnly) is
-// evaluated over each segment's postings as bitmaps; any other runs its
-// compiled searcher. Either way each match is mapped to its document
-// number through the index's cache (docNumCache), so a document's stored
-// id is read once per segment, not once per filter.
+// It reads the terms Compile's query would search for from each
+// segment's postings, as bitmaps that it unites, intersects and
+// complements as e says, and maps each match to its document number
+// through the index's cache (docNumCache): no searcher runs, and a
+// document's stored id is read once per segment, not once per filter.
 //
 // Document numbers are uint64 and never reused, so the bitmap is a
 // roaring64 bitmap; a 32-bit roaring bitmap would cap a collection's
 // lifetime at 2^32 insertions.
 func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filter.Expr) (*roaring64.Bitmap, error) {
-	fq, err := Compile(ctx, e, schema)
+	bf, err := compileBitmap(ctx, e, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -792,12 +792,7 @@ func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filte
 	segs := snap.Segments()
 	defer x.docNums.retain(segs)
 	out := &docNumBitmap{cache: &x.docNums, segs: segs}
-	if postingsOnly(e, schema) {
-		err = out.addPostings(ctx, schema, e)
-	} else {
-		err = out.addSearcher(ctx, r, x.mapping, fq)
-	}
-	if err != nil {
+	if err := out.addFilter(ctx, bf); err != nil {
 		return nil, err
 	}
 	return out.bitmap(), nil

@@ -200,8 +200,9 @@ func (c *countdown) Err() error {
 // A filter's work stops when its context is done, at any of its checks:
 // while the filter compiles, while Bleve builds its clauses' searchers,
 // and while those searchers move through postings that match nothing,
-// where Bleve's collector never looks. A bitmap of terms only, computed
-// on the postings, looks at each clause in each segment.
+// where Bleve's collector never looks. A bitmap, computed on the
+// postings, looks at each clause in each segment, and every
+// prefixCheckEvery terms of a range.
 func TestFilterHonoursContext(t *testing.T) {
 	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}, {Name: "kw", Type: tandem.Keyword}, {Name: "n", Type: tandem.Number}}}
 	schema.Fill()
@@ -240,9 +241,13 @@ func TestFilterHonoursContext(t *testing.T) {
 		minMoving int64 // looks while moving over the postings
 	}{
 		{"bitmap of terms", bitmap(terms), 0},
-		{"bitmap through searchers", bitmap(ranges), n / guardEvery},
+		{"bitmap of ranges", bitmap(ranges), 0},
 		{"bm25", func(ctx context.Context) error {
 			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: terms, K: 10})
+			return err
+		}, n / guardEvery},
+		{"bm25 of ranges", func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: ranges, K: 10})
 			return err
 		}, n / guardEvery},
 	}
@@ -251,9 +256,10 @@ func TestFilterHonoursContext(t *testing.T) {
 		if err := r.run(count); err != nil {
 			t.Fatalf("%s: %v", r.name, err)
 		}
-		// Compile looks once per node (4), then each clause once as its
-		// searcher is built (3), or once as it is computed on the
-		// segment's postings (4); the rest are looks while moving.
+		// The filter's compilation looks once per node (4), then each
+		// clause once as its searcher is built (3), or once as it is
+		// computed on the segment's postings (4); the rest are looks
+		// while moving.
 		calls := count.calls.Load()
 		if calls < 4+3 {
 			t.Errorf("%s: %d looks at the context, want at least 7", r.name, calls)
