@@ -78,7 +78,7 @@
 //     (NProbe·n/c of them, each vector passing the selector), by the
 //     measured costs subsetCostNS and probeCostNS, Search scores exactly
 //     the allowed documents (FAISS's own scanner over their codes, then
-//     the rescoring). At 1M vectors this takes filters below about 1.3%.
+//     the rescoring). At 1M vectors this takes filters below about 2%.
 //   - otherwise, c ≤ ExactFilterMax (1,000): exact. For Flat and IVF-Flat
 //     this is FAISS itself with every list probed; for quantised or graph
 //     indexes without a direct map, a scan of the stored vectors.

@@ -10,6 +10,8 @@
 #include <faiss/c_api/index_io_c.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -531,8 +533,13 @@ int faiss_IndexIVF_direct_map_type(const FaissIndexIVF* index) {
 extern "C++" {
 namespace {
 
-// search_ids scores the codes of ids, list by list, and keeps the k best in
-// the heap C (CMin for inner product, where larger is better).
+// search_ids scores the codes of ids and keeps the k best in the heap C
+// (CMin for inner product, where larger is better). The codes of a
+// selective filter's documents lie scattered over the lists, so the scan
+// is bound by memory latency: every id is first looked up in the direct
+// map, then the codes are scored in id order with the next ones
+// prefetched. The scanner's set_list only records the list's centroid
+// distance, so nothing needs grouping by list.
 template <class C>
 void search_ids(
         const faiss::IndexIVF* ivf,
@@ -542,53 +549,65 @@ void search_ids(
         idx_t k,
         float* distances,
         idx_t* labels) {
-    // (list << 32 | offset, id) of each present id, sorted so that each
-    // list's codes are read once, in order.
-    std::vector<std::pair<uint64_t, idx_t>> lo;
-    lo.reserve(nids);
+    auto arrays = dynamic_cast<const faiss::ArrayInvertedLists*>(ivf->invlists);
+    FAISS_THROW_IF_NOT_MSG(arrays, "search_ids needs in-memory inverted lists");
+    struct entry {
+        const uint8_t* code;
+        uint32_t list;
+        idx_t id;
+    };
+    std::vector<entry> es;
+    es.reserve(nids);
     const auto& ht = ivf->direct_map.hashtable;
+    const size_t cs = ivf->code_size;
     for (idx_t i = 0; i < nids; i++) {
         auto it = ht.find(ids[i]);
         if (it != ht.end()) {
-            lo.emplace_back(uint64_t(it->second), ids[i]);
+            uint64_t list = faiss::lo_listno(it->second);
+            es.push_back({arrays->codes[list].data() + faiss::lo_offset(it->second) * cs, uint32_t(list), ids[i]});
         }
     }
-    std::sort(lo.begin(), lo.end());
     faiss::heap_heapify<C>(k, distances, labels);
+    if (es.empty()) {
+        return;
+    }
+    bool ip = ivf->metric_type == faiss::METRIC_INNER_PRODUCT;
+    // Centroid distances: with many lists touched, all at once (one pass
+    // over a flat quantizer's rows); otherwise each list's when first met.
+    std::vector<float> cdis(ivf->nlist, std::numeric_limits<float>::quiet_NaN());
+    auto flat = dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer);
+    if (flat != nullptr && es.size() * 4 > ivf->nlist) {
+        if (ip) {
+            faiss::fvec_inner_products_ny(cdis.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+        } else {
+            faiss::fvec_L2sqr_ny(cdis.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+        }
+    }
+    std::vector<float> centroid(ivf->d);
     std::unique_ptr<faiss::InvertedListScanner> sc(ivf->get_InvertedListScanner(false));
     sc->set_query(x);
-    std::vector<float> centroid(ivf->d);
-    bool ip = ivf->metric_type == faiss::METRIC_INNER_PRODUCT;
-    // With many lists touched, every centroid's distance at once (one pass
-    // over a flat quantizer's rows) is cheaper than one at a time.
-    std::vector<float> all;
-    auto flat = dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer);
-    if (flat != nullptr && lo.size() * 4 > ivf->nlist) {
-        all.resize(ivf->nlist);
-        if (ip) {
-            faiss::fvec_inner_products_ny(all.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
-        } else {
-            faiss::fvec_L2sqr_ny(all.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+    const size_t ahead = 8;
+    for (size_t i = 0; i < std::min(ahead, es.size()); i++) {
+        for (size_t o = 0; o < cs; o += 64) {
+            __builtin_prefetch(es[i].code + o);
         }
     }
-    for (size_t i = 0; i < lo.size();) {
-        size_t list = faiss::lo_listno(lo[i].first);
-        float cd;
-        if (!all.empty()) {
-            cd = all[list];
-        } else {
-            ivf->quantizer->reconstruct(list, centroid.data());
+    for (size_t i = 0; i < es.size(); i++) {
+        if (i + ahead < es.size()) {
+            for (size_t o = 0; o < cs; o += 64) {
+                __builtin_prefetch(es[i + ahead].code + o);
+            }
+        }
+        float& cd = cdis[es[i].list];
+        if (std::isnan(cd)) {
+            ivf->quantizer->reconstruct(es[i].list, centroid.data());
             cd = ip ? faiss::fvec_inner_product(x, centroid.data(), ivf->d)
                     : faiss::fvec_L2sqr(x, centroid.data(), ivf->d);
         }
-        sc->set_list(list, cd);
-        faiss::InvertedLists::ScopedCodes codes(ivf->invlists, list);
-        for (; i < lo.size() && faiss::lo_listno(lo[i].first) == list; i++) {
-            size_t off = faiss::lo_offset(lo[i].first);
-            float dis = sc->distance_to_code(codes.get() + off * ivf->code_size);
-            if (C::cmp(distances[0], dis)) {
-                faiss::heap_replace_top<C>(k, distances, labels, dis, lo[i].second);
-            }
+        sc->set_list(es[i].list, cd);
+        float dis = sc->distance_to_code(es[i].code);
+        if (C::cmp(distances[0], dis)) {
+            faiss::heap_replace_top<C>(k, distances, labels, dis, es[i].id);
         }
     }
     faiss::heap_reorder<C>(k, distances, labels);
