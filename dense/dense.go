@@ -203,6 +203,7 @@ type Index struct {
 		nlist     int    // IVF lists of fx, 0 if not IVF
 		builtN    int    // vectors when fx's type was chosen
 		ids       *roaring64.Bitmap
+		loc       *locations // where each vector lies, for an IVF index
 		applied   uint64
 		snapSeq   uint64
 		sinceSnap int
@@ -433,11 +434,6 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 			return fmt.Errorf("dense %s: rebuild: train %s: %w", x.opts.Model, desc, err)
 		}
 	}
-	if plainIVF(desc) {
-		if err := fx.SetDirectMap(); err != nil {
-			return fmt.Errorf("dense %s: rebuild: %w", x.opts.Model, err)
-		}
-	}
 	// The old index is freed before the new one fills, so that a rebuild
 	// (a retraining as the collection grows) never holds two full
 	// indexes; searches wait on the write lock meanwhile. If the fill
@@ -445,13 +441,23 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 	// errUnbuilt and the next Apply rebuilds first.
 	x.dropLocked()
 	ids := roaring64.New()
+	var loc *locations
+	if plainIVF(desc) && fx.IsIVF() {
+		loc = &locations{}
+	}
 	batchIDs := make([]int64, 0, addChunk)
 	batch := make([]float32, 0, addChunk*d)
 	flush := func() error {
 		if len(batchIDs) == 0 {
 			return nil
 		}
-		if err := fx.Add(batchIDs, batch); err != nil {
+		var err error
+		if loc != nil {
+			err = fx.AddLocated(batchIDs, batch, func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+		} else {
+			err = fx.Add(batchIDs, batch)
+		}
+		if err != nil {
 			return fmt.Errorf("dense %s: rebuild: %w", x.opts.Model, err)
 		}
 		batchIDs, batch = batchIDs[:0], batch[:0]
@@ -479,7 +485,7 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 		return fmt.Errorf("dense %s: rebuild: %w", x.opts.Model, err)
 	}
 	ok = true
-	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids = fx, desc, nlist, int(ids.GetCardinality()), ids
+	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids, x.mu.loc = fx, desc, nlist, int(ids.GetCardinality()), ids, loc
 	x.mu.applied = max(x.mu.applied, seq)
 	x.mu.invalid = invalid
 	return nil
@@ -491,7 +497,7 @@ func (x *Index) dropLocked() {
 	if x.mu.fx != nil {
 		x.mu.fx.Close()
 	}
-	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN = nil, "", 0, 0
+	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.loc = nil, "", 0, 0, nil
 	x.mu.ids = roaring64.New()
 }
 
@@ -600,7 +606,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		addIDs = append(addIDs, int64(num))
 	}
 	if len(remove) > 0 {
-		if _, err := x.mu.fx.Remove(remove); err != nil {
+		if err := x.removeLocked(remove); err != nil {
 			// HNSW cannot remove in FAISS 1.7.3: rebuild from storage,
 			// which already holds the state of these changes (the rebuild
 			// advances AppliedSeq only if it succeeds).
@@ -614,7 +620,13 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		}
 	}
 	if len(addIDs) > 0 {
-		if err := x.mu.fx.Add(addIDs, vecs); err != nil {
+		var err error
+		if loc := x.mu.loc; loc != nil {
+			err = x.mu.fx.AddLocated(addIDs, vecs, func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+		} else {
+			err = x.mu.fx.Add(addIDs, vecs)
+		}
+		if err != nil {
 			// fx no longer matches ids: rebuild rather than serve it.
 			if rerr := x.rebuildLocked(ctx); rerr != nil {
 				return fmt.Errorf("dense %s: apply: %w (rebuild: %w)", x.opts.Model, err, rerr)
@@ -715,9 +727,9 @@ func (x *Index) Search(ctx context.Context, query []float32, k int, allow *roari
 }
 
 // Costs of the two ways to search a filter's allowed documents in an IVF
-// index with a direct map, in nanoseconds, measured at 1M vectors of 384
+// index with locations, in nanoseconds, measured at 1M vectors of 384
 // dimensions, IVF4000,SQ8, on the AVX-512 EPYC (docs/ingest.md): scoring
-// one allowed document's code found through the direct map (a 1% filter,
+// one allowed document's code at its kept location (a 1% filter,
 // 9,818 documents, in 1.19 ms with the rescoring), and passing one vector
 // of a probed list (the selector's test, and the inner product if
 // allowed: a 1% filter widened to 3,200 lists took 5.4 ms, a 2% one 3.8).
@@ -727,10 +739,10 @@ const (
 )
 
 // subsetCheaper reports whether scoring the cand allowed documents of n
-// one by one (SearchIDs) costs less than probing the lists a widened IVF
+// one by one (SearchLocated) costs less than probing the lists a widened IVF
 // search would visit.
 func (x *Index) subsetCheaper(n, cand uint64) bool {
-	if x.mu.nlist == 0 || !x.mu.fx.HasDirectMap() {
+	if x.mu.nlist == 0 || x.mu.loc == nil {
 		return false
 	}
 	lists := min(math.Ceil(float64(x.opts.NProbe)*float64(n)/float64(cand)), float64(x.mu.nlist))
@@ -739,21 +751,25 @@ func (x *Index) subsetCheaper(n, cand uint64) bool {
 }
 
 // searchIDsLocked scores every allowed document's code through the IVF's
-// direct map: exact for raw vectors, and for quantised ones the best
+// kept location: exact for raw vectors, and for quantised ones the best
 // Rescore are rescored exactly.
 func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap) ([]Hit, error) {
 	set := roaring64.And(allow, x.mu.ids)
 	ids := make([]int64, 0, set.GetCardinality())
+	los := make([]uint64, 0, set.GetCardinality())
 	it := set.Iterator()
 	for it.HasNext() {
-		ids = append(ids, int64(it.Next()))
+		num := it.Next()
+		if lo, ok := x.mu.loc.get(num); ok {
+			ids, los = append(ids, int64(num)), append(los, lo)
+		}
 	}
 	rescore := x.opts.Rescore > 0 && quantised(x.mu.desc)
 	kk := k
 	if rescore {
 		kk = k + x.opts.Rescore
 	}
-	res, err := x.mu.fx.SearchIDs(ctx, query, ids, kk)
+	res, err := x.mu.fx.SearchLocated(ctx, query, ids, los, kk)
 	if err != nil {
 		return nil, fmt.Errorf("dense %s: search: %w", x.opts.Model, err)
 	}
@@ -765,9 +781,33 @@ func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, all
 }
 
 // plainIVF reports whether desc is an IVF index with nothing around it,
-// which keeps a direct map from docnum to its place in the lists.
+// whose vectors' locations the Index keeps (locations).
 func plainIVF(desc string) bool {
 	return strings.HasPrefix(strings.ToUpper(strings.TrimSpace(desc)), "IVF")
+}
+
+// removeLocked removes docnums from the FAISS index: by their locations
+// when the index keeps them (moving the lists' last vectors into the
+// holes), else by FAISS's scan of every list.
+func (x *Index) removeLocked(nums []int64) error {
+	loc := x.mu.loc
+	if loc == nil {
+		_, err := x.mu.fx.Remove(nums)
+		return err
+	}
+	los := make([]uint64, len(nums))
+	for i, num := range nums {
+		lo, ok := loc.get(uint64(num))
+		if !ok {
+			return fmt.Errorf("dense %s: document %d is indexed without a location", x.opts.Model, num)
+		}
+		los[i] = lo
+	}
+	err := x.mu.fx.RemoveLocated(nums, los, func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+	for _, num := range nums {
+		loc.clear(uint64(num))
+	}
+	return err
 }
 
 // quantised reports whether desc stores its vectors lossily (a scalar or

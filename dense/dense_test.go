@@ -3,7 +3,9 @@ package dense
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -303,4 +305,98 @@ func TestConcurrentSearchAndApply(t *testing.T) {
 		t.Errorf("2000 vectors with ExactBelow 500: still %s", d)
 	}
 	checkAgrees(t, st, x)
+}
+
+// TestLocationsFollowChanges applies rounds of random updates and deletes
+// to an IVF-SQ8 index, which keeps every vector's location itself, and
+// checks after each round that the locations it keeps are FAISS's, that a
+// filter searched through them (one allowed document at a time) returns
+// the exact filtered top 10, and that a snapshot reopens to the same.
+func TestLocationsFollowChanges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	s := newSynth(64, 20, 4)
+	const n = 3000
+	vecs := s.many(n)
+	nums := putVectors(t, st, 0, vecs)
+	opts := &Options{Model: testModel, Dim: 64, Description: "IVF16,SQ8", SnapshotEvery: -1}
+	x, err := Open(ctx, st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { x.Close() }()
+	live := map[int]bool{}
+	for i := range n {
+		live[i] = true
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	check := func(round int) {
+		t.Helper()
+		x.mu.RLock()
+		kept := map[int64]uint64{}
+		for p, page := range x.mu.loc.pages {
+			for i, v := range page {
+				if v != 0 {
+					kept[int64(p<<locPageBits+i)] = v - 1
+				}
+			}
+		}
+		located := map[int64]uint64{}
+		err := x.mu.fx.Locate(func(id int64, lo uint64) { located[id] = lo })
+		x.mu.RUnlock()
+		if err != nil || !maps.Equal(kept, located) || len(kept) != len(live) {
+			t.Fatalf("round %d: %d locations kept, %d located (%v), %d live documents", round, len(kept), len(located), err, len(live))
+		}
+		allow := roaring64.New()
+		var idx []int
+		for i := range live {
+			if rng.IntN(50) == 0 {
+				allow.Add(nums[i])
+				idx = append(idx, i)
+			}
+		}
+		q := s.next()
+		x.mu.RLock()
+		got, err := x.searchIDsLocked(ctx, q, 10, allow)
+		x.mu.RUnlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := topK(allScores(q, vecs), nums, 10, allow)
+		if recall(got, want) < 1 {
+			t.Fatalf("round %d: filtered top 10 %v, want %v", round, got, want)
+		}
+	}
+	check(0)
+	for round := 1; round <= 4; round++ {
+		var b storage.Batch
+		for range 300 {
+			i := rng.IntN(n)
+			if !live[i] {
+				continue // a deleted id put again would get a new docnum
+			}
+			if rng.IntN(2) == 0 {
+				b.Delete(docID(i))
+				delete(live, i)
+				continue
+			}
+			vecs[i] = s.next()
+			b.Put(tandem.Doc{ID: docID(i), Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): EncodeVector(vecs[i])})
+			live[i] = true
+		}
+		if _, err := st.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		catchUp(t, st, x)
+		check(round)
+	}
+	if err := x.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	if x, err = Open(ctx, st, opts); err != nil {
+		t.Fatal(err)
+	}
+	check(5)
 }

@@ -44,7 +44,7 @@
 //     costs a few milliseconds.
 //   - IVF(4·√n),SQ8 above: each vector's residual to its list's centroid
 //     quantised to 8 bits a dimension, a quarter of float32's memory
-//     (about 400 bytes a 384-d vector with its id and direct-map entry).
+//     (about 400 bytes a 384-d vector with its id and location).
 //     It is trained on a uniform sample of 39 vectors per list (FAISS's
 //     minimum without warnings) and searched with NProbe = 32 lists; the
 //     best k + Rescore (20) candidates are then rescored with the
@@ -58,9 +58,12 @@
 //     stored vector and run inside Apply; the old index is freed before
 //     the new one fills, so a rebuild never holds two.
 //
-// Every IVF index keeps a hashtable direct map from docnum to its place
-// in the lists: removals are lookups rather than a scan of every list,
-// and a filter's allowed documents can be scored one by one (below).
+// For every IVF index the Index keeps each vector's place in the lists,
+// list and offset, in a paged array by docnum (8 bytes a docnum, where
+// FAISS's own direct map is a hashtable of about 40 bytes a vector):
+// removals are lookups rather than a scan of every list, and a filter's
+// allowed documents can be scored one by one (below). The locations are
+// not saved; Open reads them off the lists.
 //
 // An explicit description needing training (IVF, SQ, PQ) is served by a
 // Flat index until there are enough vectors to train it. Any description
@@ -73,15 +76,15 @@
 // engine.FilterBitmap). Let c be the number of allowed documents that
 // have vectors, among n:
 //
-//   - IVF: when scoring the c allowed codes one by one through the direct
-//     map costs less than probing the lists a widened search would visit
+//   - IVF: when scoring the c allowed codes one by one at their kept
+//     locations costs less than probing the lists a widened search would visit
 //     (NProbe·n/c of them, each vector passing the selector), by the
 //     measured costs subsetCostNS and probeCostNS, Search scores exactly
 //     the allowed documents (FAISS's own scanner over their codes, then
 //     the rescoring). At 1M vectors this takes filters below about 2%.
 //   - otherwise, c ≤ ExactFilterMax (1,000): exact. For Flat and IVF-Flat
 //     this is FAISS itself with every list probed; for quantised or graph
-//     indexes without a direct map, a scan of the stored vectors.
+//     indexes without locations, a scan of the stored vectors.
 //   - otherwise the bitmap goes into FAISS as an ID selector, and IVF
 //     probes NProbe·n/c lists (capped at all of them), so that a filtered
 //     search scores about as many allowed vectors as an unfiltered one.

@@ -65,7 +65,7 @@ func regionFilter(dir []float32, vecs [][]float32, nums []uint64, frac float64) 
 }
 
 // TestRecallDefaultANN checks acceptance criteria 2 and 3: with default
-// options at 100k vectors the automatic index is IVF-SQ8 with a direct map,
+// options at 100k vectors the automatic index is IVF-SQ8 with locations,
 // every score is the exact inner product (rescored), its recall@10 against
 // exact search is at least 0.95, and under filters keeping 50%, 5%, 0.5%
 // and 0.05% of the documents it returns only allowed documents with
@@ -91,8 +91,8 @@ func TestRecallDefaultANN(t *testing.T) {
 	defer x.Close()
 	st0 := x.Stats()
 	t.Logf("built %s over %d vectors in %v (%d bytes)", st0.Description, st0.Vectors, time.Since(start), st0.MemoryBytes)
-	if !strings.HasPrefix(st0.Description, "IVF") || !strings.HasSuffix(st0.Description, ",SQ8") || !x.mu.fx.HasDirectMap() {
-		t.Fatalf("automatic index at %d vectors is %s (direct map %v), want IVF-SQ8 with a direct map", n, st0.Description, x.mu.fx.HasDirectMap())
+	if !strings.HasPrefix(st0.Description, "IVF") || !strings.HasSuffix(st0.Description, ",SQ8") || x.mu.loc == nil || x.mu.loc.n != n {
+		t.Fatalf("automatic index at %d vectors is %s (locations %v), want IVF-SQ8 with every vector's location", n, st0.Description, x.mu.loc)
 	}
 	pos := make(map[uint64]int, n)
 	for i, num := range nums {

@@ -128,14 +128,22 @@ func (x *Index) loadSnapshot() (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	if plainIVF(s.desc) && !s.fx.HasDirectMap() {
-		// A snapshot from before IVF indexes kept a direct map.
-		if err := s.fx.SetDirectMap(); err != nil {
+	var loc *locations
+	if plainIVF(s.desc) && s.fx.IsIVF() {
+		// Locations are not saved: reading them off the lists costs a
+		// few milliseconds a million vectors. A FAISS direct map, which
+		// an earlier version kept, goes.
+		loc = &locations{}
+		err := s.fx.DropDirectMap()
+		if err == nil {
+			err = s.fx.Locate(func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+		}
+		if err != nil || uint64(loc.n) != s.ids.GetCardinality() {
 			s.fx.Close()
 			return false, nil
 		}
 	}
-	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids = s.fx, s.desc, s.nlist, s.builtN, s.ids
+	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.ids, x.mu.loc = s.fx, s.desc, s.nlist, s.builtN, s.ids, loc
 	x.mu.applied, x.mu.snapSeq = seq, seq
 	return true, nil
 }

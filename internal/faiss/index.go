@@ -140,16 +140,8 @@ func (x *Index) Add(ids []int64, vecs []float32) error {
 	if len(ids) == 0 && len(vecs) == 0 {
 		return nil
 	}
-	if err := x.checkVectors(vecs); err != nil {
-		return fmt.Errorf("faiss: add: %w", err)
-	}
-	if len(vecs)/x.d != len(ids) {
-		return fmt.Errorf("faiss: add: %d ids for %d vectors", len(ids), len(vecs)/x.d)
-	}
-	for i, id := range ids {
-		if id < 0 {
-			return fmt.Errorf("faiss: add: id %d at position %d is negative", id, i)
-		}
+	if err := x.checkAdd(ids, vecs); err != nil {
+		return err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -161,6 +153,22 @@ func (x *Index) Add(ids []int64, vecs []float32) error {
 	}
 	if err := x.mu.idx.AddWithIDs(vecs, ids); err != nil {
 		return fmt.Errorf("faiss: add %d vectors: %w", len(ids), err)
+	}
+	return nil
+}
+
+// checkAdd checks what Add and AddLocated are given.
+func (x *Index) checkAdd(ids []int64, vecs []float32) error {
+	if err := x.checkVectors(vecs); err != nil {
+		return fmt.Errorf("faiss: add: %w", err)
+	}
+	if len(vecs)/x.d != len(ids) {
+		return fmt.Errorf("faiss: add: %d ids for %d vectors", len(ids), len(vecs)/x.d)
+	}
+	for i, id := range ids {
+		if id < 0 {
+			return fmt.Errorf("faiss: add: id %d at position %d is negative", id, i)
+		}
 	}
 	return nil
 }

@@ -43,12 +43,19 @@ func (*Index) Reconstruct(int64) ([]float32, error) { return nil, noCgo("reconst
 func (*Index) Marshal() ([]byte, error)             { return nil, noCgo("write index") }
 func (*Index) SetEfSearch(int) error                { return noCgo("set efSearch") }
 func (*Index) Close() error                         { return nil }
-func (*Index) SetDirectMap() error                  { return noCgo("direct map") }
-func (*Index) HasDirectMap() bool                   { return false }
+func (*Index) IsIVF() bool                          { return false }
+func (*Index) DropDirectMap() error                 { return noCgo("direct map") }
+func (*Index) Locate(func(int64, uint64)) error     { return noCgo("locate") }
 
-// SearchIDs returns an error wrapping ErrNoCgo.
-func (*Index) SearchIDs(context.Context, []float32, []int64, int) (Result, error) {
-	return Result{}, noCgo("search ids")
+// AddLocated returns an error wrapping ErrNoCgo.
+func (*Index) AddLocated([]int64, []float32, func(int64, uint64)) error { return noCgo("add") }
+
+// RemoveLocated returns an error wrapping ErrNoCgo.
+func (*Index) RemoveLocated([]int64, []uint64, func(int64, uint64)) error { return noCgo("remove") }
+
+// SearchLocated returns an error wrapping ErrNoCgo.
+func (*Index) SearchLocated(context.Context, []float32, []int64, []uint64, int) (Result, error) {
+	return Result{}, noCgo("search located")
 }
 
 // Search returns an error wrapping ErrNoCgo.

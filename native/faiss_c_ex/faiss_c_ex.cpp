@@ -10,6 +10,7 @@
 #include <faiss/c_api/index_io_c.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <cmath>
 #include <limits>
 #include <cstdlib>
@@ -526,49 +527,149 @@ int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type) {
     CATCH_AND_HANDLE
 }
 
-int faiss_IndexIVF_direct_map_type(const FaissIndexIVF* index) {
-    return int(reinterpret_cast<const faiss::IndexIVF*>(index)->direct_map.type);
+namespace {
+
+// ivf_of returns index as an IVF index with in-memory lists and no direct
+// map, as the located functions need.
+faiss::IndexIVF* ivf_of(FaissIndex* index, faiss::ArrayInvertedLists** lists) {
+    auto ivf = dynamic_cast<faiss::IndexIVF*>(reinterpret_cast<faiss::Index*>(index));
+    FAISS_THROW_IF_NOT_MSG(ivf, "not an IVF index");
+    auto arrays = dynamic_cast<faiss::ArrayInvertedLists*>(ivf->invlists);
+    FAISS_THROW_IF_NOT_MSG(arrays, "not in-memory inverted lists");
+    if (lists != nullptr) {
+        *lists = arrays;
+    }
+    return ivf;
+}
+
+uint64_t lo_of(size_t list, size_t offset) {
+    return uint64_t(list) << 32 | uint64_t(offset);
+}
+
+} // namespace
+
+int faiss_IndexIVF_add_located(
+        FaissIndex* index, idx_t n, const float* x, const idx_t* ids, idx_t* out_ids, uint64_t* out_lo) {
+    try {
+        faiss::ArrayInvertedLists* lists;
+        auto ivf = ivf_of(index, &lists);
+        FAISS_THROW_IF_NOT_MSG(ivf->direct_map.type == faiss::DirectMap::NoMap, "the index has a direct map");
+        std::vector<size_t> before(ivf->nlist);
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            before[l] = lists->ids[l].size();
+        }
+        ivf->add_with_ids(n, x, ids);
+        // New vectors are appended to their lists' ends.
+        idx_t j = 0;
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            for (size_t o = before[l]; o < lists->ids[l].size(); o++) {
+                FAISS_THROW_IF_NOT_MSG(j < n, "more vectors appeared than were added");
+                out_ids[j] = lists->ids[l][o];
+                out_lo[j] = lo_of(l, o);
+                j++;
+            }
+        }
+        FAISS_THROW_IF_NOT_MSG(j == n, "fewer vectors appeared than were added");
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_remove_located(
+        FaissIndex* index,
+        idx_t n,
+        const idx_t* ids,
+        const uint64_t* lo,
+        idx_t* moved_ids,
+        uint64_t* moved_lo,
+        size_t* n_moved) {
+    try {
+        faiss::ArrayInvertedLists* lists;
+        auto ivf = ivf_of(index, &lists);
+        FAISS_THROW_IF_NOT_MSG(ivf->direct_map.type == faiss::DirectMap::NoMap, "the index has a direct map");
+        // Where vectors moved in this call: a later id of the call may be
+        // one of them, and the caller's location for it is then stale.
+        std::unordered_map<idx_t, uint64_t> moved;
+        const size_t cs = ivf->code_size;
+        for (idx_t i = 0; i < n; i++) {
+            uint64_t at = lo[i];
+            auto m = moved.find(ids[i]);
+            if (m != moved.end()) {
+                at = m->second;
+                moved.erase(m);
+            }
+            size_t l = faiss::lo_listno(at), o = faiss::lo_offset(at);
+            FAISS_THROW_IF_NOT_MSG(
+                    l < ivf->nlist && o < lists->ids[l].size() && lists->ids[l][o] == ids[i],
+                    "a location does not hold its id: the caller's locations are out of date");
+            size_t last = lists->ids[l].size() - 1;
+            if (o < last) {
+                idx_t last_id = lists->ids[l][last];
+                lists->ids[l][o] = last_id;
+                std::memcpy(&lists->codes[l][o * cs], &lists->codes[l][last * cs], cs);
+                moved[last_id] = lo_of(l, o);
+            }
+            lists->resize(l, last);
+            ivf->ntotal--;
+        }
+        size_t j = 0;
+        for (const auto& m : moved) {
+            moved_ids[j] = m.first;
+            moved_lo[j] = m.second;
+            j++;
+        }
+        *n_moved = j;
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_locate_all(const FaissIndex* index, idx_t* out_ids, uint64_t* out_lo) {
+    try {
+        faiss::ArrayInvertedLists* lists;
+        auto ivf = ivf_of(const_cast<FaissIndex*>(index), &lists);
+        size_t j = 0;
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            for (size_t o = 0; o < lists->ids[l].size(); o++) {
+                FAISS_THROW_IF_NOT_MSG(j < size_t(ivf->ntotal), "lists hold more than ntotal vectors");
+                out_ids[j] = lists->ids[l][o];
+                out_lo[j] = lo_of(l, o);
+                j++;
+            }
+        }
+        FAISS_THROW_IF_NOT_MSG(j == size_t(ivf->ntotal), "lists hold fewer than ntotal vectors");
+    }
+    CATCH_AND_HANDLE
 }
 
 extern "C++" {
 namespace {
 
-// search_ids scores the codes of ids and keeps the k best in the heap C
-// (CMin for inner product, where larger is better). The codes of a
-// selective filter's documents lie scattered over the lists, so the scan
-// is bound by memory latency: every id is first looked up in the direct
-// map, then the codes are scored in id order with the next ones
-// prefetched. The scanner's set_list only records the list's centroid
-// distance, so nothing needs grouping by list.
+// search_located scores the codes at locations lo and keeps the k best in
+// the heap C (CMin for inner product, where larger is better). A selective
+// filter's codes lie scattered over the lists, so the scan is bound by
+// memory latency: the next codes are prefetched. The scanner's set_list
+// only records the list's centroid distance, so nothing is grouped.
 template <class C>
-void search_ids(
+void search_located(
         const faiss::IndexIVF* ivf,
+        const faiss::ArrayInvertedLists* lists,
         const float* x,
-        idx_t nids,
+        idx_t n,
         const idx_t* ids,
+        const uint64_t* lo,
         idx_t k,
         float* distances,
         idx_t* labels) {
-    auto arrays = dynamic_cast<const faiss::ArrayInvertedLists*>(ivf->invlists);
-    FAISS_THROW_IF_NOT_MSG(arrays, "search_ids needs in-memory inverted lists");
-    struct entry {
-        const uint8_t* code;
-        uint32_t list;
-        idx_t id;
-    };
-    std::vector<entry> es;
-    es.reserve(nids);
-    const auto& ht = ivf->direct_map.hashtable;
     const size_t cs = ivf->code_size;
-    for (idx_t i = 0; i < nids; i++) {
-        auto it = ht.find(ids[i]);
-        if (it != ht.end()) {
-            uint64_t list = faiss::lo_listno(it->second);
-            es.push_back({arrays->codes[list].data() + faiss::lo_offset(it->second) * cs, uint32_t(list), ids[i]});
-        }
+    std::vector<const uint8_t*> codes(n);
+    for (idx_t i = 0; i < n; i++) {
+        size_t l = faiss::lo_listno(lo[i]), o = faiss::lo_offset(lo[i]);
+        FAISS_THROW_IF_NOT_MSG(
+                l < ivf->nlist && o < lists->ids[l].size() && lists->ids[l][o] == ids[i],
+                "a location does not hold its id: the caller's locations are out of date");
+        codes[i] = lists->codes[l].data() + o * cs;
     }
     faiss::heap_heapify<C>(k, distances, labels);
-    if (es.empty()) {
+    if (n == 0) {
         return;
     }
     bool ip = ivf->metric_type == faiss::METRIC_INNER_PRODUCT;
@@ -576,7 +677,7 @@ void search_ids(
     // over a flat quantizer's rows); otherwise each list's when first met.
     std::vector<float> cdis(ivf->nlist, std::numeric_limits<float>::quiet_NaN());
     auto flat = dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer);
-    if (flat != nullptr && es.size() * 4 > ivf->nlist) {
+    if (flat != nullptr && size_t(n) * 4 > ivf->nlist) {
         if (ip) {
             faiss::fvec_inner_products_ny(cdis.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
         } else {
@@ -586,28 +687,29 @@ void search_ids(
     std::vector<float> centroid(ivf->d);
     std::unique_ptr<faiss::InvertedListScanner> sc(ivf->get_InvertedListScanner(false));
     sc->set_query(x);
-    const size_t ahead = 8;
-    for (size_t i = 0; i < std::min(ahead, es.size()); i++) {
+    const idx_t ahead = 8;
+    for (idx_t i = 0; i < std::min(ahead, n); i++) {
         for (size_t o = 0; o < cs; o += 64) {
-            __builtin_prefetch(es[i].code + o);
+            __builtin_prefetch(codes[i] + o);
         }
     }
-    for (size_t i = 0; i < es.size(); i++) {
-        if (i + ahead < es.size()) {
+    for (idx_t i = 0; i < n; i++) {
+        if (i + ahead < n) {
             for (size_t o = 0; o < cs; o += 64) {
-                __builtin_prefetch(es[i + ahead].code + o);
+                __builtin_prefetch(codes[i + ahead] + o);
             }
         }
-        float& cd = cdis[es[i].list];
+        size_t l = faiss::lo_listno(lo[i]);
+        float& cd = cdis[l];
         if (std::isnan(cd)) {
-            ivf->quantizer->reconstruct(es[i].list, centroid.data());
+            ivf->quantizer->reconstruct(l, centroid.data());
             cd = ip ? faiss::fvec_inner_product(x, centroid.data(), ivf->d)
                     : faiss::fvec_L2sqr(x, centroid.data(), ivf->d);
         }
-        sc->set_list(es[i].list, cd);
-        float dis = sc->distance_to_code(es[i].code);
+        sc->set_list(l, cd);
+        float dis = sc->distance_to_code(codes[i]);
         if (C::cmp(distances[0], dis)) {
-            faiss::heap_replace_top<C>(k, distances, labels, dis, es[i].id);
+            faiss::heap_replace_top<C>(k, distances, labels, dis, ids[i]);
         }
     }
     faiss::heap_reorder<C>(k, distances, labels);
@@ -616,24 +718,23 @@ void search_ids(
 } // namespace
 } // extern "C++"
 
-int faiss_IndexIVF_search_ids(
-        const FaissIndexIVF* index,
+int faiss_IndexIVF_search_located(
+        const FaissIndex* index,
         const float* x,
-        idx_t nids,
+        idx_t n,
         const idx_t* ids,
+        const uint64_t* lo,
         idx_t k,
         float* distances,
         idx_t* labels) {
     try {
-        auto ivf = reinterpret_cast<const faiss::IndexIVF*>(index);
-        FAISS_THROW_IF_NOT_MSG(
-                ivf->direct_map.type == faiss::DirectMap::Hashtable,
-                "search_ids needs a hashtable direct map");
+        faiss::ArrayInvertedLists* lists;
+        auto ivf = ivf_of(const_cast<FaissIndex*>(index), &lists);
         FAISS_THROW_IF_NOT_MSG(k > 0, "k must be positive");
         if (ivf->metric_type == faiss::METRIC_INNER_PRODUCT) {
-            search_ids<faiss::CMin<float, idx_t>>(ivf, x, nids, ids, k, distances, labels);
+            search_located<faiss::CMin<float, idx_t>>(ivf, lists, x, n, ids, lo, k, distances, labels);
         } else {
-            search_ids<faiss::CMax<float, idx_t>>(ivf, x, nids, ids, k, distances, labels);
+            search_located<faiss::CMax<float, idx_t>>(ivf, lists, x, n, ids, lo, k, distances, labels);
         }
     }
     CATCH_AND_HANDLE

@@ -127,19 +127,44 @@ int faiss_Set_quantizers(FaissIndex* index, FaissIndex* src);
 
 int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type);
 
-/* Tandem: the direct map type of an IVF index (0 none, 1 array, 2 hashtable). */
-int faiss_IndexIVF_direct_map_type(const FaissIndexIVF* index);
+/* Tandem: located IVF indexes. The caller keeps each vector's location,
+ * list << 32 | offset, by id (Tandem's dense index keeps it in a paged
+ * array by document number); the index itself keeps no direct map. */
 
-/* Tandem: the k best of the vectors with the given ids for one query x,
- * computed from their codes through the IVF's hashtable direct map (ids
- * absent from the index are skipped): the cost is in the number of ids, not
- * in the size of the index, which makes a selective filter cheap. distances
- * and labels hold k values, best first; unfilled slots have label -1. */
-int faiss_IndexIVF_search_ids(
-        const FaissIndexIVF* index,
-        const float* x,
-        idx_t nids,
+/* Adds n vectors with ids, as add_with_ids, and reports the location of
+ * each: out_ids and out_lo receive n pairs (in no particular order). */
+int faiss_IndexIVF_add_located(
+        FaissIndex* index, idx_t n, const float* x, const idx_t* ids, idx_t* out_ids, uint64_t* out_lo);
+
+/* Removes the vectors with ids at their locations lo (each checked: a
+ * location holding another id is an error and nothing after it is
+ * removed). The last vector of a list moves into a removed one's place:
+ * the final locations of the vectors that moved are reported in moved_ids
+ * and moved_lo (at most n; *n_moved of them). The index must have no
+ * direct map. */
+int faiss_IndexIVF_remove_located(
+        FaissIndex* index,
+        idx_t n,
         const idx_t* ids,
+        const uint64_t* lo,
+        idx_t* moved_ids,
+        uint64_t* moved_lo,
+        size_t* n_moved);
+
+/* Reports every vector's id and location: ntotal pairs. */
+int faiss_IndexIVF_locate_all(const FaissIndex* index, idx_t* out_ids, uint64_t* out_lo);
+
+/* The k best of the n vectors at locations lo (with ids ids) for one query
+ * x, scored from their codes by the index's own scanner: the cost is in n,
+ * not in the size of the index, which makes a selective filter cheap.
+ * distances and labels hold k values, best first; unfilled slots have
+ * label -1. */
+int faiss_IndexIVF_search_located(
+        const FaissIndex* index,
+        const float* x,
+        idx_t n,
+        const idx_t* ids,
+        const uint64_t* lo,
         idx_t k,
         float* distances,
         idx_t* labels);

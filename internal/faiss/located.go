@@ -1,0 +1,214 @@
+//go:build cgo
+
+package faiss
+
+/*
+#include <stdint.h>
+#include <faiss/c_api/tandem_ex_c.h>
+#include <faiss/c_api/error_c.h>
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// A located IVF index leaves to its caller the location of each vector,
+// list<<32 | offset: the caller keeps them by id (dense keeps a paged
+// array by document number, 8 bytes a document, where FAISS's own direct
+// map is a hashtable of about 40 bytes a vector whose lookups miss the
+// cache), and passes them back to remove and to score given vectors.
+// AddLocated reports each added vector's location and RemoveLocated the
+// new location of each vector its removals moved; a caller that applies
+// both always holds every vector's location.
+
+// IsIVF reports whether x is an IVF index with in-memory lists, which the
+// located methods need.
+func (x *Index) IsIVF() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return !x.mu.closed && x.mu.idx.IsIVFIndex()
+}
+
+// DropDirectMap frees FAISS's own direct map, if the index has one (an
+// index saved by an earlier version of this package): the located methods
+// need none.
+func (x *Index) DropDirectMap() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil || !x.mu.idx.IsIVFIndex() {
+		return fmt.Errorf("faiss: direct map: %s is not an IVF index", x.desc)
+	}
+	if c := C.faiss_IndexIVF_set_direct_map((*C.FaissIndexIVF)(ci), 0); c != 0 {
+		return fmt.Errorf("faiss: direct map: %s", C.GoString(C.faiss_get_last_error()))
+	}
+	return nil
+}
+
+// AddLocated is Add for an IVF index, calling fn with each added vector's
+// id and location.
+func (x *Index) AddLocated(ids []int64, vecs []float32, fn func(id int64, lo uint64)) error {
+	if len(ids) == 0 && len(vecs) == 0 {
+		return nil
+	}
+	if err := x.checkAdd(ids, vecs); err != nil {
+		return err
+	}
+	outIDs := make([]int64, len(ids))
+	outLo := make([]uint64, len(ids))
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return errors.New("faiss: add: not a FAISS index this package can reach")
+	}
+	c := C.faiss_IndexIVF_add_located(ci, C.idx_t(len(ids)), (*C.float)(&vecs[0]), (*C.idx_t)(&ids[0]),
+		(*C.idx_t)(&outIDs[0]), (*C.uint64_t)(&outLo[0]))
+	runtime.KeepAlive(vecs)
+	runtime.KeepAlive(ids)
+	if c != 0 {
+		return fmt.Errorf("faiss: add %d vectors: %s", len(ids), C.GoString(C.faiss_get_last_error()))
+	}
+	for i, id := range outIDs {
+		fn(id, outLo[i])
+	}
+	return nil
+}
+
+// RemoveLocated removes the vectors with ids at their locations los,
+// calling fn with the id and new location of each vector that moved. A
+// location that does not hold its id is an error (the caller's locations
+// are out of date), and the index may then have removed some of the ids.
+func (x *Index) RemoveLocated(ids []int64, los []uint64, fn func(id int64, lo uint64)) error {
+	if len(ids) != len(los) {
+		return fmt.Errorf("faiss: remove: %d ids for %d locations", len(ids), len(los))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	movedIDs := make([]int64, len(ids))
+	movedLo := make([]uint64, len(ids))
+	var n C.size_t
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return errors.New("faiss: remove: not a FAISS index this package can reach")
+	}
+	c := C.faiss_IndexIVF_remove_located(ci, C.idx_t(len(ids)), (*C.idx_t)(&ids[0]), (*C.uint64_t)(&los[0]),
+		(*C.idx_t)(&movedIDs[0]), (*C.uint64_t)(&movedLo[0]), &n)
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(los)
+	if c != 0 {
+		return fmt.Errorf("faiss: remove %d vectors: %s", len(ids), C.GoString(C.faiss_get_last_error()))
+	}
+	for i := range int(n) {
+		fn(movedIDs[i], movedLo[i])
+	}
+	return nil
+}
+
+// Locate calls fn with every vector's id and location.
+func (x *Index) Locate(fn func(id int64, lo uint64)) error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return errors.New("faiss: locate: not a FAISS index this package can reach")
+	}
+	n := x.mu.idx.Ntotal()
+	if n == 0 {
+		return nil
+	}
+	ids := make([]int64, n)
+	los := make([]uint64, n)
+	if c := C.faiss_IndexIVF_locate_all(ci, (*C.idx_t)(&ids[0]), (*C.uint64_t)(&los[0])); c != 0 {
+		return fmt.Errorf("faiss: locate: %s", C.GoString(C.faiss_get_last_error()))
+	}
+	for i, id := range ids {
+		fn(id, los[i])
+	}
+	return nil
+}
+
+// SearchLocated returns the k best, for one query, of the vectors with ids
+// at locations los, scored from their codes as an IVF search scores them.
+// Its cost is in len(ids), whatever the index's size: a filter allowing
+// few documents is searched exactly over their codes instead of over
+// every list.
+func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []int64, los []uint64, k int) (Result, error) {
+	if len(query) != x.d {
+		return Result{}, fmt.Errorf("faiss: search located: one query of %d values, got %d", x.d, len(query))
+	}
+	if len(ids) != len(los) {
+		return Result{}, fmt.Errorf("faiss: search located: %d ids for %d locations", len(ids), len(los))
+	}
+	if k <= 0 {
+		return Result{}, fmt.Errorf("faiss: search located: k must be positive, got %d", k)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if len(ids) == 0 {
+		return Result{}, nil
+	}
+	dist := make([]float32, k)
+	labels := make([]int64, k)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return Result{}, ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return Result{}, errors.New("faiss: search located: not a FAISS index this package can reach")
+	}
+	c := C.faiss_IndexIVF_search_located(ci, (*C.float)(&query[0]), C.idx_t(len(ids)), (*C.idx_t)(&ids[0]),
+		(*C.uint64_t)(&los[0]), C.idx_t(k), (*C.float)(&dist[0]), (*C.idx_t)(&labels[0]))
+	runtime.KeepAlive(query)
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(los)
+	if c != 0 {
+		return Result{}, fmt.Errorf("faiss: search located: %s", C.GoString(C.faiss_get_last_error()))
+	}
+	var r Result
+	for i, id := range labels {
+		if id >= 0 {
+			r.IDs = append(r.IDs, id)
+			r.Scores = append(r.Scores, dist[i])
+		}
+	}
+	return r, nil
+}
+
+// removeLocked removes ids through Tandem's C entry point, which takes
+// FAISS's direct map when there is one.
+func (x *Index) removeLocked(ids []int64) (int, error) {
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return 0, errors.New("not a FAISS index this package can reach")
+	}
+	var n C.size_t
+	c := C.faiss_Index_remove_ids_tandem(ci, C.idx_t(len(ids)), (*C.idx_t)(&ids[0]), &n)
+	runtime.KeepAlive(ids)
+	if c != 0 {
+		return 0, errors.New(C.GoString(C.faiss_get_last_error()))
+	}
+	return int(n), nil
+}
