@@ -571,10 +571,19 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	}
 	slices.Sort(nums)
 	d := x.opts.Dim
+	// One reader and one buffer for the batch's blobs, and the vectors
+	// decoded into one slice sized at once: the apply path allocated
+	// 7.8 KB per 1.5 KB vector when each read and append allocated.
+	r, err := x.st.NewBlobReader()
+	if err != nil {
+		return fmt.Errorf("dense %s: apply: %w", x.opts.Model, err)
+	}
+	defer r.Close()
 	var (
 		remove []int64
-		addIDs []int64
-		vecs   []float32
+		addIDs = make([]int64, 0, len(nums))
+		vecs   = make([]float32, 0, len(nums)*d)
+		b      []byte
 		bad    error // first invalid vector blob
 	)
 	for _, num := range nums {
@@ -587,14 +596,15 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		if !final[num] {
 			continue
 		}
-		b, ok, err := x.st.Blob(num, x.blob)
+		var ok bool
+		b, _, ok, err = r.ReadBlobCRC(num, x.blob, b[:0])
 		if err != nil {
 			return fmt.Errorf("dense %s: apply: read vector of document %d: %w", x.opts.Model, num, err)
 		}
 		if !ok {
 			continue
 		}
-		vecs = append(vecs, make([]float32, d)...)
+		vecs = vecs[:len(vecs)+d]
 		if err := decodeInto(vecs[len(vecs)-d:], b); err != nil {
 			vecs = vecs[:len(vecs)-d]
 			if bad == nil {
