@@ -18,7 +18,13 @@
 // A cap does not stop an arena from keeping what it frees below its top:
 // glibc returns memory to the system only from there, or when asked with
 // malloc_trim. KeepTrimmed (engine.Open calls it) asks every 10 seconds
-// while malloc keeps more than 32 MiB free. Stats reports the C heap's
+// while malloc keeps more than 32 MiB free. The same constructor fixes
+// the mmap threshold at 256 KiB (unless MALLOC_MMAP_THRESHOLD_ is set):
+// glibc's threshold otherwise rises to the size of every mmapped block
+// freed, after which FAISS's inverted lists, grown by doubling, come from
+// the arenas and stay resident when freed (TestMmapThresholdFixed); an
+// mmapped block goes back to the system at once, and grows with mremap.
+// Stats reports the C heap's
 // size for the soak. The package does nothing where the C library is not
 // glibc.
 package malloc

@@ -88,3 +88,19 @@ func rssAnon(t *testing.T) int64 {
 	t.Skip("no RssAnon in /proc/self/status")
 	return 0
 }
+
+// TestMmapThresholdFixed: after a 4 MiB block is freed (which raises
+// glibc's dynamic threshold to 4 MiB), blocks of 512 KiB are still
+// mmapped, so freeing 63 of them leaves the arenas holding almost nothing
+// free; with the dynamic threshold they would hold about 31 MiB.
+func TestMmapThresholdFixed(t *testing.T) {
+	if _, ok := os.LookupEnv("MALLOC_MMAP_THRESHOLD_"); ok {
+		t.Skip("MALLOC_MMAP_THRESHOLD_ is set: glibc's setting wins and the package leaves it")
+	}
+	if !mmapFixed() {
+		t.Skip("mallopt(M_MMAP_THRESHOLD) not supported by this C library")
+	}
+	if free := mmapCheck(); free > 8<<20 {
+		t.Errorf("arenas hold %d bytes free after freeing 63 blocks of 512 KiB; want them returned (mmapped)", free)
+	}
+}
