@@ -664,8 +664,8 @@ void search_located(
     for (idx_t i = 0; i < n; i++) {
         size_t l = faiss::lo_listno(lo[i]), o = faiss::lo_offset(lo[i]);
         FAISS_THROW_IF_NOT_MSG(
-                l < ivf->nlist && o < lists->ids[l].size() && lists->ids[l][o] == ids[i],
-                "a location does not hold its id: the caller's locations are out of date");
+                l < ivf->nlist && o < lists->ids[l].size(),
+                "a location lies outside the lists: the caller's locations are out of date");
         codes[i] = lists->codes[l].data() + o * cs;
     }
     faiss::heap_heapify<C>(k, distances, labels);
@@ -709,10 +709,21 @@ void search_located(
         sc->set_list(l, cd);
         float dis = sc->distance_to_code(codes[i]);
         if (C::cmp(distances[0], dis)) {
-            faiss::heap_replace_top<C>(k, distances, labels, dis, ids[i]);
+            faiss::heap_replace_top<C>(k, distances, labels, dis, i);
         }
     }
     faiss::heap_reorder<C>(k, distances, labels);
+    // The heap holds positions in ids. Checking that each location holds
+    // its id costs a cache miss (the lists' id arrays), so only the
+    // results are checked, not every id scored.
+    for (idx_t j = 0; j < k && labels[j] >= 0; j++) {
+        idx_t i = labels[j];
+        size_t l = faiss::lo_listno(lo[i]), o = faiss::lo_offset(lo[i]);
+        FAISS_THROW_IF_NOT_MSG(
+                lists->ids[l][o] == ids[i],
+                "a location does not hold its id: the caller's locations are out of date");
+        labels[j] = ids[i];
+    }
 }
 
 } // namespace
