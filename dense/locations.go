@@ -49,12 +49,3 @@ func (l *locations) clear(num uint64) {
 	}
 	*slot = 0
 }
-
-// bytes is the memory the pages hold.
-func (l *locations) bytes() int {
-	n := 0
-	for _, p := range l.pages {
-		n += 8 * len(p)
-	}
-	return n
-}

@@ -135,13 +135,9 @@ func (x *Index) loadSnapshot() (bool, error) {
 	var loc *locations
 	if plainIVF(s.desc) && s.fx.IsIVF() {
 		// Locations are not saved: reading them off the lists costs a
-		// few milliseconds a million vectors. A FAISS direct map, which
-		// an earlier version kept, goes.
+		// few milliseconds a million vectors.
 		loc = &locations{}
-		err := s.fx.DropDirectMap()
-		if err == nil {
-			err = s.fx.Locate(func(id int64, lo uint64) { loc.set(uint64(id), lo) })
-		}
+		err := s.fx.Locate(func(id int64, lo uint64) { loc.set(uint64(id), lo) })
 		if err != nil || uint64(loc.n) != s.ids.GetCardinality() {
 			s.fx.Close()
 			return false, nil

@@ -179,12 +179,17 @@ func (x *Index) Remove(ids []int64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	sel, err := gofaiss.NewIDSelectorBatch(ids)
+	if err != nil {
+		return 0, fmt.Errorf("faiss: remove: %w", err)
+	}
+	defer sel.Delete()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.mu.closed {
 		return 0, ErrClosed
 	}
-	n, err := x.removeLocked(ids)
+	n, err := x.mu.idx.RemoveIDs(sel.(*gofaiss.IDSelector))
 	if err != nil {
 		return 0, fmt.Errorf("faiss: remove %d ids: %w", len(ids), err)
 	}

@@ -44,7 +44,6 @@ func (*Index) Marshal() ([]byte, error)             { return nil, noCgo("write i
 func (*Index) SetEfSearch(int) error                { return noCgo("set efSearch") }
 func (*Index) Close() error                         { return nil }
 func (*Index) IsIVF() bool                          { return false }
-func (*Index) DropDirectMap() error                 { return noCgo("direct map") }
 func (*Index) Locate(func(int64, uint64)) error     { return noCgo("locate") }
 
 // AddLocated returns an error wrapping ErrNoCgo.

@@ -33,25 +33,6 @@ func (x *Index) IsIVF() bool {
 	return !x.mu.closed && x.mu.idx.IsIVFIndex()
 }
 
-// DropDirectMap frees FAISS's own direct map, if the index has one (an
-// index saved by an earlier version of this package): the located methods
-// need none.
-func (x *Index) DropDirectMap() error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.mu.closed {
-		return ErrClosed
-	}
-	ci := cIndex(x.mu.idx)
-	if ci == nil || !x.mu.idx.IsIVFIndex() {
-		return fmt.Errorf("faiss: direct map: %s is not an IVF index", x.desc)
-	}
-	if c := C.faiss_IndexIVF_set_direct_map((*C.FaissIndexIVF)(ci), 0); c != 0 {
-		return fmt.Errorf("faiss: direct map: %s", C.GoString(C.faiss_get_last_error()))
-	}
-	return nil
-}
-
 // AddLocated is Add for an IVF index, calling fn with each added vector's
 // id and location.
 func (x *Index) AddLocated(ids []int64, vecs []float32, fn func(id int64, lo uint64)) error {
@@ -195,20 +176,4 @@ func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []int64,
 		}
 	}
 	return r, nil
-}
-
-// removeLocked removes ids through Tandem's C entry point, which takes
-// FAISS's direct map when there is one.
-func (x *Index) removeLocked(ids []int64) (int, error) {
-	ci := cIndex(x.mu.idx)
-	if ci == nil {
-		return 0, errors.New("not a FAISS index this package can reach")
-	}
-	var n C.size_t
-	c := C.faiss_Index_remove_ids_tandem(ci, C.idx_t(len(ids)), (*C.idx_t)(&ids[0]), &n)
-	runtime.KeepAlive(ids)
-	if c != 0 {
-		return 0, errors.New(C.GoString(C.faiss_get_last_error()))
-	}
-	return int(n), nil
 }

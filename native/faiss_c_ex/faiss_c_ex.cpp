@@ -751,21 +751,6 @@ int faiss_IndexIVF_search_located(
     CATCH_AND_HANDLE
 }
 
-int faiss_Index_remove_ids_tandem(FaissIndex* index, idx_t n, const idx_t* ids, size_t* n_removed) {
-    try {
-        auto idx = reinterpret_cast<faiss::Index*>(index);
-        auto ivf = dynamic_cast<faiss::IndexIVF*>(idx);
-        if (ivf != nullptr && ivf->direct_map.type == faiss::DirectMap::Hashtable) {
-            faiss::IDSelectorArray sel(n, ids);
-            *n_removed = idx->remove_ids(sel);
-        } else {
-            faiss::IDSelectorBatch sel(n, ids);
-            *n_removed = idx->remove_ids(sel);
-        }
-    }
-    CATCH_AND_HANDLE
-}
-
 int faiss_IndexIVF_has_RaBitQ(const FaissIndex*) {
     return 1;
 }

@@ -169,10 +169,6 @@ int faiss_IndexIVF_search_located(
         float* distances,
         idx_t* labels);
 
-/* Tandem: removes the vectors with the given ids. An IVF index with a
- * hashtable direct map removes them by lookup (FAISS requires an
- * IDSelectorArray for that); any other index scans with an IDSelectorBatch. */
-int faiss_Index_remove_ids_tandem(FaissIndex* index, idx_t n, const idx_t* ids, size_t* n_removed);
 /* Answers 1: FAISS 1.7.3 has no RaBitQ. Accepts any index. */
 int faiss_IndexIVF_has_RaBitQ(const FaissIndex* index);
 int faiss_IndexIVF_list_vector_count(
