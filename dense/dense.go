@@ -700,7 +700,7 @@ func (x *Index) Search(ctx context.Context, query []float32, k int, allow *roari
 			return nil, nil
 		}
 		if x.subsetCheaper(n, cand) {
-			return x.searchIDsLocked(ctx, query, k, allow)
+			return x.searchIDsLocked(ctx, query, k, allow, cand)
 		}
 		if x.opts.ExactFilterMax > 0 && cand <= uint64(x.opts.ExactFilterMax) {
 			return x.exactPathLocked(ctx, query, k, allow)
@@ -763,11 +763,13 @@ func (x *Index) subsetCheaper(n, cand uint64) bool {
 // searchIDsLocked scores every allowed document's code through the IVF's
 // kept location: exact for raw vectors, and for quantised ones the best
 // Rescore are rescored exactly.
-func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap) ([]Hit, error) {
-	set := roaring64.And(allow, x.mu.ids)
-	ids := make([]int64, 0, set.GetCardinality())
-	los := make([]uint64, 0, set.GetCardinality())
-	it := set.Iterator()
+func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap, cand uint64) ([]Hit, error) {
+	// The locations hold exactly the indexed docnums, so iterating the
+	// filter alone finds the cand of them Search counted, without a
+	// second intersection with every indexed docnum.
+	ids := make([]int64, 0, cand)
+	los := make([]uint64, 0, cand)
+	it := allow.Iterator()
 	for it.HasNext() {
 		num := it.Next()
 		if lo, ok := x.mu.loc.get(num); ok {

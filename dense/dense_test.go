@@ -358,7 +358,7 @@ func TestLocationsFollowChanges(t *testing.T) {
 		}
 		q := s.next()
 		x.mu.RLock()
-		got, err := x.searchIDsLocked(ctx, q, 10, allow)
+		got, err := x.searchIDsLocked(ctx, q, 10, allow, allow.GetCardinality())
 		x.mu.RUnlock()
 		if err != nil {
 			t.Fatal(err)
