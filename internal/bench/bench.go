@@ -187,3 +187,22 @@ func NextPhase() {
 	debug.FreeOSMemory()
 	procstat.ResetPeak()
 }
+
+// Recall is the share of want found in got: recall of got against the
+// reference want (1 when want is empty).
+func Recall(got, want []string) float64 {
+	if len(want) == 0 {
+		return 1
+	}
+	in := make(map[string]bool, len(got))
+	for _, id := range got {
+		in[id] = true
+	}
+	n := 0
+	for _, id := range want {
+		if in[id] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(want))
+}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/synth"
 )
 
@@ -38,7 +39,7 @@ func (r *run) recall() error {
 			}
 			var sum float64
 			for qi := range n {
-				sum += overlap(found[ci][qi], want[qi])
+				sum += bench.Recall(found[ci][qi], want[qi])
 			}
 			r.rep.Phases[p].Searches[ci].Recall = sum / float64(n)
 		}
@@ -140,23 +141,4 @@ func dot(a, b []float32) float32 {
 		s += a[i] * b[i]
 	}
 	return s
-}
-
-// overlap is the share of want found in got: recall of got against the
-// reference want (1 when want is empty).
-func overlap(got, want []string) float64 {
-	if len(want) == 0 {
-		return 1
-	}
-	in := make(map[string]bool, len(got))
-	for _, id := range got {
-		in[id] = true
-	}
-	n := 0
-	for _, id := range want {
-		if in[id] {
-			n++
-		}
-	}
-	return float64(n) / float64(len(want))
 }

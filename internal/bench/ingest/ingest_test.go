@@ -192,7 +192,7 @@ func TestTopK(t *testing.T) {
 			t.Fatalf("top 3 %v, want %v", top.list, want)
 		}
 	}
-	if got := overlap([]string{"a", "b", "x"}, []string{"a", "b", "c", "d"}); got != 0.5 {
+	if got := bench.Recall([]string{"a", "b", "x"}, []string{"a", "b", "c", "d"}); got != 0.5 {
 		t.Errorf("overlap %v, want 0.5", got)
 	}
 }

@@ -309,7 +309,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 				return nil, fmt.Errorf("exhaustive search %s, query %d: %w", cf.name, qi+10, err)
 			}
 			exactLat[ci] = append(exactLat[ci], took)
-			recall[ci] += overlap(found[ci][qi], ids)
+			recall[ci] += bench.Recall(found[ci][qi], ids)
 		}
 	}
 	r.PeakExact = procstat.ReadMemory().Peak
@@ -388,23 +388,4 @@ func lateStats(e *engine.Engine, model string) (lateIndexStats, error) {
 		}
 	}
 	return lateIndexStats{}, fmt.Errorf("stats: no late-interaction index of %s", model)
-}
-
-// overlap is the share of want found in got: recall of got against the
-// reference want (1 when want is empty).
-func overlap(got, want []string) float64 {
-	if len(want) == 0 {
-		return 1
-	}
-	in := make(map[string]bool, len(got))
-	for _, id := range got {
-		in[id] = true
-	}
-	n := 0
-	for _, id := range want {
-		if in[id] {
-			n++
-		}
-	}
-	return float64(n) / float64(len(want))
 }
