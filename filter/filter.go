@@ -70,6 +70,20 @@ type Range struct {
 	LT, LTE Value
 }
 
+// Bounds returns the range's lower and upper bound and whether each is
+// inclusive; a bound not given is nil. GT wins over GTE and LT over LTE.
+func (r *Range) Bounds() (lo Value, loIncl bool, hi Value, hiIncl bool) {
+	lo, loIncl = r.GTE, true
+	if r.GT != nil {
+		lo, loIncl = r.GT, false
+	}
+	hi, hiIncl = r.LTE, true
+	if r.LT != nil {
+		hi, hiIncl = r.LT, false
+	}
+	return lo, loIncl, hi, hiIncl
+}
+
 // Prefix matches keyword values starting with Prefix.
 type Prefix struct {
 	Field, Prefix string

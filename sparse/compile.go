@@ -69,14 +69,7 @@ func compile(ctx context.Context, e filter.Expr, schema *tandem.Schema) (query.Q
 		if err != nil {
 			return nil, err
 		}
-		lo, loIncl := x.GTE, true
-		if x.GT != nil {
-			lo, loIncl = x.GT, false
-		}
-		hi, hiIncl := x.LTE, true
-		if x.LT != nil {
-			hi, hiIncl = x.LT, false
-		}
+		lo, loIncl, hi, hiIncl := x.Bounds()
 		return rangeQuery(f, lo, hi, loIncl, hiIncl)
 	case *filter.Prefix:
 		return &prefixQuery{field: x.Field, prefix: x.Prefix}, nil

@@ -79,14 +79,7 @@ func compileBitmap(ctx context.Context, e filter.Expr, schema *tandem.Schema) (*
 		if err != nil {
 			return nil, err
 		}
-		lo, loIncl := x.GTE, true
-		if x.GT != nil {
-			lo, loIncl = x.GT, false
-		}
-		hi, hiIncl := x.LTE, true
-		if x.LT != nil {
-			hi, hiIncl = x.LT, false
-		}
+		lo, loIncl, hi, hiIncl := x.Bounds()
 		return rangeBitmap(f, lo, hi, loIncl, hiIncl)
 	case *filter.Prefix:
 		return &bitmapFilter{op: opRanges, field: x.Field, ranges: []termRange{{[]byte(x.Prefix), prefixEnd([]byte(x.Prefix))}}}, nil
