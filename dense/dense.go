@@ -203,7 +203,7 @@ type Index struct {
 		nlist     int    // IVF lists of fx, 0 if not IVF
 		builtN    int    // vectors when fx's type was chosen
 		ids       *roaring64.Bitmap
-		loc       *locations // where each vector lies, for an IVF index
+		loc       *faiss.Locations // where each vector lies, for an IVF index
 		applied   uint64
 		snapSeq   uint64
 		sinceSnap int
@@ -300,7 +300,7 @@ type Stats struct {
 	Model       string `json:"model"`
 	Description string `json:"description"` // FAISS description in use
 	Vectors     int    `json:"vectors"`
-	MemoryBytes uint64 `json:"memory_bytes"` // native FAISS memory
+	MemoryBytes uint64 `json:"memory_bytes"` // native memory: FAISS and the kept locations
 	AppliedSeq  uint64 `json:"applied_seq"`
 	SnapshotSeq uint64 `json:"snapshot_seq"`
 	// Invalid counts the vector blobs of the wrong length or with NaN or
@@ -319,6 +319,9 @@ func (x *Index) Stats() Stats {
 		AppliedSeq: x.mu.applied, SnapshotSeq: x.mu.snapSeq, Invalid: x.mu.invalid}
 	if x.mu.fx != nil {
 		s.MemoryBytes = x.mu.fx.MemoryBytes()
+	}
+	if x.mu.loc != nil {
+		s.MemoryBytes += x.mu.loc.MemoryBytes()
 	}
 	if x.mu.snapErr != nil {
 		s.SnapshotError = x.mu.snapErr.Error()
@@ -343,6 +346,10 @@ func (x *Index) closeLocked() {
 	if x.mu.fx != nil {
 		x.mu.fx.Close()
 		x.mu.fx = nil
+	}
+	if x.mu.loc != nil {
+		x.mu.loc.Close()
+		x.mu.loc = nil
 	}
 }
 
@@ -419,10 +426,14 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dense %s: rebuild: %w", x.opts.Model, err)
 	}
+	var loc *faiss.Locations
 	ok := false
 	defer func() {
 		if !ok {
 			fx.Close()
+			if loc != nil {
+				loc.Close()
+			}
 		}
 	}()
 	if !fx.IsTrained() {
@@ -441,9 +452,8 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 	// errUnbuilt and the next Apply rebuilds first.
 	x.dropLocked()
 	ids := roaring64.New()
-	var loc *locations
 	if plainIVF(desc) && fx.IsIVF() {
-		loc = &locations{}
+		loc = &faiss.Locations{}
 	}
 	batchIDs := make([]int64, 0, addChunk)
 	batch := make([]float32, 0, addChunk*d)
@@ -453,7 +463,7 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 		}
 		var err error
 		if loc != nil {
-			err = fx.AddLocated(batchIDs, batch, func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+			err = fx.AddLocated(batchIDs, batch, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
 		} else {
 			err = fx.Add(batchIDs, batch)
 		}
@@ -496,6 +506,9 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 func (x *Index) dropLocked() {
 	if x.mu.fx != nil {
 		x.mu.fx.Close()
+	}
+	if x.mu.loc != nil {
+		x.mu.loc.Close()
 	}
 	x.mu.fx, x.mu.desc, x.mu.nlist, x.mu.builtN, x.mu.loc = nil, "", 0, 0, nil
 	x.mu.ids = roaring64.New()
@@ -632,7 +645,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	if len(addIDs) > 0 {
 		var err error
 		if loc := x.mu.loc; loc != nil {
-			err = x.mu.fx.AddLocated(addIDs, vecs, func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+			err = x.mu.fx.AddLocated(addIDs, vecs, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
 		} else {
 			err = x.mu.fx.Add(addIDs, vecs)
 		}
@@ -764,24 +777,17 @@ func (x *Index) subsetCheaper(n, cand uint64) bool {
 // kept location: exact for raw vectors, and for quantised ones the best
 // Rescore are rescored exactly.
 func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap, cand uint64) ([]Hit, error) {
-	// The locations hold exactly the indexed docnums, so iterating the
-	// filter alone finds the cand of them Search counted, without a
-	// second intersection with every indexed docnum.
-	ids := make([]int64, 0, cand)
-	los := make([]uint64, 0, cand)
-	it := allow.Iterator()
-	for it.HasNext() {
-		num := it.Next()
-		if lo, ok := x.mu.loc.get(num); ok {
-			ids, los = append(ids, int64(num)), append(los, lo)
-		}
-	}
+	// The locations hold exactly the indexed docnums, so the filter's
+	// alone are passed (SearchLocated skips those without a location),
+	// without a second intersection with every indexed docnum.
+	nums := make([]uint64, allow.GetCardinality())
+	nums = nums[:allow.ManyIterator().NextMany(nums)]
 	rescore := x.opts.Rescore > 0 && quantised(x.mu.desc)
 	kk := k
 	if rescore {
 		kk = k + x.opts.Rescore
 	}
-	res, err := x.mu.fx.SearchLocated(ctx, query, ids, los, kk)
+	res, err := x.mu.fx.SearchLocated(ctx, query, nums, x.mu.loc, kk)
 	if err != nil {
 		return nil, fmt.Errorf("dense %s: search: %w", x.opts.Model, err)
 	}
@@ -809,15 +815,15 @@ func (x *Index) removeLocked(nums []int64) error {
 	}
 	los := make([]uint64, len(nums))
 	for i, num := range nums {
-		lo, ok := loc.get(uint64(num))
+		lo, ok := loc.Get(uint64(num))
 		if !ok {
 			return fmt.Errorf("dense %s: document %d is indexed without a location", x.opts.Model, num)
 		}
 		los[i] = lo
 	}
-	err := x.mu.fx.RemoveLocated(nums, los, func(id int64, lo uint64) { loc.set(uint64(id), lo) })
+	err := x.mu.fx.RemoveLocated(nums, los, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
 	for _, num := range nums {
-		loc.clear(uint64(num))
+		loc.Clear(uint64(num))
 	}
 	return err
 }

@@ -91,7 +91,7 @@ func TestRecallDefaultANN(t *testing.T) {
 	defer x.Close()
 	st0 := x.Stats()
 	t.Logf("built %s over %d vectors in %v (%d bytes)", st0.Description, st0.Vectors, time.Since(start), st0.MemoryBytes)
-	if !strings.HasPrefix(st0.Description, "IVF") || !strings.HasSuffix(st0.Description, ",SQ8") || x.mu.loc == nil || x.mu.loc.n != n {
+	if !strings.HasPrefix(st0.Description, "IVF") || !strings.HasSuffix(st0.Description, ",SQ8") || x.mu.loc == nil || x.mu.loc.Len() != n {
 		t.Fatalf("automatic index at %d vectors is %s (locations %v), want IVF-SQ8 with every vector's location", n, st0.Description, x.mu.loc)
 	}
 	pos := make(map[uint64]int, n)

@@ -132,14 +132,15 @@ func (x *Index) loadSnapshot() (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	var loc *locations
+	var loc *faiss.Locations
 	if plainIVF(s.desc) && s.fx.IsIVF() {
 		// Locations are not saved: reading them off the lists costs a
 		// few milliseconds a million vectors.
-		loc = &locations{}
-		err := s.fx.Locate(func(id int64, lo uint64) { loc.set(uint64(id), lo) })
-		if err != nil || uint64(loc.n) != s.ids.GetCardinality() {
+		loc = &faiss.Locations{}
+		err := s.fx.Locate(func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
+		if err != nil || uint64(loc.Len()) != s.ids.GetCardinality() {
 			s.fx.Close()
+			loc.Close()
 			return false, nil
 		}
 	}

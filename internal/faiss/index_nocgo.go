@@ -53,9 +53,19 @@ func (*Index) AddLocated([]int64, []float32, func(int64, uint64)) error { return
 func (*Index) RemoveLocated([]int64, []uint64, func(int64, uint64)) error { return noCgo("remove") }
 
 // SearchLocated returns an error wrapping ErrNoCgo.
-func (*Index) SearchLocated(context.Context, []float32, []int64, []uint64, int) (Result, error) {
+func (*Index) SearchLocated(context.Context, []float32, []uint64, *Locations, int) (Result, error) {
 	return Result{}, noCgo("search located")
 }
+
+// Locations keeps nothing without cgo: no located index exists.
+type Locations struct{}
+
+func (*Locations) Get(uint64) (uint64, bool) { return 0, false }
+func (*Locations) Set(uint64, uint64)        {}
+func (*Locations) Clear(uint64)              {}
+func (*Locations) Len() int                  { return 0 }
+func (*Locations) MemoryBytes() uint64       { return 0 }
+func (*Locations) Close()                    {}
 
 // Search returns an error wrapping ErrNoCgo.
 func (*Index) Search(context.Context, []float32, int, SearchOptions) ([]Result, error) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"unsafe"
 )
 
 // A located IVF index leaves to its caller the location of each vector,
@@ -128,17 +129,18 @@ func (x *Index) Locate(fn func(id int64, lo uint64)) error {
 	return nil
 }
 
-// SearchLocated returns the k best, for one query, of the vectors with ids
-// at locations los, scored from their codes as an IVF search scores them.
-// Its cost is in len(ids), whatever the index's size: a filter allowing
-// few documents is searched exactly over their codes instead of over
-// every list.
-func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []int64, los []uint64, k int) (Result, error) {
+// SearchLocated returns the k best, for one query, of the vectors with
+// ids, whose locations locs holds: ids without a location are skipped.
+// The ids must be in ascending order (as a bitmap's are), so that their
+// slots are read in order. The codes are scored as an IVF search scores
+// them: 8-bit scalar codes by inner product to float rounding (added in
+// another order), others exactly. Its cost is in len(ids), whatever the
+// index's size: a filter allowing few documents is searched exactly over
+// their codes instead of over every list, on OpenMP's threads when it
+// allows many.
+func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []uint64, locs *Locations, k int) (Result, error) {
 	if len(query) != x.d {
 		return Result{}, fmt.Errorf("faiss: search located: one query of %d values, got %d", x.d, len(query))
-	}
-	if len(ids) != len(los) {
-		return Result{}, fmt.Errorf("faiss: search located: %d ids for %d locations", len(ids), len(los))
 	}
 	if k <= 0 {
 		return Result{}, fmt.Errorf("faiss: search located: k must be positive, got %d", k)
@@ -146,7 +148,7 @@ func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []int64,
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 || len(locs.pages) == 0 {
 		return Result{}, nil
 	}
 	dist := make([]float32, k)
@@ -160,11 +162,12 @@ func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []int64,
 	if ci == nil {
 		return Result{}, errors.New("faiss: search located: not a FAISS index this package can reach")
 	}
-	c := C.faiss_IndexIVF_search_located(ci, (*C.float)(&query[0]), C.idx_t(len(ids)), (*C.idx_t)(&ids[0]),
-		(*C.uint64_t)(&los[0]), C.idx_t(k), (*C.float)(&dist[0]), (*C.idx_t)(&labels[0]))
+	c := C.faiss_IndexIVF_search_located(ci, (*C.float)(&query[0]), C.idx_t(len(ids)), (*C.uint64_t)(&ids[0]),
+		(**C.uint64_t)(unsafe.Pointer(&locs.pages[0])), C.size_t(len(locs.pages)), C.int(locPageBits),
+		C.idx_t(k), (*C.float)(&dist[0]), (*C.idx_t)(&labels[0]))
 	runtime.KeepAlive(query)
 	runtime.KeepAlive(ids)
-	runtime.KeepAlive(los)
+	runtime.KeepAlive(locs.pages)
 	if c != 0 {
 		return Result{}, fmt.Errorf("faiss: search located: %s", C.GoString(C.faiss_get_last_error()))
 	}
@@ -176,4 +179,21 @@ func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []int64,
 		}
 	}
 	return r, nil
+}
+
+// dotU8 is the inner product of weights w with 8-bit codes c by the kernel
+// SearchLocated scores 8-bit scalar codes with (AVX2 where the CPU has
+// it), or by the portable one: for tests, which cannot call C.
+func dotU8(w []float32, c []byte, portable bool) float32 {
+	if len(w) != len(c) || len(w) == 0 {
+		panic("faiss: dotU8: lengths differ or are zero")
+	}
+	p := C.int(0)
+	if portable {
+		p = 1
+	}
+	r := C.faiss_tandem_dot_u8((*C.float)(&w[0]), (*C.uint8_t)(&c[0]), C.size_t(len(w)), p)
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(c)
+	return float32(r)
 }

@@ -10,6 +10,8 @@
 #include <faiss/c_api/index_io_c.h>
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 #include <unordered_map>
 #include <cmath>
 #include <limits>
@@ -19,6 +21,10 @@
 #include <vector>
 
 #include <omp.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <faiss/Index.h>
 #include <faiss/IndexBinary.h>
@@ -643,73 +649,266 @@ int faiss_IndexIVF_locate_all(const FaissIndex* index, idx_t* out_ids, uint64_t*
 extern "C++" {
 namespace {
 
-// search_located scores the codes at locations lo and keeps the k best in
-// the heap C (CMin for inner product, where larger is better). A selective
-// filter's codes lie scattered over the lists, so the scan is bound by
-// memory latency: the next codes are prefetched. The scanner's set_list
-// only records the list's centroid distance, so nothing is grouped.
+// sq8Weights turns an inner-product query into weights on an 8-bit scalar
+// quantiser's codes. The quantiser decodes component j of a code c as
+// vmin[j] + (c[j] + 0.5) / 255 * vdiff[j] (the QT_8bit codec, "SQ8"), so the inner product of the query q with the decoded vector is
+// base + sum_j w[j] * c[j], with w[j] = q[j] * vdiff[j] / 255 and base =
+// sum_j q[j] * (vmin[j] + vdiff[j] / 510): one multiply-add a component
+// instead of decoding each component first. The sum is FAISS's to float
+// rounding, added in another order.
+struct sq8Weights {
+    std::vector<float> w;
+    float base = 0;
+    bool residual = false; // codes encode the residual from the list's centroid
+};
+
+// sq8WeightsFor returns the weights of query x for ivf's codes, or false
+// when its codes are not 8-bit scalar-quantised components scored by inner
+// product.
+bool sq8WeightsFor(const faiss::IndexIVF* ivf, const float* x, sq8Weights* out) {
+    auto sq = dynamic_cast<const faiss::IndexIVFScalarQuantizer*>(ivf);
+    if (sq == nullptr || ivf->metric_type != faiss::METRIC_INNER_PRODUCT ||
+        ivf->code_size != size_t(ivf->d)) {
+        return false;
+    }
+    size_t d = ivf->d;
+    const std::vector<float>& tr = sq->sq.trained;
+    if (sq->sq.qtype != faiss::ScalarQuantizer::QT_8bit || tr.size() != 2 * d) {
+        return false;
+    }
+    out->w.resize(d);
+    double base = 0;
+    for (size_t j = 0; j < d; j++) {
+        float vmin = tr[j], vdiff = tr[d + j];
+        out->w[j] = x[j] * vdiff / 255.0f;
+        base += double(x[j]) * (double(vmin) + double(vdiff) / 510.0);
+    }
+    out->base = float(base);
+    out->residual = sq->by_residual;
+    return true;
+}
+
+float dotU8Portable(const float* w, const uint8_t* c, size_t d) {
+    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t j = 0;
+    for (; j + 8 <= d; j += 8) {
+        for (size_t u = 0; u < 8; u++) {
+            a[u] += w[j + u] * float(c[j + u]);
+        }
+    }
+    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (; j < d; j++) {
+        s += w[j] * float(c[j]);
+    }
+    return s;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float dotU8AVX2(const float* w, const uint8_t* c, size_t d) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 16 <= d; j += 16) {
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + j));
+        __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+        __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+        a0 = _mm256_fmadd_ps(f0, _mm256_loadu_ps(w + j), a0);
+        a1 = _mm256_fmadd_ps(f1, _mm256_loadu_ps(w + j + 8), a1);
+    }
+    a0 = _mm256_add_ps(a0, a1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float s = _mm_cvtss_f32(h);
+    for (; j < d; j++) {
+        s += w[j] * float(c[j]);
+    }
+    return s;
+}
+#endif
+
+using dotU8Func = float (*)(const float*, const uint8_t*, size_t);
+
+dotU8Func dotU8() {
+#if defined(__x86_64__)
+    static const dotU8Func f = (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            ? dotU8AVX2
+            : dotU8Portable;
+    return f;
+#else
+    return dotU8Portable;
+#endif
+}
+
+// locatedTable reads the caller's locations: pages of 2^bits slots by id,
+// each holding a location plus one, 0 for an id without a vector (the
+// layout of faiss.Locations).
+struct locatedTable {
+    const uint64_t* const* pages;
+    size_t npages;
+    int bits;
+
+    const uint64_t* slot(uint64_t id) const {
+        uint64_t p = id >> bits;
+        if (p >= npages || pages[p] == nullptr) {
+            return nullptr;
+        }
+        return pages[p] + (id & ((uint64_t(1) << bits) - 1));
+    }
+};
+
+// Below this many ids a located search runs on the calling thread only:
+// the team's start costs more than half of the scan.
+const idx_t locatedParallelMin = 4096;
+
+// search_located scores the codes of the vectors with ids (in ascending
+// order) at the locations the table holds, skipping ids without one, and
+// keeps the k best in the heap C (CMin for inner product, where larger is
+// better). A selective filter's codes lie scattered over the lists, so the
+// scan is bound by memory latency: the codes some way ahead are
+// prefetched, and the ids are split between OpenMP's threads, each with
+// its own heap. 8-bit scalar codes scored by inner product (the automatic
+// IVF index's) are scored by weights on the codes (sq8Weights); other
+// codes by the index's own scanner, one a thread, whose set_list only
+// records the list's centroid distance, so nothing is grouped.
 template <class C>
 void search_located(
         const faiss::IndexIVF* ivf,
         const faiss::ArrayInvertedLists* lists,
         const float* x,
         idx_t n,
-        const idx_t* ids,
-        const uint64_t* lo,
+        const uint64_t* ids,
+        const locatedTable& table,
         idx_t k,
         float* distances,
         idx_t* labels) {
     const size_t cs = ivf->code_size;
-    std::vector<const uint8_t*> codes(n);
-    for (idx_t i = 0; i < n; i++) {
-        size_t l = faiss::lo_listno(lo[i]), o = faiss::lo_offset(lo[i]);
-        FAISS_THROW_IF_NOT_MSG(
-                l < ivf->nlist && o < lists->ids[l].size(),
-                "a location lies outside the lists: the caller's locations are out of date");
-        codes[i] = lists->codes[l].data() + o * cs;
-    }
     faiss::heap_heapify<C>(k, distances, labels);
     if (n == 0) {
         return;
     }
+    // The location of ids[i]'s code, or nullptr without one; one outside
+    // the lists is the caller's error.
+    std::atomic<bool> stale{false};
+    auto code = [&](idx_t i, size_t* list) -> const uint8_t* {
+        const uint64_t* s = table.slot(ids[i]);
+        if (s == nullptr || *s == 0) {
+            return nullptr;
+        }
+        uint64_t at = *s - 1;
+        size_t l = faiss::lo_listno(at), o = faiss::lo_offset(at);
+        if (l >= ivf->nlist || o >= lists->ids[l].size()) {
+            stale = true;
+            return nullptr;
+        }
+        *list = l;
+        return lists->codes[l].data() + o * cs;
+    };
     bool ip = ivf->metric_type == faiss::METRIC_INNER_PRODUCT;
-    // Centroid distances: with many lists touched, all at once (one pass
-    // over a flat quantizer's rows); otherwise each list's when first met.
-    std::vector<float> cdis(ivf->nlist, std::numeric_limits<float>::quiet_NaN());
+    sq8Weights sw;
+    bool sq8 = sq8WeightsFor(ivf, x, &sw);
+    // Centroid distances, which codes by residual add: with many lists
+    // touched, all at once (each thread a share of a flat quantizer's
+    // rows); otherwise each list's, before the scan.
+    bool coarseNeeded = sq8 ? sw.residual : true;
+    std::vector<float> cdis;
     auto flat = dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer);
-    if (flat != nullptr && size_t(n) * 4 > ivf->nlist) {
+    bool allAtOnce = coarseNeeded && flat != nullptr && size_t(n) * 4 > ivf->nlist;
+    auto fillCdis = [&](size_t lb, size_t le) {
         if (ip) {
-            faiss::fvec_inner_products_ny(cdis.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+            faiss::fvec_inner_products_ny(cdis.data() + lb, x, flat->get_xb() + lb * ivf->d, ivf->d, le - lb);
         } else {
-            faiss::fvec_L2sqr_ny(cdis.data(), x, flat->get_xb(), ivf->d, ivf->nlist);
+            faiss::fvec_L2sqr_ny(cdis.data() + lb, x, flat->get_xb() + lb * ivf->d, ivf->d, le - lb);
         }
-    }
-    std::vector<float> centroid(ivf->d);
-    std::unique_ptr<faiss::InvertedListScanner> sc(ivf->get_InvertedListScanner(false));
-    sc->set_query(x);
-    const idx_t ahead = 8;
-    for (idx_t i = 0; i < std::min(ahead, n); i++) {
-        for (size_t o = 0; o < cs; o += 64) {
-            __builtin_prefetch(codes[i] + o);
-        }
-    }
-    for (idx_t i = 0; i < n; i++) {
-        if (i + ahead < n) {
-            for (size_t o = 0; o < cs; o += 64) {
-                __builtin_prefetch(codes[i + ahead] + o);
+    };
+    if (coarseNeeded) {
+        cdis.assign(ivf->nlist, std::numeric_limits<float>::quiet_NaN());
+        if (!allAtOnce) {
+            std::vector<float> centroid(ivf->d);
+            for (idx_t i = 0; i < n; i++) {
+                size_t l;
+                if (code(i, &l) != nullptr && std::isnan(cdis[l])) {
+                    ivf->quantizer->reconstruct(l, centroid.data());
+                    cdis[l] = ip ? faiss::fvec_inner_product(x, centroid.data(), ivf->d)
+                                 : faiss::fvec_L2sqr(x, centroid.data(), ivf->d);
+                }
             }
         }
-        size_t l = faiss::lo_listno(lo[i]);
-        float& cd = cdis[l];
-        if (std::isnan(cd)) {
-            ivf->quantizer->reconstruct(l, centroid.data());
-            cd = ip ? faiss::fvec_inner_product(x, centroid.data(), ivf->d)
-                    : faiss::fvec_L2sqr(x, centroid.data(), ivf->d);
+    }
+    int nt = n >= locatedParallelMin ? std::max(1, omp_get_max_threads()) : 1;
+    std::vector<float> td(size_t(nt) * k);
+    std::vector<idx_t> tl(size_t(nt) * k);
+    std::atomic<bool> failed{false};
+    std::string failure;
+    dotU8Func dot = dotU8();
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num();
+        if (allAtOnce) {
+            fillCdis(ivf->nlist * t / nt, ivf->nlist * (t + 1) / nt);
+#pragma omp barrier
         }
-        sc->set_list(l, cd);
-        float dis = sc->distance_to_code(codes[i]);
-        if (C::cmp(distances[0], dis)) {
-            faiss::heap_replace_top<C>(k, distances, labels, dis, i);
+        try {
+            std::unique_ptr<faiss::InvertedListScanner> sc;
+            if (!sq8) {
+                sc.reset(ivf->get_InvertedListScanner(false));
+                sc->set_query(x);
+            }
+            float* D = td.data() + size_t(t) * k;
+            idx_t* L = tl.data() + size_t(t) * k;
+            faiss::heap_heapify<C>(k, D, L);
+            idx_t b = n * t / nt, e = n * (t + 1) / nt;
+            const idx_t ahead = 16;
+            auto prefetch = [&](idx_t i) {
+                size_t l;
+                if (const uint8_t* c = code(i, &l)) {
+                    for (size_t o = 0; o < cs; o += 64) {
+                        __builtin_prefetch(c + o);
+                    }
+                }
+            };
+            for (idx_t i = b; i < std::min(b + ahead, e); i++) {
+                prefetch(i);
+            }
+            for (idx_t i = b; i < e; i++) {
+                if (i + 4 * ahead < e) {
+                    __builtin_prefetch(table.slot(ids[i + 4 * ahead]));
+                }
+                if (i + ahead < e) {
+                    prefetch(i + ahead);
+                }
+                size_t l;
+                const uint8_t* c = code(i, &l);
+                if (c == nullptr) {
+                    continue;
+                }
+                float dis;
+                if (sq8) {
+                    dis = sw.base + dot(sw.w.data(), c, cs);
+                    if (sw.residual) {
+                        dis += cdis[l];
+                    }
+                } else {
+                    sc->set_list(l, cdis[l]);
+                    dis = sc->distance_to_code(c);
+                }
+                if (C::cmp(D[0], dis)) {
+                    faiss::heap_replace_top<C>(k, D, L, dis, i);
+                }
+            }
+        } catch (const std::exception& ex) {
+            if (!failed.exchange(true)) {
+                failure = ex.what();
+            }
+        }
+    }
+    if (failed) {
+        FAISS_THROW_MSG(failure);
+    }
+    FAISS_THROW_IF_NOT_MSG(
+            !stale, "a location lies outside the lists: the caller's locations are out of date");
+    for (size_t j = 0; j < size_t(nt) * k; j++) {
+        if (tl[j] >= 0 && C::cmp(distances[0], td[j])) {
+            faiss::heap_replace_top<C>(k, distances, labels, td[j], tl[j]);
         }
     }
     faiss::heap_reorder<C>(k, distances, labels);
@@ -718,11 +917,12 @@ void search_located(
     // results are checked, not every id scored.
     for (idx_t j = 0; j < k && labels[j] >= 0; j++) {
         idx_t i = labels[j];
-        size_t l = faiss::lo_listno(lo[i]), o = faiss::lo_offset(lo[i]);
+        uint64_t at = *table.slot(ids[i]) - 1;
+        size_t l = faiss::lo_listno(at), o = faiss::lo_offset(at);
         FAISS_THROW_IF_NOT_MSG(
-                lists->ids[l][o] == ids[i],
+                lists->ids[l][o] == idx_t(ids[i]),
                 "a location does not hold its id: the caller's locations are out of date");
-        labels[j] = ids[i];
+        labels[j] = idx_t(ids[i]);
     }
 }
 
@@ -733,8 +933,10 @@ int faiss_IndexIVF_search_located(
         const FaissIndex* index,
         const float* x,
         idx_t n,
-        const idx_t* ids,
-        const uint64_t* lo,
+        const uint64_t* ids,
+        const uint64_t* const* pages,
+        size_t npages,
+        int page_bits,
         idx_t k,
         float* distances,
         idx_t* labels) {
@@ -742,13 +944,20 @@ int faiss_IndexIVF_search_located(
         faiss::ArrayInvertedLists* lists;
         auto ivf = ivf_of(const_cast<FaissIndex*>(index), &lists);
         FAISS_THROW_IF_NOT_MSG(k > 0, "k must be positive");
+        FAISS_THROW_IF_NOT_MSG(page_bits > 0 && page_bits < 48, "page_bits out of range");
+        locatedTable table{pages, npages, page_bits};
         if (ivf->metric_type == faiss::METRIC_INNER_PRODUCT) {
-            search_located<faiss::CMin<float, idx_t>>(ivf, lists, x, n, ids, lo, k, distances, labels);
+            search_located<faiss::CMin<float, idx_t>>(ivf, lists, x, n, ids, table, k, distances, labels);
         } else {
-            search_located<faiss::CMax<float, idx_t>>(ivf, lists, x, n, ids, lo, k, distances, labels);
+            search_located<faiss::CMax<float, idx_t>>(ivf, lists, x, n, ids, table, k, distances, labels);
         }
     }
     CATCH_AND_HANDLE
+}
+
+/* The two inner-product kernels of 8-bit codes, for tests. */
+float faiss_tandem_dot_u8(const float* w, const uint8_t* c, size_t d, int portable) {
+    return portable ? dotU8Portable(w, c, d) : dotU8()(w, c, d);
 }
 
 int faiss_IndexIVF_has_RaBitQ(const FaissIndex*) {

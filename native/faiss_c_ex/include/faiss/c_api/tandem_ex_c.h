@@ -154,20 +154,31 @@ int faiss_IndexIVF_remove_located(
 /* Reports every vector's id and location: ntotal pairs. */
 int faiss_IndexIVF_locate_all(const FaissIndex* index, idx_t* out_ids, uint64_t* out_lo);
 
-/* The k best of the n vectors at locations lo (with ids ids) for one query
- * x, scored from their codes by the index's own scanner: the cost is in n,
- * not in the size of the index, which makes a selective filter cheap.
- * distances and labels hold k values, best first; unfilled slots have
- * label -1. */
+/* The k best for one query x of the vectors with the n ids (ascending),
+ * at the locations the caller keeps in pages of 2^page_bits slots by id
+ * (slot = location + 1, 0 for an id without a vector; a null page has
+ * none): ids without a location are skipped. The codes are scored as an
+ * IVF search scores them (8-bit scalar codes by inner product to float
+ * rounding, others by the index's own scanner), on OpenMP's threads when
+ * n is large. The cost is in n, not in the size of the index, which makes
+ * a selective filter cheap. distances and labels hold k values, best
+ * first; unfilled slots have label -1. */
 int faiss_IndexIVF_search_located(
         const FaissIndex* index,
         const float* x,
         idx_t n,
-        const idx_t* ids,
-        const uint64_t* lo,
+        const uint64_t* ids,
+        const uint64_t* const* pages,
+        size_t npages,
+        int page_bits,
         idx_t k,
         float* distances,
         idx_t* labels);
+
+/* sum_j w[j] * c[j]: the kernel search_located scores 8-bit codes with
+ * (AVX2 where the CPU has it), or with portable != 0 the portable one. For
+ * tests. */
+float faiss_tandem_dot_u8(const float* w, const uint8_t* c, size_t d, int portable);
 
 /* Answers 1: FAISS 1.7.3 has no RaBitQ. Accepts any index. */
 int faiss_IndexIVF_has_RaBitQ(const FaissIndex* index);
