@@ -269,10 +269,12 @@ func allowBits(allow *roaring64.Bitmap) ([]byte, error) {
 		return nil, fmt.Errorf("faiss: filter id %d too large for a bitmap selector", maxID)
 	}
 	bits := make([]byte, maxID/8+1)
-	it := allow.Iterator()
-	for it.HasNext() {
-		id := it.Next()
-		bits[id>>3] |= 1 << (id & 7)
+	buf := make([]uint64, 4096)
+	it := allow.ManyIterator()
+	for n := it.NextMany(buf); n > 0; n = it.NextMany(buf) {
+		for _, id := range buf[:n] {
+			bits[id>>3] |= 1 << (id & 7)
+		}
 	}
 	return bits, nil
 }
