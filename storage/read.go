@@ -135,9 +135,23 @@ func (s *Store) Mark(name string) ([]byte, bool, error) {
 
 // Changes returns up to limit changes with sequence numbers greater than
 // after, in order, each put carrying its document if it is still live.
+// When after is below the log's floor (TruncateLog) the changes after it
+// are gone, and Changes returns a *TruncatedError, which wraps
+// ErrTruncated, rather than the ones it still holds: what it returns
+// always starts at after+1.
 func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]Change, error) {
 	var out []Change
 	err := s.view(func(txn *badger.Txn) error {
+		// The floor is read in the transaction that reads the entries,
+		// not from memory: a truncation committing in between would
+		// otherwise leave a gap no one sees.
+		floor, err := getUint(txn, keyLogFloor)
+		if err != nil {
+			return err
+		}
+		if after < floor {
+			return &TruncatedError{After: after, Floor: floor}
+		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagLog}, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(logKey(after + 1)); it.Valid() && len(out) < limit; it.Next() {

@@ -42,6 +42,9 @@ var (
 	keyNextDoc = []byte("mnextdoc")
 	keyLastSeq = []byte("mlastseq")
 	keyLive    = []byte("mlive")
+	// keyLogFloor is the change log's floor F: every entry with a
+	// sequence <= F is deleted (TruncateLog). Absent means 0.
+	keyLogFloor = []byte("mlogfloor")
 )
 
 // Options configure Open. Zero fields mean defaults.
@@ -118,6 +121,9 @@ type Store struct {
 	writeMu sync.Mutex
 	// compactMu serialises blob compactions (Store.GC).
 	compactMu sync.Mutex
+	// truncMu serialises TruncateLog, which reads the floor, commits
+	// its chunks, then publishes each new floor.
+	truncMu sync.Mutex
 
 	// names maps every live docnum to its external id in memory, as the
 	// n<docnum> keys do on disk: IDs, which turns every search's hits
@@ -134,6 +140,9 @@ type Store struct {
 		nextDoc uint64 // next docnum to assign
 		lastSeq uint64 // last change-log sequence committed
 		live    uint64 // number of live documents
+		// logFloor is the change log's floor: the log holds exactly
+		// the entries (logFloor, lastSeq] (TruncateLog).
+		logFloor uint64
 	}
 }
 
@@ -302,12 +311,15 @@ func (s *Store) load(schema *tandem.Schema) error {
 		for _, c := range []struct {
 			key []byte
 			dst *uint64
-		}{{keyNextDoc, &s.mu.nextDoc}, {keyLastSeq, &s.mu.lastSeq}, {keyLive, &s.mu.live}} {
+		}{{keyNextDoc, &s.mu.nextDoc}, {keyLastSeq, &s.mu.lastSeq}, {keyLive, &s.mu.live}, {keyLogFloor, &s.mu.logFloor}} {
 			v, err := getUint(txn, c.key)
 			if err != nil {
 				return err
 			}
 			*c.dst = v
+		}
+		if s.mu.logFloor > s.mu.lastSeq {
+			return fmt.Errorf("%w: the change log is truncated through %d, past its last sequence, %d", ErrCorruption, s.mu.logFloor, s.mu.lastSeq)
 		}
 		return nil
 	})
