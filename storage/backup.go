@@ -76,7 +76,7 @@ func Restore(dir string, r io.Reader, opts *Options) error {
 }
 
 // Backup writes a copy of every document, blob, mark, the schema and the
-// change log to w, read in one transaction, so it is the store as of one
+// change log with its floor (TruncateLog) to w, read in one transaction, so it is the store as of one
 // committed batch even while batches commit. Blobs in segments are
 // written whole, not as pointers. Restore makes a store of it. Snapshots
 // of derived indexes are not copied: a store restored from a backup

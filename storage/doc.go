@@ -18,8 +18,19 @@
 //     docnum, id) in the same Badger transaction as the write. Sequences
 //     start at 1 and increase by one per operation with no gaps. A derived
 //     index that has applied sequence s is up to date once it has applied
-//     Changes(s, ...) until that returns nothing. The log is never
-//     truncated yet, so any derived index can be rebuilt from sequence 0.
+//     Changes(s, ...) until that returns nothing.
+//   - Invariant L: the log has a floor F, and Badger holds its entries
+//     for exactly the sequences F+1 .. LastSeq. F starts at 0 and only
+//     TruncateLog raises it: each of its transactions deletes a chunk of
+//     entries and moves F past them together, so L holds after every
+//     commit and after a crash at any point. Documents, blobs, marks and
+//     snapshots are never touched by it. Changes(after) with after < F
+//     returns a *TruncatedError (errors.Is ErrTruncated) and no changes:
+//     it reads F in the transaction that reads the entries, so what it
+//     returns always starts at after+1 and a concurrent truncation never
+//     leaves a silent gap. A derived index behind F rebuilds from the
+//     documents or blobs instead of catching up. LogStats reports F and
+//     the log's length. A backup carries F with the log.
 //   - A Batch is one Badger transaction: all of it is stored or none of it.
 //     Documents are checked against the schema before the transaction
 //     starts, so a bad document rejects its whole batch and changes
@@ -81,15 +92,17 @@
 //     that would leave less than Options.DiskReserve (DefaultDiskReserve,
 //     128 MiB) free fails with ErrDiskFull, which wraps syscall.ENOSPC,
 //     and stores nothing (its large blobs are counted before any is
-//     appended); snapshot commits and blob compactions are refused the
-//     same way. Once space is freed, writes succeed again.
+//     appended); snapshot commits, log truncations and blob compactions
+//     are refused the same way. Once space is freed, writes succeed
+//     again.
 //   - The schema is stored in the collection. A non-strict schema grows
 //     when a document has a new field (its type is inferred); the new
 //     schema is committed with the batch that introduced the field.
 //
 // # Key layout
 //
-// One-byte table tags, big-endian numbers: m<name> meta (schema, counters),
+// One-byte table tags, big-endian numbers: m<name> meta (schema, counters,
+// the log's floor mlogfloor),
 // i<id> → docnum, n<docnum> → id, d<docnum> → document JSON,
 // b<docnum><name> → blob, or pointer record (user-meta 0x42:
 // version 1, segment u32, offset u64, length u32, CRC-32C u32,
@@ -104,5 +117,6 @@
 //	b.Put(tandem.Doc{ID: "a", Fields: map[string]any{"text": "hello"}}, map[string][]byte{"vec/minilm": vec})
 //	b.Delete("b")
 //	res, err := st.Write(ctx, &b) // durable when err == nil
-//	changes, err := st.Changes(ctx, appliedSeq, 1000)
+//	changes, err := st.Changes(ctx, appliedSeq, 1000) // *TruncatedError if appliedSeq < LogStats().Floor
+//	removed, err := st.TruncateLog(ctx, savedSeq)     // once every derived index has saved savedSeq
 package storage
