@@ -63,6 +63,13 @@ func TestBlobKillWriter(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
+	writeKillBatches(s, ledger, k)
+}
+
+// writeKillBatches writes killBatch(k), killBatch(k+1), ... to s, logging
+// "begin k" to ledger before batch k and "ack k" once Write returned,
+// until the process is killed; a failed write exits with status 3.
+func writeKillBatches(s *Store, ledger *os.File, k int) {
 	for ; ; k++ {
 		var b Batch
 		for _, op := range killBatch(k) {
@@ -109,22 +116,11 @@ func TestBlobKill(t *testing.T) {
 		if err := cmd.Wait(); err != nil && cmd.ProcessState.ExitCode() != -1 {
 			t.Fatalf("kill %d: the writer failed: %v\n%s", kill, err, stderr.String())
 		}
-		acked, inFlight := readKillLedger(t, filepath.Join(dir, "ledger"))
-		without := killModel(acked, -1)
-		with := killModel(acked, inFlight)
 		s, err := Open(filepath.Join(dir, "store"), nil)
 		if err != nil {
 			t.Fatalf("kill %d: open: %v", kill, err)
 		}
-		got := readKillStore(t, s)
-		switch {
-		case sameModel(got, without):
-		case sameModel(got, with):
-			// The batch in flight committed: later batches build on it.
-			appendLedger(t, filepath.Join(dir, "ledger"), fmt.Sprintf("ack %d\n", inFlight))
-		default:
-			t.Fatalf("kill %d: the store holds %v; want %v (acknowledged) or %v (with batch %d in flight)", kill, got, without, with, inFlight)
-		}
+		got, acked, inFlight := checkKillStore(t, s, filepath.Join(dir, "ledger"), kill)
 		live := int64(0)
 		for _, v := range got {
 			if v >= 0 {
@@ -145,6 +141,27 @@ func TestBlobKill(t *testing.T) {
 	if next < 2*kills {
 		t.Errorf("only %d batches in %d kills", next, kills)
 	}
+}
+
+// checkKillStore fails unless s, after kill number kill, holds the documents d0-d29 as the
+// batches the ledger at path acknowledges left them, with or without the
+// batch in flight; if with, it records that batch as acknowledged, since
+// later batches build on it. It returns what s holds, the batches
+// acknowledged and the one in flight (-1 if none).
+func checkKillStore(t *testing.T, s *Store, path string, kill int) (got map[int]int, acked []int, inFlight int) {
+	t.Helper()
+	acked, inFlight = readKillLedger(t, path)
+	without := killModel(acked, -1)
+	with := killModel(acked, inFlight)
+	got = readKillStore(t, s)
+	switch {
+	case sameModel(got, without):
+	case sameModel(got, with):
+		appendLedger(t, path, fmt.Sprintf("ack %d\n", inFlight))
+	default:
+		t.Fatalf("kill %d: the store holds %v; want %v (acknowledged) or %v (with batch %d in flight)", kill, got, without, with, inFlight)
+	}
+	return got, acked, inFlight
 }
 
 func appendLedger(t *testing.T, path, line string) {
