@@ -70,6 +70,9 @@ type Index struct {
 		sync.RWMutex // held for reading by every call, for writing by Close
 		closed       bool
 		applied      atomic.Uint64
+		// persisted is the highest applied sequence Bleve has written
+		// to disk (see SavedSeq); it only grows.
+		persisted atomic.Uint64
 	}
 
 	// docNums maps the segments' documents to document numbers for
@@ -107,6 +110,8 @@ func Open(dir string) (*Index, error) {
 	if len(v) == 8 {
 		x.mu.applied.Store(binary.BigEndian.Uint64(v))
 	}
+	// What Bleve opened is what it had persisted.
+	x.mu.persisted.Store(x.mu.applied.Load())
 	return x, nil
 }
 
@@ -188,6 +193,31 @@ func (x *Index) Name() string { return "bm25" }
 // AppliedSeq is the last change-log sequence the index contains.
 func (x *Index) AppliedSeq() uint64 { return x.mu.applied.Load() }
 
+// SavedSeq is the last change-log sequence whose batch Bleve has written
+// to disk, so that the index reopens at it or later after a crash. It is
+// never above AppliedSeq: Apply returns once a batch is searchable
+// (unsafe_batch), and the batch's persisted callback, which Bleve's
+// persister calls after syncing the index's root, raises SavedSeq to the
+// batch's sequence. Close's flush raises it to AppliedSeq, and Open sets
+// it to the sequence it read from disk. Bleve persists batches in order,
+// so every change up to SavedSeq is on disk.
+func (x *Index) SavedSeq() uint64 {
+	// The persister may run a batch's callback before Apply has
+	// published the batch's sequence.
+	return min(x.mu.persisted.Load(), x.mu.applied.Load())
+}
+
+// persistedUpTo raises the persisted sequence to seq; a callback of an
+// older batch, run late, does not lower it.
+func (x *Index) persistedUpTo(seq uint64) {
+	for {
+		cur := x.mu.persisted.Load()
+		if seq <= cur || x.mu.persisted.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
 // Close waits until every applied batch is on disk, so that the next Open
 // finds the index caught up, then closes it. It is idempotent.
 func (x *Index) Close() error {
@@ -221,6 +251,7 @@ func (x *Index) flushLocked() error {
 	if err := <-done; err != nil {
 		return fmt.Errorf("sparse: flush: %w", err)
 	}
+	x.persistedUpTo(x.mu.applied.Load())
 	return nil
 }
 
@@ -324,6 +355,11 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 	}
 	b.SetInternal(statsKey, sv)
 	b.SetInternal(appliedKey, binary.BigEndian.AppendUint64(nil, last))
+	b.SetPersistedCallback(func(err error) {
+		if err == nil {
+			x.persistedUpTo(last)
+		}
+	})
 	if err := x.idx.Batch(b); err != nil {
 		return fmt.Errorf("sparse: apply changes up to %d: %w", last, err)
 	}
