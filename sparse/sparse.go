@@ -61,6 +61,7 @@ var ErrNoTextField = errors.New("sparse: the schema has no text field")
 type Index struct {
 	idx     bleve.Index
 	mapping mapping.IndexMapping
+	dir     string // where Open opened idx
 
 	// applyMu serialises Apply; searches do not wait for it, because a
 	// Bleve batch becomes visible to searches atomically.
@@ -93,15 +94,14 @@ func Open(dir string) (*Index, error) {
 				return nil, fmt.Errorf("sparse: open %s: %w (and cannot remove it: %v)", dir, err, rerr)
 			}
 		}
-		idx, err = bleve.NewUsing(dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, scorchConfig())
-		if err != nil {
-			return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
+		if idx, err = create(dir, m); err != nil {
+			return nil, err
 		}
 	}
 	if idx, err = checkLayout(dir, idx, m); err != nil {
 		return nil, err
 	}
-	x := &Index{idx: idx, mapping: m}
+	x := &Index{idx: idx, mapping: m, dir: dir}
 	v, err := idx.GetInternal(appliedKey)
 	if err != nil {
 		idx.Close()
@@ -154,15 +154,35 @@ func checkLayout(dir string, idx bleve.Index, m mapping.IndexMapping) (bleve.Ind
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("sparse: remove %s to rebuild it: %w", dir, err)
 		}
-		if idx, err = bleve.NewUsing(dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, scorchConfig()); err != nil {
-			return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
-		}
+		return create(dir, m)
 	}
-	if err := idx.SetInternal(layoutKey, []byte(layoutVersion)); err != nil {
+	if err := recordLayout(idx); err != nil {
 		idx.Close()
-		return nil, fmt.Errorf("sparse: record layout: %w", err)
+		return nil, err
 	}
 	return idx, nil
+}
+
+// create creates an empty index in dir, which must not exist, and
+// records the current layout in it.
+func create(dir string, m mapping.IndexMapping) (bleve.Index, error) {
+	idx, err := bleve.NewUsing(dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, scorchConfig())
+	if err != nil {
+		return nil, fmt.Errorf("sparse: create %s: %w", dir, err)
+	}
+	if err := recordLayout(idx); err != nil {
+		idx.Close()
+		return nil, err
+	}
+	return idx, nil
+}
+
+// recordLayout records layoutVersion in an index holding no document.
+func recordLayout(idx bleve.Index) error {
+	if err := idx.SetInternal(layoutKey, []byte(layoutVersion)); err != nil {
+		return fmt.Errorf("sparse: record layout: %w", err)
+	}
+	return nil
 }
 
 // scorchConfig is the configuration of the Bleve index. With unsafe_batch,
@@ -295,6 +315,15 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 	if last == applied {
 		return nil
 	}
+	return x.applyLocked(ctx, schema, todo, last, true)
+}
+
+// applyLocked applies changes in one Bleve batch, with the BM25
+// statistics they leave; the caller holds applyMu (and mu, for reading
+// or writing). With record, the batch also records last as the applied
+// sequence, AppliedSeq becomes last, and SavedSeq becomes last once Bleve
+// has written the batch to disk.
+func (x *Index) applyLocked(ctx context.Context, schema *tandem.Schema, todo []storage.Change, last uint64, record bool) error {
 	docs, err := x.buildDocs(ctx, schema, todo)
 	if err != nil {
 		return err
@@ -354,6 +383,12 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 		return fmt.Errorf("sparse: BM25 statistics: %w", err)
 	}
 	b.SetInternal(statsKey, sv)
+	if !record {
+		if err := x.idx.Batch(b); err != nil {
+			return fmt.Errorf("sparse: index %d documents: %w", len(todo), err)
+		}
+		return nil
+	}
 	b.SetInternal(appliedKey, binary.BigEndian.AppendUint64(nil, last))
 	b.SetPersistedCallback(func(err error) {
 		if err == nil {
