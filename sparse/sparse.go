@@ -59,9 +59,9 @@ var ErrNoTextField = errors.New("sparse: the schema has no text field")
 // Index is the Bleve BM25 index of a collection. It is safe for concurrent
 // use; Apply calls are serialised by the caller (the engine's writer).
 type Index struct {
-	idx     bleve.Index
+	idx     bleve.Index // replaced by Rebuild, under mu held for writing
 	mapping mapping.IndexMapping
-	dir     string // where Open opened idx
+	dir     string
 
 	// applyMu serialises Apply; searches do not wait for it, because a
 	// Bleve batch becomes visible to searches atomically.
@@ -218,9 +218,10 @@ func (x *Index) AppliedSeq() uint64 { return x.mu.applied.Load() }
 // never above AppliedSeq: Apply returns once a batch is searchable
 // (unsafe_batch), and the batch's persisted callback, which Bleve's
 // persister calls after syncing the index's root, raises SavedSeq to the
-// batch's sequence. Close's flush raises it to AppliedSeq, and Open sets
-// it to the sequence it read from disk. Bleve persists batches in order,
-// so every change up to SavedSeq is on disk.
+// batch's sequence. Close's flush raises it to AppliedSeq, Open sets it to
+// the sequence it read from disk, and Rebuild resets it to 0 until its
+// final batch is on disk. Bleve persists batches in order, so every change
+// up to SavedSeq is on disk.
 func (x *Index) SavedSeq() uint64 {
 	// The persister may run a batch's callback before Apply has
 	// published the batch's sequence.
@@ -322,7 +323,8 @@ func (x *Index) Apply(ctx context.Context, schema *tandem.Schema, changes []stor
 // statistics they leave; the caller holds applyMu (and mu, for reading
 // or writing). With record, the batch also records last as the applied
 // sequence, AppliedSeq becomes last, and SavedSeq becomes last once Bleve
-// has written the batch to disk.
+// has written the batch to disk; Rebuild's intermediate batches record
+// nothing, so an index they leave has no applied sequence.
 func (x *Index) applyLocked(ctx context.Context, schema *tandem.Schema, todo []storage.Change, last uint64, record bool) error {
 	docs, err := x.buildDocs(ctx, schema, todo)
 	if err != nil {
@@ -399,6 +401,91 @@ func (x *Index) applyLocked(ctx context.Context, schema *tandem.Schema, todo []s
 		return fmt.Errorf("sparse: apply changes up to %d: %w", last, err)
 	}
 	x.mu.applied.Store(last)
+	return nil
+}
+
+// DocSource is what Rebuild reads: a collection's live documents and the
+// last sequence of its change log. *storage.Store is one.
+type DocSource interface {
+	// ScanDocs calls fn for every live document, with its internal
+	// number, from one consistent snapshot.
+	ScanDocs(ctx context.Context, fn func(num uint64, doc tandem.Doc) error) error
+	// LastSeq is the sequence of the last committed change.
+	LastSeq() uint64
+}
+
+// rebuildChunk is the number of documents in each Bleve batch of a
+// Rebuild.
+const rebuildChunk = 2000
+
+// Rebuild replaces the index by one built from src's live documents,
+// without reading the change log: the index of a collection whose log no
+// longer goes back to the index's applied sequence, or whose index is
+// missing, is rebuilt this way, then caught up from the sequence it
+// returns at (AppliedSeq).
+//
+// It first reads s0 = src.LastSeq(), then closes Bleve, removes its
+// directory (so no document deleted in a gap of the log survives),
+// creates it empty with the current layout, and indexes the documents of
+// src.ScanDocs as puts, rebuildChunk at a time, through the batches of
+// Apply. Only the final batch records the applied sequence, s0, so a
+// crash or an error before it leaves an index with no applied sequence,
+// which opens at 0 and is rebuilt again. The scan may already hold
+// changes after s0; catching up from s0 applies them again, to the same
+// result, since a change carries the document as it is now. The index
+// then holds what an index applying every change up to its AppliedSeq
+// would, with the same BM25 statistics and scores (TestRebuildFromDocs).
+//
+// Searches wait until Rebuild returns. After an error the index holds
+// part of the documents and AppliedSeq is 0; if Bleve could not be closed
+// or created again, it is closed.
+func (x *Index) Rebuild(ctx context.Context, schema *tandem.Schema, src DocSource) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	x.applyMu.Lock()
+	defer x.applyMu.Unlock()
+	s0 := src.LastSeq()
+	x.docNums.retain(nil)
+	// Close waits for Bleve's persister, so no callback of the old
+	// index's batches runs after this.
+	if err := x.idx.Close(); err != nil {
+		x.mu.closed = true
+		return fmt.Errorf("sparse: close %s to rebuild it: %w", x.dir, err)
+	}
+	x.mu.applied.Store(0)
+	x.mu.persisted.Store(0)
+	if err := os.RemoveAll(x.dir); err != nil {
+		x.mu.closed = true
+		return fmt.Errorf("sparse: remove %s to rebuild it: %w", x.dir, err)
+	}
+	idx, err := create(x.dir, x.mapping)
+	if err != nil {
+		x.mu.closed = true
+		return err
+	}
+	x.idx = idx
+	chunk := make([]storage.Change, 0, rebuildChunk)
+	err = src.ScanDocs(ctx, func(num uint64, doc tandem.Doc) error {
+		chunk = append(chunk, storage.Change{Op: storage.OpPut, DocNum: num, ID: doc.ID, Doc: &doc})
+		if len(chunk) < rebuildChunk {
+			return nil
+		}
+		err := x.applyLocked(ctx, schema, chunk, 0, false)
+		chunk = chunk[:0]
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sparse: rebuild %s from the documents: %w", x.dir, err)
+	}
+	if err := x.applyLocked(ctx, schema, chunk, s0, true); err != nil {
+		return fmt.Errorf("sparse: rebuild %s from the documents: %w", x.dir, err)
+	}
 	return nil
 }
 
