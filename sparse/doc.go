@@ -2,8 +2,10 @@
 // (scoring model "bm25"), the text analysis of each schema field, and the
 // compilation of metadata filters into Bleve queries and bitmaps.
 //
-// The Bleve index is derived state: it is rebuilt from, and caught up with,
-// the change log kept in storage. The main type is Index.
+// The Bleve index is derived state: it is caught up with the change log
+// kept in storage (Index.Apply) and, when it is missing or behind what the
+// log still holds, rebuilt from the stored documents (Index.Rebuild). The
+// main type is Index.
 //
 // # Invariants
 //
@@ -16,6 +18,20 @@
 //     index holds exactly the changes up to its recorded sequence, and
 //     replaying the log from there converges. Replayed changes at or below
 //     the recorded sequence are skipped.
+//   - Bleve writes batches to disk in the background (unsafe_batch), in
+//     order. SavedSeq, at most AppliedSeq, is the last sequence of a batch
+//     Bleve's persister has written and synced (the batch's persisted
+//     callback), or the sequence Open read, or AppliedSeq after Close's
+//     flush: after a crash the index reopens at SavedSeq or later, so the
+//     change log must keep the changes after it (TestPersistedSeq).
+//   - Rebuild reads the log's last sequence s0 before it scans the
+//     documents, indexes them into a new, empty index in batches, and
+//     records s0 as the applied sequence in the final batch only: an
+//     interrupted rebuild leaves no applied sequence, so the index opens
+//     at 0 and is rebuilt again (TestRebuildInterrupted). Catching up
+//     from s0 applies again what the scan already saw, to the same state.
+//     A rebuilt index equals one built by applying the whole log: the same
+//     documents, BM25 statistics and scores (TestRebuildFromDocs).
 //   - Documents are indexed with Batch.IndexAdvanced from the schema, not
 //     through a Bleve mapping, because a non-strict schema gains fields
 //     after the index is created. Text fields are analysed with their

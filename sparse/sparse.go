@@ -84,7 +84,10 @@ type Index struct {
 // Open opens the Bleve index in dir, creating it if absent. The index is
 // derived state: if it cannot be opened (for example a crash during its
 // creation), it is removed and created empty, and its applied sequence is
-// 0 so that the caller replays the whole change log.
+// 0, from which the caller brings it up to date: by rebuilding it from the
+// stored documents (Rebuild), or by replaying the whole change log when
+// the log still holds it. An index left by an interrupted Rebuild also
+// opens at 0.
 func Open(dir string) (*Index, error) {
 	m := newMapping()
 	idx, err := bleve.OpenUsing(dir, scorchConfig())
@@ -118,7 +121,8 @@ func Open(dir string) (*Index, error) {
 // layoutKey is the Bleve internal key holding the index's layout version,
 // layoutVersion: 2 added the BM25 statistics (statsKey) and the length
 // field; 3 the doc values of metadata fields (metadataOptions). An index
-// of another layout is rebuilt from the change log.
+// of another layout is replaced by an empty one at applied sequence 0
+// (checkLayout).
 var layoutKey = []byte("tandem.layout")
 
 const layoutVersion = "3"
@@ -130,8 +134,8 @@ const metadataOptions = index.IndexField | index.DocValues
 
 // checkLayout returns idx if it has the current layout, having recorded
 // it in a new empty index; otherwise it removes the index and returns a
-// new empty one, whose applied sequence 0 makes the caller replay the
-// change log.
+// new empty one, whose applied sequence 0 makes the caller rebuild it
+// from the documents or replay the change log.
 func checkLayout(dir string, idx bleve.Index, m mapping.IndexMapping) (bleve.Index, error) {
 	v, err := idx.GetInternal(layoutKey)
 	if err != nil {
@@ -190,8 +194,10 @@ func recordLayout(idx bleve.Index) error {
 // disk in the background (merging small segments first) instead of
 // fsyncing each batch before returning. That is safe here because the index
 // is derived: a crash can only lose batches whose applied sequence (stored
-// in the same batch) is lost with them, and Open replays them from the
-// change log. Close waits until everything applied is on disk.
+// in the same batch) is lost with them, and the caller applies them again
+// from the change log, after the sequence Open reads. SavedSeq says how
+// far the log must reach back for that. Close waits until everything
+// applied is on disk.
 func scorchConfig() map[string]any {
 	return map[string]any{"unsafe_batch": true}
 }
