@@ -60,9 +60,9 @@ const (
 	// a document (Badger read, decode, dot product): 1,000 documents cost
 	// 12 ms, the budget of one dense query.
 	DefaultExactFilterMax = 1_000
-	// DefaultSnapshotEvery is the number of applied changes between
-	// automatic snapshots: catching up this many changes at Open costs
-	// about as much as loading a snapshot.
+	// DefaultSnapshotEvery is the number of change-log sequences applied
+	// between automatic snapshots: catching up this many changes at Open
+	// costs about as much as loading a snapshot.
 	DefaultSnapshotEvery = 50_000
 
 	// minPointsPerList: IVF needs this many training vectors per list
@@ -125,7 +125,7 @@ type Options struct {
 	// DefaultExactFilterMax; negative turns the exact path off, except as
 	// the fallback when FAISS returns too few hits.
 	ExactFilterMax int
-	// SnapshotEvery is the number of applied changes after which Apply
+	// SnapshotEvery is the number of applied change-log sequences after which Apply
 	// saves a snapshot. 0 means DefaultSnapshotEvery; negative means only
 	// explicit Snapshot calls.
 	SnapshotEvery int
@@ -660,8 +660,12 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 			x.mu.ids.Add(uint64(id))
 		}
 	}
+	// Snapshots are spaced by sequences, not by documents: the change log
+	// is kept down to the lowest snapshot among the derived indexes
+	// (SavedSeq), so a log that grows by many upserts of a few documents
+	// must see snapshots as often as one that grows by new documents.
+	x.mu.sinceSnap += int(last - x.mu.applied)
 	x.mu.applied = last
-	x.mu.sinceSnap += len(final)
 	if err := x.retypeLocked(ctx); err != nil {
 		return err
 	}
@@ -679,6 +683,15 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		x.mu.snapErr = x.snapshotLocked(ctx)
 	}
 	return nil
+}
+
+// SavedSeq is the sequence of the index's last snapshot (0 without one):
+// the state a reopen loads, and so the lowest change the log must keep
+// for this index.
+func (x *Index) SavedSeq() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.mu.snapSeq
 }
 
 // Search returns the k documents whose vectors have the largest inner

@@ -399,3 +399,47 @@ func TestLocationsFollowChanges(t *testing.T) {
 	}
 	check(5)
 }
+
+// TestSnapshotSpacedBySequences upserts one document over and over: each
+// batch is one document for the index but many change-log sequences, and
+// automatic snapshots follow the sequences, so SavedSeq (which bounds the
+// change log the collection keeps) keeps up. It also checks SavedSeq
+// across a reopen.
+func TestSnapshotSpacedBySequences(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	s := newSynth(16, 4, 9)
+	putVectors(t, st, 0, s.many(5))
+	opts := &Options{Model: testModel, Dim: 16, SnapshotEvery: 100}
+	x, err := Open(ctx, st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.SavedSeq(); got != 0 {
+		t.Fatalf("SavedSeq %d before any snapshot, want 0", got)
+	}
+	for round := range 3 {
+		var b storage.Batch
+		for range 60 {
+			b.Put(tandem.Doc{ID: docID(0), Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): EncodeVector(s.next())})
+		}
+		if _, err := st.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		catchUp(t, st, x)
+		t.Logf("round %d: applied %d, saved %d", round, x.AppliedSeq(), x.SavedSeq())
+	}
+	// 5 + 180 sequences, snapshots every 100: one at the second round.
+	if got, applied := x.SavedSeq(), x.AppliedSeq(); got == 0 || applied-got >= 100 {
+		t.Fatalf("after 185 sequences of one document: SavedSeq %d, AppliedSeq %d; want a snapshot within the last 100", got, applied)
+	}
+	saved := x.SavedSeq()
+	x.Close()
+	if x, err = Open(ctx, st, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if got := x.SavedSeq(); got != saved {
+		t.Fatalf("SavedSeq %d after reopening, want the snapshot's %d", got, saved)
+	}
+}

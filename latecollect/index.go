@@ -16,8 +16,8 @@ import (
 	"github.com/tandemsearch/tandem/storage"
 )
 
-// DefaultSnapshotEvery is the number of applied changes after which
-// the token index is saved, bounding the catch-up work of the next
+// DefaultSnapshotEvery is the number of change-log sequences applied
+// after which the token index is saved, bounding the catch-up work of the next
 // Open.
 const DefaultSnapshotEvery = 20000
 
@@ -76,7 +76,8 @@ type Options struct {
 	TokenPrune float32
 	// Scoring is the default score; default ScoreAvgMax.
 	Scoring Scoring
-	// SnapshotEvery saves a snapshot after this many applied changes;
+	// SnapshotEvery saves a snapshot after this many applied change-log
+	// sequences;
 	// default DefaultSnapshotEvery; negative never saves automatically.
 	SnapshotEvery int
 	// Parallelism bounds the goroutines one search rescores with;
@@ -173,7 +174,8 @@ type Index struct {
 		fam       family
 		applied   uint64
 		sinceSnap int
-		snapErr   error // why the last automatic snapshot failed
+		savedSeq  uint64 // of the last snapshot saved or loaded
+		snapErr   error  // why the last automatic snapshot failed
 		// unsaved is set when a background retraining swapped new codes
 		// in since the last snapshot (see Unsaved).
 		unsaved bool
@@ -264,7 +266,7 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	loaded, seq, err := f.load()
 	x.loadedSnapshot = loaded && err == nil
 	if x.loadedSnapshot {
-		x.mu.applied = seq
+		x.mu.applied, x.mu.savedSeq = seq, seq
 	} else {
 		if err := f.build(ctx); err != nil {
 			f.close()
@@ -322,6 +324,14 @@ func (x *Index) AppliedSeq() uint64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.mu.applied
+}
+
+// SavedSeq is the sequence of the snapshot a reopen would load (0
+// without one): the lowest change the log must keep for this index.
+func (x *Index) SavedSeq() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.mu.savedSeq
 }
 
 // CatchUp applies every change committed after AppliedSeq.
@@ -397,8 +407,9 @@ func (x *Index) applyRunLocked(ctx context.Context, changes []storage.Change) ([
 	if err != nil {
 		return nil, err
 	}
+	// Spaced by sequences, not documents, as dense's: see SavedSeq.
+	x.mu.sinceSnap += int(last - x.mu.applied)
 	x.mu.applied = last
-	x.mu.sinceSnap += len(final)
 	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.snapErr == nil {
 		// The changes are applied whatever happens here: a failed
 		// automatic snapshot (an in-memory store has none) only costs the

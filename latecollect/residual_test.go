@@ -396,8 +396,15 @@ func TestResidualSnapshotFormat1(t *testing.T) {
 		t.Errorf("the old token file's directory: %v, want it removed", err)
 	}
 	check("format 1", y)
+	if saved := y.SavedSeq(); saved == 0 || saved > y.AppliedSeq() {
+		t.Errorf("format 1: SavedSeq %d, want the loaded snapshot's, in (0, %d]", saved, y.AppliedSeq())
+	}
 	if err := y.Snapshot(ctx); err != nil {
 		t.Fatal(err)
+	}
+	saved := y.SavedSeq()
+	if saved != y.AppliedSeq() {
+		t.Errorf("after Snapshot: SavedSeq %d, want AppliedSeq %d", saved, y.AppliedSeq())
 	}
 	y.Close()
 	rc, _, err := st.OpenSnapshot("late-" + testModel)
@@ -411,8 +418,8 @@ func TestResidualSnapshotFormat1(t *testing.T) {
 		t.Fatalf("snapshot saved after format 1 starts %q (%v), want format %d", head, err, residualVersion)
 	}
 	z := openIndex(t, st, opts)
-	if !z.LoadedSnapshot() {
-		t.Fatal("format 2 snapshot not loaded")
+	if !z.LoadedSnapshot() || z.SavedSeq() != saved {
+		t.Fatalf("format 2 snapshot: loaded %v, SavedSeq %d, want %d", z.LoadedSnapshot(), z.SavedSeq(), saved)
 	}
 	check("format 2", z)
 }

@@ -25,6 +25,6 @@ func (x *Index) saveSnapshotLocked(ctx context.Context) error {
 	if err := x.mu.fam.save(ctx, x.mu.applied); err != nil {
 		return fmt.Errorf("snapshot %s: %w", x.snapshotName(), err)
 	}
-	x.mu.sinceSnap, x.mu.unsaved = 0, false
+	x.mu.sinceSnap, x.mu.unsaved, x.mu.savedSeq = 0, false, x.mu.applied
 	return nil
 }
