@@ -29,6 +29,15 @@
 //     their own applied sequence when Open runs. After a crash at any
 //     point, Open restores every acknowledged document to every index and
 //     removes every deleted one (TestCrash kills a writer 24 times).
+//   - The change log is bounded: it keeps only the changes after the
+//     lowest sequence every derived index has saved (SavedSeq: what it
+//     reopens to after a crash), truncated in the background once that
+//     floor can move by Options.TruncateEvery and at Close. An index whose
+//     files are missing, damaged or behind the floor rebuilds from the
+//     stored documents (BM25) or vectors (dense, late interaction) instead
+//     of replaying the log (TestLogTruncation, TestRebuildAfterTruncation,
+//     TestStaleBleveBehindFloor). Stats.Log reports the log's length and
+//     what holds it.
 //   - Search never returns a deleted document: hits are materialised from
 //     storage, and a hit whose document is gone is dropped. During a
 //     concurrent write a search may therefore return fewer than K hits.

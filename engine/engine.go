@@ -92,6 +92,13 @@ type Options struct {
 	// MemTableSize and BlockCacheSize size Badger's memtables and block
 	// cache (storage.Options); 0 means storage's defaults.
 	MemTableSize, BlockCacheSize int64
+	// TruncateEvery is how far, in change-log sequences, the lowest
+	// sequence every derived index has saved (SavedSeq) may run ahead of
+	// the log's floor before a background truncation deletes the entries
+	// below it: 0 means DefaultTruncateEvery; negative never truncates
+	// (the log then grows by every change, as before). Close truncates
+	// to the exact floor. Not stored with the collection.
+	TruncateEvery int
 	// MustExist makes Open fail with ErrNoCollection, creating nothing,
 	// when dir holds no collection: for commands that only read one.
 	MustExist bool
@@ -177,11 +184,11 @@ type derived struct {
 	applyMu sync.Mutex
 }
 
-// catchUp applies every change after d's AppliedSeq.
-func (d *derived) catchUp(ctx context.Context, st *storage.Store) error {
+// catchUp applies every change after d's AppliedSeq; see catchUp.
+func (d *derived) catchUp(ctx context.Context, st *storage.Store, opening bool) error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
-	return catchUp(ctx, st, d.DerivedIndex)
+	return catchUp(ctx, st, d.DerivedIndex, opening)
 }
 
 // bm25 adapts sparse.Index, which needs the current schema to apply.
@@ -192,6 +199,11 @@ type bm25 struct {
 
 func (b bm25) Apply(ctx context.Context, changes []storage.Change) error {
 	return b.Index.Apply(ctx, b.st.Schema(), changes)
+}
+
+// Rebuild rebuilds the BM25 index from the stored documents (rebuilder).
+func (b bm25) Rebuild(ctx context.Context, st *storage.Store) error {
+	return b.Index.Rebuild(ctx, st.Schema(), st)
 }
 
 // Engine is an open collection. All methods are safe for concurrent use:
@@ -209,6 +221,8 @@ type Engine struct {
 	// writeMu serialises Index and Delete, so that derived indexes see
 	// batches in commit order.
 	writeMu sync.Mutex
+
+	trunc truncator
 
 	mu struct {
 		sync.RWMutex // held for reading by every call, for writing by Close
@@ -288,7 +302,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	}
 	e := &Engine{dir: dir, opts: o, st: st, sparse: sp, derived: []*derived{{DerivedIndex: bm25{sp, st}}}}
 	for _, d := range e.derived {
-		if err := d.catchUp(context.Background(), st); err != nil {
+		if err := d.catchUp(context.Background(), st, true); err != nil {
 			e.closeAll()
 			return nil, fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
 		}
@@ -317,12 +331,45 @@ func Open(dir string, opts *Options) (*Engine, error) {
 			}
 		}
 	}
+	e.startTruncator()
 	return e, nil
 }
 
-func catchUp(ctx context.Context, st *storage.Store, d DerivedIndex) error {
+// catchUp applies every change after d's AppliedSeq. An index that can
+// rebuild from the documents (rebuilder) does so instead when the log no
+// longer holds the changes it needs (it is behind the log's floor), and,
+// when the collection is opening, when it starts from nothing in a
+// collection that has documents: scanning the documents costs less than
+// replaying every change. Another index behind the floor is an error.
+func catchUp(ctx context.Context, st *storage.Store, d DerivedIndex, opening bool) error {
+	r, canRebuild := d.(rebuilder)
+	rebuild := func() error {
+		if err := r.Rebuild(ctx, st); err != nil {
+			return fmt.Errorf("rebuild from the documents: %w", err)
+		}
+		return nil
+	}
+	if canRebuild {
+		applied, ls := d.AppliedSeq(), st.LogStats()
+		if applied < ls.Floor || (opening && applied == 0 && ls.Last > 0) {
+			if err := rebuild(); err != nil {
+				return err
+			}
+		}
+	}
 	for {
 		changes, err := st.Changes(ctx, d.AppliedSeq(), catchUpChunk)
+		if errors.Is(err, storage.ErrTruncated) {
+			// Truncated while this index was not yet counted in the
+			// floor (Attach), or the floor checked above moved.
+			if !canRebuild {
+				return fmt.Errorf("%s is behind the change log and cannot rebuild from the documents: %w", d.Name(), err)
+			}
+			if err := rebuild(); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -350,7 +397,7 @@ func (e *Engine) Attach(ctx context.Context, d DerivedIndex) error {
 		}
 	}
 	x := &derived{DerivedIndex: d}
-	if err := x.catchUp(ctx, e.st); err != nil {
+	if err := x.catchUp(ctx, e.st, true); err != nil {
 		return fmt.Errorf("engine: catch up %s: %w", d.Name(), err)
 	}
 	e.derivedMu.Lock()
@@ -376,6 +423,7 @@ func (e *Engine) Close() error {
 	}
 	e.mu.closed = true
 	snapErr := snapshotModels(context.Background(), e.models)
+	e.stopTruncator()
 	return errors.Join(snapErr, e.closeAll())
 }
 
@@ -388,6 +436,12 @@ func (e *Engine) closeAll() error {
 		if m.enc != nil {
 			errs = append(errs, m.enc.Close())
 		}
+	}
+	// The derived indexes have saved what they will reopen to (BM25's
+	// flush, the models' snapshots): the log below it goes. A failure
+	// only leaves a longer log for the next truncation.
+	if e.opts.TruncateEvery >= 0 {
+		_ = e.truncateLog(context.Background())
 	}
 	errs = append(errs, e.st.Close())
 	return errors.Join(errs...)
@@ -464,10 +518,11 @@ func (e *Engine) write(ctx context.Context, b *storage.Batch) (storage.WriteResu
 	for _, d := range e.derivedList() {
 		// Apply from the index's own applied sequence, not just this
 		// batch, so an earlier failed apply is retried here.
-		if err := d.catchUp(context.WithoutCancel(ctx), e.st); err != nil {
+		if err := d.catchUp(context.WithoutCancel(ctx), e.st, false); err != nil {
 			return r, fmt.Errorf("engine: batch committed, but updating %s failed (it catches up on reopen): %w", d.Name(), err)
 		}
 	}
+	e.maybeTruncate()
 	return r, nil
 }
 
@@ -505,6 +560,21 @@ type Stats struct {
 	// QueryEncoding describes each model's query encodings: its cache
 	// and its batched runs.
 	QueryEncoding []QueryEncodingStats `json:"query_encoding,omitempty"`
+	// SavedSeq is, for each derived index, the last sequence whose state
+	// it reopens to after a crash; the log keeps what follows the lowest.
+	SavedSeq map[string]uint64 `json:"saved_seq"`
+	// Log describes the change log.
+	Log LogStats `json:"log"`
+}
+
+// LogStats describes the change log: storage.LogStats (Entries change
+// records, sequences Oldest to LastSeq, all below Floor deleted), the
+// derived index whose SavedSeq holds truncation back, and the
+// truncations since Open.
+type LogStats struct {
+	storage.LogStats
+	HeldBy      string `json:"held_by"`
+	Truncations int64  `json:"truncations"`
 }
 
 // QueryEncodingStats describes how one model encoded queries since it was
@@ -572,9 +642,13 @@ func (e *Engine) Stats() (Stats, error) {
 	}
 	s := Stats{Docs: e.st.Count(), BleveDocs: n, LastSeq: e.st.LastSeq(), AppliedSeq: map[string]uint64{}, Schema: e.st.Schema(),
 		Retrievers: e.Retrievers(), DiskBytes: map[string]int64{}}
+	s.SavedSeq = map[string]uint64{}
 	for _, d := range e.derivedList() {
 		s.AppliedSeq[d.Name()] = d.AppliedSeq()
+		s.SavedSeq[d.Name()] = savedSeq(d.DerivedIndex)
 	}
+	_, held := e.logFloor()
+	s.Log = LogStats{LogStats: e.st.LogStats(), HeldBy: held, Truncations: e.trunc.count.Load()}
 	for _, m := range e.models {
 		if m.enc != nil {
 			q := m.enc.QueryStats()

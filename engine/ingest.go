@@ -147,6 +147,7 @@ func (e *Engine) ingest(ctx context.Context, src docSource, opts pipelineOptions
 			if err := appliers.committed(e.st.LastSeq()); err != nil {
 				return err
 			}
+			e.maybeTruncate()
 		}
 		return nil
 	}()
@@ -157,6 +158,7 @@ func (e *Engine) ingest(ctx context.Context, src docSource, opts pipelineOptions
 	if aerr := appliers.finish(); err == nil {
 		err = aerr
 	}
+	e.maybeTruncate()
 	if err == nil {
 		err = parent.Err() // the reader saw the cancellation first
 	}
@@ -400,7 +402,7 @@ func (a *appliers) run(ctx context.Context, i int) {
 			return
 		}
 		a.mu.Unlock()
-		err := d.catchUp(ctx, a.st)
+		err := d.catchUp(ctx, a.st, false)
 		a.mu.Lock()
 		a.applied[i] = d.AppliedSeq()
 		if err != nil {
