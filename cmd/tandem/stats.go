@@ -78,5 +78,10 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "disk        badger %s, blobs %s, bleve %s, snapshots %s\n", bench.Size(s.DiskBytes["badger"]), bench.Size(s.DiskBytes["blobs"]), bench.Size(s.DiskBytes["bleve"]), bench.Size(s.DiskBytes["snapshots"]))
 	fmt.Fprintf(stdout, "sequence    %d\n", s.LastSeq)
+	if l := s.Log; l.Entries == 0 {
+		fmt.Fprintf(stdout, "log         empty (truncated through %d)\n", l.Floor)
+	} else {
+		fmt.Fprintf(stdout, "log         %d entries, sequences %d to %d (truncated through %d; held by %s)\n", l.Entries, l.Oldest, l.Last, l.Floor, l.HeldBy)
+	}
 	return nil
 }
