@@ -24,6 +24,7 @@ import (
 	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/latecollect"
+	"github.com/tandemsearch/tandem/storage"
 )
 
 // docState is a document's acknowledged state: live at version ver, or
@@ -166,6 +167,8 @@ type checkResult struct {
 	// sequence: a kill in Close came after its snapshots.
 	snapshotsCurrent bool
 	lateDesc         string
+	// logFloor is the change log's floor: above 0 once it was truncated.
+	logFloor uint64
 }
 
 // checker checks a collection against the ledger.
@@ -194,6 +197,32 @@ func (c *checker) check(ctx context.Context, dir string, l *ledger) (res checkRe
 		}
 	}()
 	st := e.Shard().Store()
+
+	// The change log: exactly the entries after its floor, contiguous to
+	// the last sequence, and an error (never a silent gap) below it.
+	ls := st.LogStats()
+	res.logFloor = ls.Floor
+	if ls.Entries != ls.Last-ls.Floor {
+		bad("change log: %d entries for sequences %d to %d", ls.Entries, ls.Floor+1, ls.Last)
+	}
+	if changes, err := st.Changes(ctx, ls.Floor, int(ls.Entries)+1); err != nil {
+		bad("change log: changes after the floor %d: %v", ls.Floor, err)
+	} else {
+		for i, ch := range changes {
+			if ch.Seq != ls.Floor+uint64(i)+1 {
+				bad("change log: entry %d after the floor %d has sequence %d", i+1, ls.Floor, ch.Seq)
+				break
+			}
+		}
+		if uint64(len(changes)) != ls.Entries {
+			bad("change log: %d changes after the floor %d, want %d", len(changes), ls.Floor, ls.Entries)
+		}
+	}
+	if ls.Floor > 0 {
+		if _, err := st.Changes(ctx, ls.Floor-1, 1); !errors.Is(err, storage.ErrTruncated) {
+			bad("change log: changes below the floor %d: %v, want storage.ErrTruncated", ls.Floor, err)
+		}
+	}
 
 	// Storage: every document once, and what the ledger implies.
 	type stored struct {

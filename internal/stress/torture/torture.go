@@ -142,6 +142,10 @@ type Report struct {
 	Committed   int // of which committed at least one batch
 	Live        int // live documents at the last check
 	LateDesc    string
+	// Truncated counts the checks that found the change log truncated
+	// (its floor above 0), and LogFloor is the floor at the last check.
+	Truncated int
+	LogFloor  uint64
 }
 
 func (s *Report) acknowledged() int {
@@ -272,6 +276,10 @@ func (s *Report) record(n int, last string, res checkResult, l *ledger) {
 	s.Calls = maps.Clone(l.calls)
 	s.Added, s.Updated, s.Deleted, s.NoDelete = l.added, l.updated, l.deleted, l.noDelete
 	s.Live, s.LateDesc = res.live, res.lateDesc
+	if res.logFloor > 0 {
+		s.Truncated++
+	}
+	s.LogFloor = res.logFloor
 }
 
 // classify names the phase a kill landed in from the writer's last
@@ -506,6 +514,7 @@ func (s *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "open after kill:    p50 %v, p90 %v, max %v\n", s.openTime(0.5).Round(time.Millisecond),
 		s.openTime(0.9).Round(time.Millisecond), s.openTime(1).Round(time.Millisecond))
 	fmt.Fprintf(w, "late index:         %s\n", s.LateDesc)
+	fmt.Fprintf(w, "change log:         truncated at %d of %d checks; floor %d at the last\n", s.Truncated, s.Kills, s.LogFloor)
 	fmt.Fprintf(w, "kills by phase:     %s\n", distribution(s.Phases, s.Kills))
 	fmt.Fprintf(w, "writer's last line: %s\n", distribution(s.Raw, s.Kills))
 	for _, f := range s.Failures {
