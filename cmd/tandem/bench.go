@@ -58,12 +58,10 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the ingest to this file")
 	fset.StringVar(&c.SearchCPUProfile, "search-cpuprofile", "", "write a CPU profile of the searches to this file")
 	fset.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile (allocations during the ingest) to this file")
-	if err := parseFlags(fset, args); err != nil {
+	if err := parseOrUsage(fset, args, stderr, "tandem bench ingest --dir DIR [--docs N] [--batch N] [--queries N] [--recall-queries N (at most --queries)] [--keep | --search-only]", func() bool {
+		return c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries || fset.NArg() > 0
+	}); err != nil {
 		return err
-	}
-	if c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [--batch N] [--queries N] [--recall-queries N (at most --queries)] [--keep | --search-only]")
-		return errUsage
 	}
 	if c.SearchOnly {
 		var conflict error

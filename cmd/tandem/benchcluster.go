@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/tandemsearch/tandem/encoder"
@@ -26,12 +25,8 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&c.Model, "model", encoder.DefaultModel, "dense model")
 	fset.BoolVar(&c.Late, "late", false, "index late interaction too (three more copies of every token matrix in memory)")
 	fset.StringVar(&c.Dir, "dir", "", "working directory (default a temporary one, removed afterwards)")
-	if err := parseFlags(fset, args); err != nil {
+	if err := parseOrUsage(fset, args, stderr, "tandem bench cluster --data BEIR_DIR [--docs N] [--batch 64] [--queries 300] [--late]", func() bool { return c.Data == "" || c.Batch <= 0 || c.Queries <= 0 || fset.NArg() > 0 }); err != nil {
 		return err
-	}
-	if c.Data == "" || c.Batch <= 0 || c.Queries <= 0 || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem bench cluster --data BEIR_DIR [--docs N] [--batch 64] [--queries 300] [--late]")
-		return errUsage
 	}
 	c.Log = stderr
 	r, err := cluster.Run(context.Background(), c)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/tandemsearch/tandem/encoder"
@@ -26,12 +25,10 @@ func runBenchEncode(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.Runs, "runs", 1, "model runs in flight at once, each with --threads threads")
 	fs.BoolVar(&c.Tokens, "tokens", true, "also produce token vectors, as a collection with late interaction does")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOrUsage(fs, args, stderr, "tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [--threads N]", func() bool {
+		return c.Corpus == "" || c.Docs <= 0 || c.Window <= 0 || c.Batch < 0 || c.Runs <= 0 || fs.NArg() > 0
+	}); err != nil {
 		return err
-	}
-	if c.Corpus == "" || c.Docs <= 0 || c.Window <= 0 || c.Batch < 0 || c.Runs <= 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [--threads N]")
-		return errUsage
 	}
 	r, err := encode.Run(context.Background(), c)
 	if err != nil {

@@ -32,13 +32,11 @@ func runBenchLate(args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the ingest to this file")
 	fset.StringVar(&c.SearchCPUProfile, "search-cpuprofile", "", "write a CPU profile of the measured searches (not the exhaustive ones) to this file")
 	fset.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile (allocations during the ingest and retraining) to this file")
-	if err := parseFlags(fset, args); err != nil {
+	if err := parseOrUsage(fset, args, stderr, "tandem bench late --dir DIR [--docs N] [--tokens N] [--dim N] [--query-tokens N] [--queries N] [--recall-queries N (at most --queries)] [--late-index Residual] [--batch N] [--keep]", func() bool {
+		return c.Dir == "" || c.Docs <= 0 || c.Tokens <= 0 || c.Dim <= 0 || c.QueryTokens <= 0 || c.Queries <= 0 ||
+			c.RecallQueries < 0 || c.RecallQueries > c.Queries || c.Batch < 0 || fset.NArg() > 0
+	}); err != nil {
 		return err
-	}
-	if c.Dir == "" || c.Docs <= 0 || c.Tokens <= 0 || c.Dim <= 0 || c.QueryTokens <= 0 || c.Queries <= 0 ||
-		c.RecallQueries < 0 || c.RecallQueries > c.Queries || c.Batch < 0 || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem bench late --dir DIR [--docs N] [--tokens N] [--dim N] [--query-tokens N] [--queries N] [--recall-queries N (at most --queries)] [--late-index Residual] [--batch N] [--keep]")
-		return errUsage
 	}
 	if c.Tokens > tandem.MaxTokens || c.QueryTokens > tandem.MaxTokens {
 		return fmt.Errorf("--tokens %d, --query-tokens %d: a token matrix has at most %d rows", c.Tokens, c.QueryTokens, tandem.MaxTokens)

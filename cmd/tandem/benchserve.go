@@ -31,12 +31,10 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	fset.StringVar(&c.Key, "key", os.Getenv("TANDEM_API_KEY"), "API key sent as a bearer token (default $TANDEM_API_KEY)")
 	fset.Float64Var(&c.Zipf, "zipf", 0, "draw each search's query from a Zipfian distribution of this exponent (above 1, e.g. 1.1), so that queries repeat; 0 uses them in turn")
 	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")
-	if err := parseFlags(fset, args); err != nil {
+	if err := parseOrUsage(fset, args, stderr, "tandem bench serve --collection NAME --queries queries.jsonl [--corpus corpus.jsonl] [--url URL] [--duration 2m] [--searchers 8] [--writers 1]", func() bool {
+		return c.Collection == "" || c.QueriesFile == "" || c.Searchers <= 0 || c.Writers < 0 || c.WriteBatch <= 0 || c.Duration <= 0 || fset.NArg() > 0
+	}); err != nil {
 		return err
-	}
-	if c.Collection == "" || c.QueriesFile == "" || c.Searchers <= 0 || c.Writers < 0 || c.WriteBatch <= 0 || c.Duration <= 0 || fset.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem bench serve --collection NAME --queries queries.jsonl [--corpus corpus.jsonl] [--url URL] [--duration 2m] [--searchers 8] [--writers 1]")
-		return errUsage
 	}
 	c.Log = stderr
 	r, err := load.Run(context.Background(), c)

@@ -11,12 +11,8 @@ import (
 func runDelete(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("delete", stderr)
 	dir := fs.String("dir", "", "collection directory")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOrUsage(fs, args, stderr, "tandem delete --dir DIR ID...", func() bool { return *dir == "" || fs.NArg() == 0 }); err != nil {
 		return err
-	}
-	if *dir == "" || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: tandem delete --dir DIR ID...")
-		return errUsage
 	}
 	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {

@@ -33,12 +33,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1 (default: all text fields as one)")
 	filterFlag := fs.String("filter", "", `a metadata filter every search runs under, e.g. {"range":{"year":{"gte":2000}}}`)
 	highlight := fs.Bool("highlight", false, fmt.Sprintf("also time each query's page of %d hits with their fields, without and with highlights, one after the other (the p50s go to standard error, and to --json)", engine.EvalHighlightHits))
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOrUsage(fs, args, stderr, "tandem eval --dir DIR --queries queries.jsonl --qrels qrels.tsv [--mode bm25,dense,late,hybrid] [--fusion a,b] [--runs DIR] [--json]", func() bool { return *dir == "" || *queriesPath == "" || *qrelsPath == "" }); err != nil {
 		return err
-	}
-	if *dir == "" || *queriesPath == "" || *qrelsPath == "" {
-		fmt.Fprintln(stderr, "usage: tandem eval --dir DIR --queries queries.jsonl --qrels qrels.tsv [--mode bm25,dense,late,hybrid] [--fusion a,b] [--runs DIR] [--json]")
-		return errUsage
 	}
 	fields, weights, err := parseFieldsWeights(*fieldsFlag, *weightsFlag)
 	if err != nil {

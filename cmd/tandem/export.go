@@ -20,12 +20,8 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", stderr)
 	dir := fs.String("dir", "", "collection directory")
 	out := fs.String("out", "", "directory to write the arrays and id lists into (created if absent)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOrUsage(fs, args, stderr, "tandem export --dir DIR --out OUTDIR", func() bool { return *dir == "" || *out == "" }); err != nil {
 		return err
-	}
-	if *dir == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: tandem export --dir DIR --out OUTDIR")
-		return errUsage
 	}
 	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {

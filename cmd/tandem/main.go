@@ -12,7 +12,7 @@ import (
 	"io"
 	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -78,12 +78,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "Usage: tandem <command> [flags] [args]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(cmds)) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w)
@@ -117,6 +112,20 @@ func nonEmpty(s string) (string, error) {
 		return "", errors.New("empty key")
 	}
 	return s, nil
+}
+
+// parseOrUsage parses args as parseFlags does, then prints the command's
+// usage line and returns errUsage when missing reports that a required
+// flag or argument is missing or out of range.
+func parseOrUsage(fs *flag.FlagSet, args []string, stderr io.Writer, usage string, missing func() bool) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if missing() {
+		fmt.Fprintln(stderr, "usage: "+usage)
+		return errUsage
+	}
+	return nil
 }
 
 // parseFlags parses args, turning a flag error into errUsage (the flag

@@ -14,12 +14,8 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("stats", stderr)
 	dir := fs.String("dir", "", "collection directory")
 	asJSON := fs.Bool("json", false, "print every statistic (and the schema) as JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOrUsage(fs, args, stderr, "tandem stats --dir DIR [--json]", func() bool { return *dir == "" }); err != nil {
 		return err
-	}
-	if *dir == "" {
-		fmt.Fprintln(stderr, "usage: tandem stats --dir DIR [--json]")
-		return errUsage
 	}
 	e, err := engine.Open(*dir, &engine.Options{MustExist: true})
 	if err != nil {

@@ -28,12 +28,8 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	metric := fs.String("metric", "ndcg@10", "metric to maximise: ndcg@10, mrr@10, recall@100 or map")
 	top := fs.Int("top", 10, "configurations to print")
 	fieldsFlag := fs.String("fields", "", "search these text fields with boosts, e.g. title=2,text=1")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOrUsage(fs, args, stderr, "tandem tune --dir DIR --queries queries.jsonl --qrels train.tsv [--holdout test.tsv] [--mode hybrid] [--fusion all] [--weights 0.5,1,2,3] [--depths 100,200]", func() bool { return *dir == "" || *queriesPath == "" || *qrelsPath == "" }); err != nil {
 		return err
-	}
-	if *dir == "" || *queriesPath == "" || *qrelsPath == "" {
-		fmt.Fprintln(stderr, "usage: tandem tune --dir DIR --queries queries.jsonl --qrels train.tsv [--holdout test.tsv] [--mode hybrid] [--fusion all] [--weights 0.5,1,2,3] [--depths 100,200]")
-		return errUsage
 	}
 	if *top < 1 {
 		return fmt.Errorf("--top %d: want at least 1", *top)
