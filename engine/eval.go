@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/evaluate"
 )
 
@@ -32,6 +33,20 @@ func (e *Engine) Mode(name string) ([]string, error) {
 		out = append(out, r.name)
 	}
 	return out, nil
+}
+
+// VectorsMode is the mode (for Mode) of the retrievers that a query's
+// supplied vectors for model serve: "dense:<model>", "late:<model>" or
+// both joined by "+"; empty when v holds neither.
+func VectorsMode(model string, v tandem.Vectors) string {
+	var parts []string
+	if v.Dense != nil {
+		parts = append(parts, "dense:"+model)
+	}
+	if v.Tokens != nil {
+		parts = append(parts, "late:"+model)
+	}
+	return strings.Join(parts, "+")
 }
 
 // EvalResult is the outcome of Evaluate.

@@ -128,6 +128,24 @@ type Facet struct {
 	Buckets []FacetBucket `json:"buckets,omitempty"`
 }
 
+// String describes the facet on one line: its field, the documents
+// counted and those without the field, then each value or bucket with
+// its count ("facet cat (120 documents, 3 without it): a 70, b 47, 1 more
+// values in 3 documents").
+func (f Facet) String() string {
+	var parts []string
+	for _, v := range f.Values {
+		parts = append(parts, fmt.Sprintf("%v %d", v.Value, v.Count))
+	}
+	for _, b := range f.Buckets {
+		parts = append(parts, fmt.Sprintf("%s %d", b.Key, b.Count))
+	}
+	if f.OtherValues > 0 {
+		parts = append(parts, fmt.Sprintf("%d more values in %d documents", f.OtherValues, f.Other))
+	}
+	return fmt.Sprintf("facet %s (%d documents, %d without it): %s", f.Field, f.Docs, f.Missing, strings.Join(parts, ", "))
+}
+
 // FacetValue is one value of a values facet: a string, or a bool for a
 // bool field.
 type FacetValue struct {

@@ -120,15 +120,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if vectors != nil && strings.TrimSpace(text) == "" && !modeSet {
-		// No text: search with what the vectors serve.
-		var parts []string
-		if vectors[vmodel].Dense != nil {
-			parts = append(parts, "dense:"+vmodel)
-		}
-		if vectors[vmodel].Tokens != nil {
-			parts = append(parts, "late:"+vmodel)
-		}
-		*mode = strings.Join(parts, "+")
+		*mode = engine.VectorsMode(vmodel, vectors[vmodel]) // no text: what the vectors serve
 	}
 	rets, err := e.Mode(*mode)
 	if err != nil {
@@ -196,17 +188,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, f := range res.Facets {
-		var parts []string
-		for _, v := range f.Values {
-			parts = append(parts, fmt.Sprintf("%v %d", v.Value, v.Count))
-		}
-		for _, b := range f.Buckets {
-			parts = append(parts, fmt.Sprintf("%s %d", b.Key, b.Count))
-		}
-		if f.OtherValues > 0 {
-			parts = append(parts, fmt.Sprintf("%d more values in %d documents", f.OtherValues, f.Other))
-		}
-		fmt.Fprintf(stdout, "facet %s (%d documents, %d without it): %s\n", f.Field, f.Docs, f.Missing, strings.Join(parts, ", "))
+		fmt.Fprintln(stdout, f)
 	}
 	return nil
 }
