@@ -876,3 +876,28 @@ func TestBlobPointer(t *testing.T) {
 		}
 	}
 }
+
+// A batch that replaces one document several times, with other blob
+// names each time, leaves exactly the last version's blobs, and the
+// segment space of every earlier version, committed or written by the
+// batch itself, counts as garbage.
+func TestUpsertTwiceInOneBatch(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	putDocs(t, s, 0, 1, 2)
+	var b Batch
+	b.Put(doc("d1", "text"), map[string][]byte{"tok/m": blobOf(1, 1, bigBlob), "extra": blobOf(1, 1, smallBlob)})
+	b.Put(doc("d1", "text"), map[string][]byte{"tok/m": blobOf(1, 2, bigBlob), "vec/m": blobOf(1, 2, smallBlob)})
+	b.Put(doc("d2", "text"), map[string][]byte{"tok/m": blobOf(2, 2, bigBlob), "vec/m": blobOf(2, 2, smallBlob)})
+	if _, err := s.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	checkDocs(t, s, map[int]int{1: 2, 2: 2})
+	num, _, _ := s.Lookup("d1")
+	if _, ok, err := s.Blob(num, "extra"); ok || err != nil {
+		t.Errorf("the blob of d1's replaced version is still there (%v)", err)
+	}
+	// Five big blobs written, two live.
+	if st := s.BlobStats(); st.Live != 2*bigBlob || st.Bytes != segmentHeader+5*bigBlob {
+		t.Errorf("BlobStats = %+v, want 2 live blobs of %d bytes among 5", st, bigBlob)
+	}
+}
