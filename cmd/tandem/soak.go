@@ -27,6 +27,8 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	fset.DurationVar(&c.Warmup, "warmup", 0, "warm-up before growth is judged (default: a fifth of --duration, at most 10m)")
 	fset.IntVar(&c.Docs, "docs", 5000, "documents prefilled, and the live count the deleter keeps")
 	fset.IntVar(&c.Searchers, "searchers", 4, "concurrent searchers")
+	fset.Uint64Var(&c.Upserts, "upserts", 0, "end the load once this many documents were upserted (--duration still bounds it)")
+	fset.IntVar(&c.WriteBatch, "write-batch", 0, "documents of each upsert call (default 1 to 16 at random)")
 	fset.BoolVar(&c.Model, "model", false, "index with the default ONNX model ("+encoder.DefaultModel+", dense and late) instead of external vectors")
 	fset.StringVar(&c.LateIndex, "late-index", "Residual", `late-interaction index of the external "soak-late" model (or of the --model one); a second external model, "soak-late-faiss", always uses FAISS`)
 	report := fset.String("report", "", "write the samples, bounds and verdict to this markdown file")
@@ -48,7 +50,7 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	if c.Sample == 0 {
 		c.Sample = min(time.Minute, c.Duration/10)
 	}
-	if c.Duration <= 0 || c.Sample <= 0 || c.Warmup < 0 || c.Docs < 100 || c.Searchers < 1 || fset.NArg() > 0 {
+	if c.Duration <= 0 || c.Sample <= 0 || c.Warmup < 0 || c.Docs < 100 || c.Searchers < 1 || c.WriteBatch < 0 || fset.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: tandem soak [--dir DIR] [--duration 5m] [--sample D] [--warmup D] [--docs N (at least 100)] [--searchers N (at least 1)] [--model] [--late-index Residual] [--report FILE]")
 		return errUsage
 	}

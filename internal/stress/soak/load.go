@@ -79,14 +79,22 @@ func (w *world) run(ctx context.Context, e *engine.Engine, c Config, res *Report
 		}()
 	}
 	bg := context.Background()
+	reached := make(chan struct{})    // closed when Config.Upserts are upserted
 	work(func(rng *rand.Rand) error { // the writer
 		for !stopped() {
-			ids := w.ledger.pickUpserts(rng, 1+rng.IntN(16))
+			n := 1 + rng.IntN(16)
+			if c.WriteBatch > 0 {
+				n = c.WriteBatch
+			}
+			ids := w.ledger.pickUpserts(rng, n)
 			if err := w.upsert(bg, e, ids.all); err != nil {
 				return err
 			}
-			k.upserts.Add(uint64(len(ids.all)))
 			k.created.Add(uint64(ids.created))
+			if up := k.upserts.Add(uint64(len(ids.all))); c.Upserts > 0 && up >= c.Upserts {
+				close(reached)
+				return nil
+			}
 		}
 		return nil
 	}, 1)
@@ -157,6 +165,9 @@ loop:
 				sample()
 			}
 		case <-deadline.C:
+			sample()
+			break loop
+		case <-reached:
 			sample()
 			break loop
 		case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandemsearch/tandem/dense"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/internal/malloc"
@@ -73,6 +74,7 @@ type Sample struct {
 	Writes, Deletes uint64 // documents upserted and deleted, cumulative
 	Errors          uint64
 	Violations      uint64
+	LogEntries      uint64 // entries the change log holds (storage.LogStats)
 }
 
 // Report is what a soak saw.
@@ -127,6 +129,7 @@ func takeSample(e *engine.Engine, elapsed time.Duration, k *counters) Sample {
 	s := Sample{Elapsed: elapsed, Heap: int64(ms.HeapInuse), Goroutines: runtime.NumGoroutine(), Docs: e.Count(),
 		Searches: k.searches.Load(), Writes: k.upserts.Load(), Deletes: k.deletes.Load(),
 		Errors: k.errors.Load(), Violations: k.violations.Load()}
+	s.LogEntries = e.Shard().Store().LogStats().Entries
 	m := procstat.ReadMemory()
 	s.RSS, s.HWM, s.Anon, s.File = m.RSS, m.Peak, m.Anon, m.File
 	s.GoSys = int64(ms.Sys - ms.HeapReleased)
@@ -202,8 +205,22 @@ func judgeGrowth(samples []Sample, warmup time.Duration, memory bool) []string {
 	if b, e := peak(base, files), low(tail, files); e > b+fileSlack {
 		out = append(out, fmt.Sprintf("open files grew from %d (warm-up peak) to %d, more than %d more", b, e, fileSlack))
 	}
+	for _, s := range samples {
+		if s.LogEntries > logBound {
+			out = append(out, fmt.Sprintf("the change log held %d entries at %s, above the bound of %d", s.LogEntries, s.Elapsed.Round(time.Second), logBound))
+			break
+		}
+	}
 	return out
 }
+
+// logBound bounds the change log's entries at any time, whatever the
+// number of writes: the log is kept from the lowest sequence every derived
+// index has saved, and the index that saves least often (dense, every
+// dense.DefaultSnapshotEvery sequences) holds it back at most that far
+// plus the engine's truncation step; twice that leaves room for the
+// writes applied while a snapshot is written.
+const logBound = 2 * (dense.DefaultSnapshotEvery + engine.DefaultTruncateEvery)
 
 // Markdown is the run's report: the samples, the totals and the verdict.
 func (r *Report) Markdown() string {
@@ -219,12 +236,12 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "## Tandem soak: %s, %d searchers, 1 writer, 1 deleter, %d documents kept live, %s%s\n\n", c.Duration, c.Searchers, c.Docs, models, race)
 	fmt.Fprintf(&b, "Prefill %s; warm-up %s (the bounds compare the end of the run with the warm-up's peak).\n\n", r.Prefill.Round(time.Millisecond), c.Warmup)
-	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | C heap in use | C held | goroutines (floor) | open files (floor) | disk MiB | documents | searches | upserted | deleted | errors | violations |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| elapsed | RSS MiB | anonymous | files | peak RSS | Go heap in use | Go held | C heap in use | C held | goroutines (floor) | open files (floor) | disk MiB | documents | searches | upserted | deleted | errors | violations | log entries |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %.0f | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %d | %.0f | %d | %d | %d | %d | %d | %d | %d |\n", s.Elapsed.Round(time.Second),
 			mib(s.RSS), mib(s.Anon), mib(s.File), mib(s.HWM), mib(s.Heap), mib(s.GoSys), mib(s.CInUse), mib(s.CHeld),
-			s.Goroutines, s.Files, mib(s.Disk), s.Docs, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations)
+			s.Goroutines, s.Files, mib(s.Disk), s.Docs, s.Searches, s.Writes, s.Deletes, s.Errors, s.Violations, s.LogEntries)
 	}
 	secs := c.Duration.Seconds()
 	if n := len(r.Samples); n > 0 {
@@ -232,6 +249,14 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "\n%d searches (%.1f/s), %d hits checked; %d documents upserted (%d of them new or re-created ids), %d deleted (%.1f writes/s).\n\n",
 		r.Searches, float64(r.Searches)/secs, r.Hits, r.Upserts, r.Created, r.Deletes, float64(r.Upserts+r.Deletes)/secs)
+	if n := len(r.Samples); n > 0 {
+		last, top := r.Samples[n-1], uint64(0)
+		for _, s := range r.Samples {
+			top = max(top, s.LogEntries)
+		}
+		fmt.Fprintf(&b, "Change log: %d entries at the end for %d live documents (%.1f a document), at most %d at any sample.\n\n",
+			last.LogEntries, last.Docs, float64(last.LogEntries)/float64(max(last.Docs, 1)), top)
+	}
 	modes := make([]string, 0, len(r.PerMode))
 	for m := range r.PerMode {
 		modes = append(modes, m)
@@ -246,11 +271,11 @@ func (r *Report) Markdown() string {
 	}
 	b.WriteString(".\n\n")
 	if judgesMemory {
-		fmt.Fprintf(&b, "Bounds after warm-up: RSS at most the warm-up's peak + max(%.0f%%, %d MiB); goroutines + %d; open files + %d.\n\n",
-			rssGrowth*100, rssSlack>>20, goroutineSlack, fileSlack)
+		fmt.Fprintf(&b, "Bounds after warm-up: RSS at most the warm-up's peak + max(%.0f%%, %d MiB); goroutines + %d; open files + %d. At every sample: at most %d change-log entries.\n\n",
+			rssGrowth*100, rssSlack>>20, goroutineSlack, fileSlack, logBound)
 	} else {
-		fmt.Fprintf(&b, "Bounds after warm-up: goroutines + %d; open files + %d. Memory is reported, not judged: the race detector's own memory grows with every address and sync object the run touches (the long soak without it bounds RSS).\n\n",
-			goroutineSlack, fileSlack)
+		fmt.Fprintf(&b, "Bounds after warm-up: goroutines + %d; open files + %d; at every sample, at most %d change-log entries. Memory is reported, not judged: the race detector's own memory grows with every address and sync object the run touches (the long soak without it bounds RSS).\n\n",
+			goroutineSlack, fileSlack, logBound)
 	}
 	fmt.Fprintf(&b, "Errors: %d. Violating hits: %d %v.\n", r.ErrorCount, r.ViolationCount, r.ViolationKinds)
 	for _, s := range r.Errors {
@@ -262,9 +287,9 @@ func (r *Report) Markdown() string {
 	if err := r.Verdict(); err != nil {
 		fmt.Fprintf(&b, "\n**FAIL**: %v\n", err)
 	} else {
-		bounded := "RSS, goroutines and open files"
+		bounded := "RSS, goroutines, open files and the change log"
 		if !judgesMemory {
-			bounded = "goroutines and open files"
+			bounded = "goroutines, open files and the change log"
 		}
 		fmt.Fprintf(&b, "\n**PASS**: no error, every hit matched its filter and none was deleted before its search began, storage agreed with the ledger at the end, and %s stayed within their bounds.\n", bounded)
 	}

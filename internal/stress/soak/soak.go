@@ -24,6 +24,11 @@ type Config struct {
 	Model     bool          // the default ONNX model instead of external vectors
 	LateIndex string        // the late-interaction index of the first late model; "" means the engine's default
 	Seed      uint64        // of documents, queries and operations
+	// Upserts, when positive, ends the load once the writer has upserted
+	// that many documents (Duration still bounds it); WriteBatch, when
+	// positive, is the documents of each upsert call (else 1 to 16).
+	Upserts    uint64
+	WriteBatch int
 	// Progress receives a line as the prefill starts and ends and one
 	// with each sample; nil means none.
 	Progress io.Writer
@@ -46,6 +51,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("soak: Config.Docs is %d, must be at least 100", c.Docs)
 	case c.Searchers < 1:
 		return fmt.Errorf("soak: Config.Searchers is %d, must be at least 1", c.Searchers)
+	case c.WriteBatch < 0:
+		return fmt.Errorf("soak: Config.WriteBatch is %d, must not be negative", c.WriteBatch)
 	}
 	return nil
 }

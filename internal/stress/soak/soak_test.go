@@ -58,6 +58,19 @@ func TestSoak(t *testing.T) {
 	if err != nil || res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" {
 		t.Fatalf("second soak of the same collection: %v; %v %v %q", err, res.Errors, res.Violations, res.Final)
 	}
+
+	// A soak ended by its upserts, in batches of 50: it stops well before
+	// its duration, and each sample reads the change log.
+	c.Duration, c.Sample, c.Upserts, c.WriteBatch = 5*time.Minute, time.Second, 2000, 50
+	start := time.Now()
+	res, err = Run(context.Background(), c)
+	if err != nil || res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" {
+		t.Fatalf("soak of 2,000 upserts: %v; %v %v %q", err, res.Errors, res.Violations, res.Final)
+	}
+	last := res.Samples[len(res.Samples)-1]
+	if res.Upserts < 2000 || time.Since(start) > 2*time.Minute || last.LogEntries == 0 || last.LogEntries > logBound {
+		t.Errorf("soak of 2,000 upserts: %d upserted in %s, %d log entries at the end", res.Upserts, time.Since(start), last.LogEntries)
+	}
 }
 
 // testWriter sends progress lines to the test log.
@@ -81,6 +94,7 @@ func TestSoakConfigErrors(t *testing.T) {
 		{func(c *Config) { c.Warmup = -time.Second }, "Config.Warmup"},
 		{func(c *Config) { c.Docs = 99 }, "Config.Docs"},
 		{func(c *Config) { c.Searchers = 0 }, "Config.Searchers"},
+		{func(c *Config) { c.WriteBatch = -1 }, "Config.WriteBatch"},
 	} {
 		c := ok
 		c.Dir = filepath.Join(t.TempDir(), "c")
