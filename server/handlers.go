@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -407,6 +408,55 @@ func (s *Server) dropCollection(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.forget(name)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// backuper is a collection that writes backups: an engine on this
+// server's disk (a cluster's collections do not yet).
+type backuper interface {
+	Backup(ctx context.Context, w io.Writer) (engine.BackupInfo, error)
+}
+
+// countingWriter counts what is written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// backupCollection streams a consistent copy of the collection, as of one
+// committed batch while writes go on, in the format tandem restore and
+// engine.Restore read; they check its length and SHA-256 (in its trailer)
+// before they use a byte. A failure once the copy has begun cuts the
+// connection, and the copy, without its trailer, is refused on restore.
+func (s *Server) backupCollection(w http.ResponseWriter, r *http.Request) {
+	c, err := s.reg.acquire(r.PathValue("name"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	defer c.release()
+	b, ok := c.e.(backuper)
+	if !ok {
+		s.fail(w, fmt.Errorf("backups of a cluster's collections: %w (back each node up with tandem backup)", errors.ErrUnsupported))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", c.name+".tandembackup"))
+	cw := &countingWriter{w: w}
+	if _, err := b.Backup(r.Context(), cw); err != nil {
+		if cw.n == 0 {
+			w.Header().Del("Content-Disposition")
+			s.fail(w, err)
+			return
+		}
+		s.cfg.Logger.Error("backup stopped mid-stream", "collection", c.name, "bytes", cw.n, "err", err)
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // lineError is one refused line of an upsert.

@@ -262,6 +262,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/collections/{name}/documents/{id...}", roleRead, s.getDocument)
 	s.handle("DELETE /v1/collections/{name}/documents/{id...}", roleAdmin, s.deleteDocument)
 	s.handle("POST /v1/collections/{name}/delete", roleAdmin, s.deleteDocuments)
+	s.handle("GET /v1/collections/{name}/backup", roleAdmin, s.backupCollection)
 	s.handle("POST /v1/collections/{name}/search", roleRead, s.searchPost)
 	s.handle("GET /v1/collections/{name}/search", roleRead, s.searchGet)
 	for _, r := range s.cfg.Routes {

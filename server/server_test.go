@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -647,6 +648,7 @@ func TestAuth(t *testing.T) {
 		{"POST", "/v1/collections/c/documents", ndjson(corpus(1)...)},
 		{"DELETE", "/v1/collections/c/documents/d01", nil},
 		{"POST", "/v1/collections/c/delete", map[string]any{"ids": []string{"d01"}}},
+		{"GET", "/v1/collections/c/backup", nil},
 	} {
 		a.fails(http.StatusForbidden, "forbidden", c.method, c.path, c.body, "admin key")
 	}
@@ -774,4 +776,44 @@ func TestExtraRoutes(t *testing.T) {
 	if _, err := New(&Config{DataDir: t.TempDir(), Collectors: []prometheus.Collector{extra, extra}}); err == nil {
 		t.Error("a collector given twice was registered")
 	}
+}
+
+// TestBackupEndpoint downloads a collection's backup with the admin key,
+// restores it with engine.Restore and finds the same documents and
+// rankings; an unknown collection is 404.
+func TestBackupEndpoint(t *testing.T) {
+	a := newAPIServer(t, nil)
+	a.must(http.StatusCreated, "PUT", "/v1/collections/c", nil, nil)
+	a.upsert("c", corpus(20)...)
+	code, body := a.do("GET", "/v1/collections/c/backup", nil)
+	if code != http.StatusOK || len(body) < 100 {
+		t.Fatalf("backup: %d, %d bytes", code, len(body))
+	}
+	path := filepath.Join(t.TempDir(), "c.tandembackup")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	if _, err := engine.Restore(path, dir); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Open(dir, &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	want := a.search("c", map[string]any{"text": "fox", "k": 20})
+	got, err := e.Search(context.Background(), engine.Request{Text: "fox", K: 20, Retrievers: e.Retrievers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Count() != 20 || len(got.Hits) != len(want.Hits) {
+		t.Fatalf("restored: %d documents, %d hits for fox; want 20 and %d", e.Count(), len(got.Hits), len(want.Hits))
+	}
+	for i, h := range got.Hits {
+		if h.ID != want.Hits[i].ID {
+			t.Fatalf("hit %d: %s, want %s", i, h.ID, want.Hits[i].ID)
+		}
+	}
+	a.fails(http.StatusNotFound, "collection_not_found", "GET", "/v1/collections/nope/backup", nil, "nope")
 }
