@@ -438,9 +438,11 @@ func (e *Engine) closeAll() error {
 		}
 	}
 	// The derived indexes have saved what they will reopen to (BM25's
-	// flush, the models' snapshots): the log below it goes. A failure
-	// only leaves a longer log for the next truncation.
-	if e.opts.TruncateEvery >= 0 {
+	// flush, the models' snapshots): the log below it goes. Only an
+	// engine that opened whole truncates (its truncator started): one
+	// whose models failed to open does not count their indexes. A
+	// failure only leaves a longer log for the next truncation.
+	if e.trunc.cancel != nil {
 		_ = e.truncateLog(context.Background())
 	}
 	errs = append(errs, e.st.Close())
