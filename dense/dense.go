@@ -39,6 +39,7 @@ type Store interface {
 	LastSeq() uint64
 	SaveSnapshot(ctx context.Context, name string, seq uint64, write func(w io.Writer) error) error
 	OpenSnapshot(name string) (rc io.ReadCloser, seq uint64, err error)
+	LogStats() storage.LogStats
 }
 
 // Defaults of Options, chosen from the measurements in doc.go.

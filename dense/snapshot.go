@@ -107,6 +107,12 @@ func (x *Index) loadSnapshot() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dense %s: open snapshot: %w", x.opts.Model, err)
 	}
+	if seq < x.st.LogStats().Floor {
+		// The changes after it are gone from the log (a snapshot put back
+		// from elsewhere): the stored vectors hold the state they led to.
+		rc.Close()
+		return false, nil
+	}
 	var buf []byte
 	if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		// Read a file in one allocation: snapshots are index-sized.

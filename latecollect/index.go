@@ -253,18 +253,36 @@ func Open(ctx context.Context, st *storage.Store, opts *Options) (*Index, error)
 	}
 	x := &Index{source: source{st: st, opts: o, blob: BlobName(o.Model)}}
 	startSeq := st.LastSeq()
-	var f family
-	if isResidual(o.Description) {
-		f, err = newResidualFamily(x.source)
-	} else {
-		f, err = newFAISSFamily(ctx, x.source)
+	newFamily := func() (family, error) {
+		var f family
+		var err error
+		if isResidual(o.Description) {
+			f, err = newResidualFamily(x.source)
+		} else {
+			f, err = newFAISSFamily(ctx, x.source)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
+		}
+		x.lockFor(f)
+		return f, nil
 	}
+	f, err := newFamily()
 	if err != nil {
-		return nil, fmt.Errorf("latecollect: open %s: %w", o.Model, err)
+		return nil, err
 	}
-	x.lockFor(f)
 	loaded, seq, err := f.load()
 	x.loadedSnapshot = loaded && err == nil
+	if x.loadedSnapshot && seq < st.LogStats().Floor {
+		// The changes after the snapshot are gone from the log (a
+		// snapshot put back from elsewhere): build from the stored tokens,
+		// which hold the state they led to.
+		f.close()
+		if f, err = newFamily(); err != nil {
+			return nil, err
+		}
+		x.loadedSnapshot = false
+	}
 	if x.loadedSnapshot {
 		x.mu.applied, x.mu.savedSeq = seq, seq
 	} else {

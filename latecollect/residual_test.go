@@ -697,3 +697,38 @@ func TestNthSmallest(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotBehindFloor saves a snapshot, changes documents and
+// truncates the change log past the snapshot: Open must not load it
+// (the changes after it are gone) but build from the stored tokens, and
+// rank as exact search does.
+func TestSnapshotBehindFloor(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(300, 8, 31)
+	st := openStore(t, t.TempDir())
+	c.write(t, st, F16)
+	opts := &Options{Model: testModel, Dim: 8, Description: "Residual", SnapshotEvery: -1}
+	x := openIndex(t, st, opts)
+	if err := x.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	r := rand.New(rand.NewPCG(4, 4))
+	c.changeAfterSnapshot(t, st, r)
+	if _, err := st.TruncateLog(ctx, st.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+	y := openIndex(t, st, opts)
+	defer y.Close()
+	if y.LoadedSnapshot() || y.AppliedSeq() != st.LastSeq() {
+		t.Fatalf("snapshot behind the floor: loaded %v, applied %d of %d", y.LoadedSnapshot(), y.AppliedSeq(), st.LastSeq())
+	}
+	q := randomUnit(r, 4, 8)
+	so := everything
+	so.K = 10
+	got, err := y.Search(ctx, q, &so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHits(t, "built past the floor", got, bruteForce(t, st, c, q, nil, ScoreAvgMax)[:10])
+}
