@@ -428,11 +428,14 @@ func (x *Index) applyRunLocked(ctx context.Context, changes []storage.Change) ([
 	// Spaced by sequences, not documents, as dense's: see SavedSeq.
 	x.mu.sinceSnap += int(last - x.mu.applied)
 	x.mu.applied = last
-	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.snapErr == nil {
+	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery {
 		// The changes are applied whatever happens here: a failed
-		// automatic snapshot (an in-memory store has none) only costs the
-		// next Open a rebuild, so it is reported by Stats and automatic
-		// snapshots stop; Snapshot still returns its error.
+		// automatic snapshot (a full disk; an in-memory store has none)
+		// only costs the next Open a rebuild, so it is reported by Stats
+		// and tried again SnapshotEvery sequences later, as dense's is.
+		// Until one succeeds, SavedSeq holds the collection's change log
+		// back.
+		x.mu.sinceSnap = 0
 		x.mu.snapErr = x.saveSnapshotLocked(ctx)
 	}
 	return bad, nil
@@ -495,7 +498,8 @@ type Stats struct {
 	Description     string // description in use
 	AppliedSeq      uint64
 	Skipped         int // documents whose blob could not be used when loading
-	// SnapshotErr is why automatic snapshots stopped, if they did.
+	// SnapshotErr is why the last automatic snapshot failed, if it did
+	// (the next is tried SnapshotEvery sequences later).
 	SnapshotErr error
 }
 

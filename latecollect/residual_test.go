@@ -19,6 +19,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
+	"github.com/tandemsearch/tandem/internal/vfs"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -731,4 +732,44 @@ func TestSnapshotBehindFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameHits(t, "built past the floor", got, bruteForce(t, st, c, q, nil, ScoreAvgMax)[:10])
+}
+
+// TestAutomaticSnapshotRetried fails the first automatic snapshot (the
+// file cannot be created) and checks that Stats reports it and that a
+// later one, SnapshotEvery sequences on, succeeds: an index whose
+// snapshots stopped would hold the collection's change log back for good.
+func TestAutomaticSnapshotRetried(t *testing.T) {
+	ctx := context.Background()
+	fsys := &vfs.Faulty{}
+	st, err := storage.Open(t.TempDir(), &storage.Options{NoSync: true, FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := newSynth(100, 8, 41)
+	c.write(t, st, F16)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: 8, Description: "Residual", SnapshotEvery: 50})
+	defer x.Close()
+	r := rand.New(rand.NewPCG(5, 5))
+	rewrite := func() {
+		t.Helper()
+		for id := range c.vecs {
+			c.vecs[id] = randomUnit(r, 3, c.dim)
+		}
+		c.write(t, st, F16)
+		if err := x.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys.Inject(vfs.Rule{Op: vfs.OpCreate, Match: "snapshots/late-"})
+	rewrite()
+	fsys.Clear()
+	if s, _ := x.Stats(); s.SnapshotErr == nil || x.SavedSeq() != 0 || fsys.Hits() == 0 {
+		t.Fatalf("with snapshots failing: SnapshotErr %v, SavedSeq %d, %d faults", s.SnapshotErr, x.SavedSeq(), fsys.Hits())
+	}
+	failedAt := x.AppliedSeq()
+	rewrite()
+	if s, _ := x.Stats(); s.SnapshotErr != nil || x.SavedSeq() <= failedAt {
+		t.Fatalf("after the fault: SnapshotErr %v, SavedSeq %d (the failed snapshot was at %d, applied %d)", s.SnapshotErr, x.SavedSeq(), failedAt, x.AppliedSeq())
+	}
 }
