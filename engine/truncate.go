@@ -99,9 +99,14 @@ func (e *Engine) startTruncator() {
 				return
 			case <-e.trunc.kick:
 			}
-			// A failure (a full disk, say) leaves the log longer until
-			// the next kick; nothing is lost.
-			_ = e.truncateLog(ctx)
+			// Reading the floor takes each derived index's lock, which
+			// an index holds while it applies (a dense retraining, for
+			// minutes): here, not on the writer's path. A failure (a full
+			// disk, say) leaves the log longer until the next kick;
+			// nothing is lost.
+			if floor, _ := e.logFloor(); floor >= e.st.LogStats().Floor+uint64(e.opts.TruncateEvery) {
+				_ = e.truncateLog(ctx)
+			}
 		}
 	}()
 }
@@ -113,14 +118,12 @@ func (e *Engine) stopTruncator() {
 	}
 }
 
-// maybeTruncate kicks the truncator when the floor can move by
-// TruncateEvery sequences or more. It never waits.
+// maybeTruncate kicks the truncator, which truncates when the floor can
+// move by TruncateEvery sequences or more. It never waits, and reads no
+// derived index: the writer and the ingest's commit loop call it after
+// each batch.
 func (e *Engine) maybeTruncate() {
 	if e.trunc.kick == nil {
-		return
-	}
-	floor, _ := e.logFloor()
-	if floor < e.st.LogStats().Floor+uint64(e.opts.TruncateEvery) {
 		return
 	}
 	select {
