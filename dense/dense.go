@@ -727,7 +727,7 @@ func (x *Index) Search(ctx context.Context, query []float32, k int, allow *roari
 			return nil, nil
 		}
 		if x.subsetCheaper(n, cand) {
-			return x.searchIDsLocked(ctx, query, k, allow, cand)
+			return x.searchIDsLocked(ctx, query, k, allow)
 		}
 		if x.opts.ExactFilterMax > 0 && cand <= uint64(x.opts.ExactFilterMax) {
 			return x.exactPathLocked(ctx, query, k, allow)
@@ -794,12 +794,11 @@ func (x *Index) subsetCheaper(n, cand uint64) bool {
 // searchIDsLocked scores every allowed document's code through the IVF's
 // kept location: exact for raw vectors, and for quantised ones the best
 // Rescore are rescored exactly.
-func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap, cand uint64) ([]Hit, error) {
+func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap) ([]Hit, error) {
 	// The locations hold exactly the indexed docnums, so the filter's
 	// alone are passed (SearchLocated skips those without a location),
 	// without a second intersection with every indexed docnum.
-	nums := make([]uint64, allow.GetCardinality())
-	nums = nums[:allow.ManyIterator().NextMany(nums)]
+	nums := allow.ToArray()
 	rescore := x.opts.Rescore > 0 && quantised(x.mu.desc)
 	kk := k
 	if rescore {

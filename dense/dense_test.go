@@ -357,7 +357,7 @@ func TestLocationsFollowChanges(t *testing.T) {
 		}
 		q := s.next()
 		x.mu.RLock()
-		got, err := x.searchIDsLocked(ctx, q, 10, allow, allow.GetCardinality())
+		got, err := x.searchIDsLocked(ctx, q, 10, allow)
 		x.mu.RUnlock()
 		if err != nil {
 			t.Fatal(err)
