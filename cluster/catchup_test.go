@@ -2,9 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -167,4 +172,145 @@ func freeLoopback(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestRestartAfterUnappliedSnapshot restarts a replica in the state a
+// SIGKILL leaves while it installs a snapshot: Raft has persisted the
+// snapshot it received (it does so before the FSM's Restore runs), and
+// the replica's directory is halfway through Restore's swap, renamed
+// aside with nothing in its place. Raft then counts the snapshot's
+// entries as applied (NoSnapshotRestoreOnStart) and never sends them
+// again, so the replica must restore the snapshot itself when it opens:
+// it must end with the others' documents. (The others keep enough log
+// that n2 catches up from it without another snapshot, which would hide
+// the loss.)
+func TestRestartAfterUnappliedSnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var peers []Peer
+	for i := range 3 {
+		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(t), HTTP: freeLoopback(t)})
+	}
+	root := t.TempDir()
+	start := func(i int) *Node {
+		t.Helper()
+		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+			SnapshotThreshold: 8, TrailingLogs: 1000, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nd
+	}
+	nodes := []*Node{start(0), start(1), start(2)}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	spec := CollectionSpec{Name: "c", Shards: 1, Replicas: 3, Schema: &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}}}}
+	if err := nodes[0].CreateCollection(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n *Node, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			doc := tandem.Doc{ID: fmt.Sprint("d", i%70), Fields: map[string]any{"text": fmt.Sprintf("version %d of note %d", i, i%70)}}
+			if _, err := n.Index(ctx, "c", []tandem.Doc{doc}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(nodes[0], 0, 40)
+	waitApplied(t, ctx, nodes, 3)
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	write(nodes[1], 40, 200)
+	c0, _ := nodes[0].collection("c")
+	if err := c0.replicas[0].raft.Snapshot().Error(); err != nil && err != raft.ErrNothingNewToSnapshot {
+		t.Fatal(err)
+	}
+	// What Raft on n2 had persisted of the leader's snapshot when the
+	// kill came: the snapshot, in n2's snapshot store.
+	snaps, err := raft.NewFileSnapshotStore(shardDir(filepath.Join(root, "n0"), "c", 0)+".raft-snapshots", 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("n0 has no snapshot: %v", err)
+	}
+	meta, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := raft.NewFileSnapshotStore(shardDir(filepath.Join(root, "n2"), "c", 0)+".raft-snapshots", 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, inmem := raft.NewInmemTransport("")
+	sink, err := dst.Create(raft.SnapshotVersionMax, meta.Index, meta.Term, meta.Configuration, meta.ConfigurationIndex, inmem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(sink, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// And Restore's swap, interrupted after its first rename.
+	dir := shardDir(filepath.Join(root, "n2"), "c", 0)
+	if err := os.Rename(dir, dir+".replaced"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir+".restoring", 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	nodes[2] = start(2)
+	c2 := waitCollection(t, nodes[2], "c")
+	write(nodes[1], 200, 210)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		d0, err0 := c0.replicas[0].digest(ctx)
+		d2, err2 := c2.replicas[0].digest(ctx)
+		if err0 == nil && err2 == nil && d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted replica at %d with %d documents (%v), n0 at %d with %d (%v)", d2.Applied, len(d2.Docs), err2, d0.Applied, len(d0.Docs), err0)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := c2.replicas[0].restores.Load(); got != 1 {
+		t.Errorf("n2 restored %d snapshots when it opened, want 1", got)
+	}
+	for _, leftover := range []string{dir + ".replaced", dir + ".restoring"} {
+		if _, err := os.Stat(leftover); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there (%v)", leftover, err)
+		}
+	}
+}
+
+// waitApplied waits until every node's replicas of shard 0 of "c" have
+// applied as far as each other.
+func waitApplied(t *testing.T, ctx context.Context, nodes []*Node, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var applied []uint64
+		for _, nd := range nodes[:n] {
+			c, _ := nd.collection("c")
+			applied = append(applied, c.replicas[0].applied.Load())
+		}
+		if slices.Min(applied) == slices.Max(applied) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas applied %v", applied)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -36,7 +36,12 @@
 //     entry again.
 //   - Raft snapshots are backups of the shard's store read in one
 //     transaction (storage.Store.Backup); a replica too far behind for the
-//     log restores one and rebuilds its derived indexes from it.
+//     log restores one and rebuilds its derived indexes from it. Raft
+//     persists a snapshot it receives before the replica restores it,
+//     and on a restart counts it as applied: so a snapshot records the
+//     applied mark it reaches, and a replica whose mark is lower restores
+//     it when it opens. A restore swaps directories by renames that an
+//     interrupted one finishes or undoes on the next open.
 //   - A collection's schema is strict: a shard cannot infer a new field the
 //     way every other shard would.
 //

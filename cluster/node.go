@@ -319,6 +319,12 @@ func (n *Node) startGroup(name string, fsm raft.FSM, voters []string, snapDir st
 		trans.Close()
 		return nil, nil, fmt.Errorf("cluster: snapshots of %s: %w", name, err)
 	}
+	if rp, ok := fsm.(*replica); ok {
+		if err := rp.repair(snaps, n.log.Named(name)); err != nil {
+			trans.Close()
+			return nil, nil, err
+		}
+	}
 	store := n.rs.group(name)
 	r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
 	if err != nil {

@@ -1,16 +1,19 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/tandemsearch/tandem/engine"
@@ -54,6 +57,9 @@ type applyResult struct {
 }
 
 func openReplica(coll string, shard int, dir string, opts engine.Options) (*replica, error) {
+	if err := finishSwap(dir); err != nil {
+		return nil, fmt.Errorf("cluster: open %s shard %d: %w", coll, shard, err)
+	}
 	eng, err := engine.Open(dir, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open %s shard %d: %w", coll, shard, err)
@@ -64,6 +70,25 @@ func openReplica(coll string, shard int, dir string, opts engine.Options) (*repl
 		return nil, err
 	}
 	return r, nil
+}
+
+// finishSwap settles a restore's swap (Restore) that a crash interrupted:
+// with the replica's directory gone, the one it was renamed to goes back
+// (repair restores the snapshot again); a restored or replaced directory
+// left beside it is removed.
+func finishSwap(dir string) error {
+	old := dir + ".replaced"
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(old); err == nil {
+			if err := os.Rename(old, dir); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.RemoveAll(dir + ".restoring"); err != nil {
+		return err
+	}
+	return os.RemoveAll(old)
 }
 
 func (r *replica) loadApplied() error {
@@ -185,14 +210,27 @@ func (r *replica) breakLocked(err error) applyResult {
 // transaction while entries go on applying. Its mark may be past the
 // index Raft records for the snapshot; a replica restored from it skips
 // the entries up to its mark.
+//
+// A snapshot starts with a header (snapshotMagic, then the replica's
+// applied index when the backup began, big-endian): every entry at or
+// below the snapshot's Raft index that changed the store is at or below
+// it, so a replica whose own mark reaches it has everything the snapshot
+// holds (repair).
 func (r *replica) Snapshot() (raft.FSMSnapshot, error) { return replicaSnapshot{r}, nil }
+
+// snapshotMagic starts a shard snapshot of this format; one without it
+// is a bare store backup, as written before the header.
+const snapshotMagic = "TNDMSNP1"
 
 type replicaSnapshot struct{ r *replica }
 
 func (s replicaSnapshot) Persist(sink raft.SnapshotSink) error {
 	eng, err := s.r.engine()
 	if err == nil {
-		err = eng.Shard().Store().Backup(context.Background(), sink)
+		hdr := binary.BigEndian.AppendUint64([]byte(snapshotMagic), s.r.applied.Load())
+		if _, err = sink.Write(hdr); err == nil {
+			err = eng.Shard().Store().Backup(context.Background(), sink)
+		}
 		s.r.mu.RUnlock()
 	}
 	if err != nil {
@@ -204,40 +242,133 @@ func (s replicaSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (replicaSnapshot) Release() {}
 
+// readSnapshotHeader reads a snapshot's header and returns the mark it
+// records and the store's backup after it; ok is false for a snapshot
+// without one, whose backup is then the whole of it.
+func readSnapshotHeader(rd io.Reader) (mark uint64, body io.Reader, ok bool, err error) {
+	hdr := make([]byte, len(snapshotMagic)+8)
+	n, err := io.ReadFull(rd, hdr)
+	if err == nil && string(hdr[:len(snapshotMagic)]) == snapshotMagic {
+		return binary.BigEndian.Uint64(hdr[len(snapshotMagic):]), rd, true, nil
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return 0, nil, false, err
+	}
+	return 0, io.MultiReader(bytes.NewReader(hdr[:n]), rd), false, nil
+}
+
 // Restore is the FSM's: it replaces the replica's collection with a
 // snapshot another replica took, when this one is too far behind to catch
 // up from the log. The derived indexes are rebuilt from it.
+//
+// The snapshot is restored into a directory beside the replica's, which
+// then takes the replica's place by two renames; openReplica finishes or
+// undoes a swap a crash interrupted. Raft has persisted the snapshot
+// before it calls Restore, and a restarted node counts its entries as
+// applied, so a Restore that did not finish is done again at the next
+// start (repair).
 func (r *replica) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	fail := func(err error) error {
+		r.breakLocked(fmt.Errorf("restore from a snapshot: %w", err))
+		return fmt.Errorf("cluster: restore %s shard %d: %w", r.coll, r.shard, err)
+	}
+	_, body, _, err := readSnapshotHeader(rc)
+	if err != nil {
+		return fail(err)
+	}
+	next, old := r.dir+".restoring", r.dir+".replaced"
+	if err := os.RemoveAll(next); err != nil {
+		return fail(err)
+	}
+	if err := engine.RestoreStore(next, body, r.opts.NoSync); err != nil {
+		os.RemoveAll(next)
+		return fail(err)
+	}
+	if !r.opts.NoSync {
+		if err := syncDir(filepath.Dir(r.dir)); err != nil {
+			return fail(err)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.eng.Close(); err != nil {
-		return fmt.Errorf("cluster: restore %s shard %d: close: %w", r.coll, r.shard, err)
+		return fail(fmt.Errorf("close: %w", err))
 	}
-	old := r.dir + ".replaced"
 	if err := os.RemoveAll(old); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := os.Rename(r.dir, old); err != nil {
-		return fmt.Errorf("cluster: restore %s shard %d: %w", r.coll, r.shard, err)
+		return fail(err)
 	}
-	err := engine.RestoreStore(r.dir, rc, r.opts.NoSync)
-	if err == nil {
-		r.eng, err = engine.Open(r.dir, &r.opts)
+	if err := os.Rename(next, r.dir); err != nil {
+		os.Rename(old, r.dir)
+		r.eng, _ = engine.Open(r.dir, &r.opts)
+		return fail(err)
 	}
+	if !r.opts.NoSync {
+		syncDir(filepath.Dir(r.dir))
+	}
+	r.eng, err = engine.Open(r.dir, &r.opts)
 	if err != nil {
 		// Back to the replica as it was; it stays out of service.
-		os.RemoveAll(r.dir)
-		if rerr := os.Rename(old, r.dir); rerr == nil {
+		os.RemoveAll(next)
+		if rerr := os.Rename(r.dir, next); rerr == nil && os.Rename(old, r.dir) == nil {
 			r.eng, _ = engine.Open(r.dir, &r.opts)
 		}
-		r.breakLocked(fmt.Errorf("restore from a snapshot: %w", err))
-		return fmt.Errorf("cluster: restore %s shard %d: %w", r.coll, r.shard, err)
+		return fail(err)
 	}
 	os.RemoveAll(old)
 	r.applied.Store(0)
 	r.restores.Add(1)
 	return r.loadApplied()
+}
+
+// repair restores the newest snapshot of the replica's group when the
+// store has not applied everything it holds. Raft persists a snapshot it
+// receives before it calls Restore, and on a restart it counts the
+// snapshot's entries as applied without restoring it
+// (NoSnapshotRestoreOnStart): a crash between the two, or a Restore that
+// failed, would otherwise leave the replica without them for good.
+func (r *replica) repair(snaps raft.SnapshotStore, log hclog.Logger) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("cluster: %s shard %d: open snapshot %s: %w", r.coll, r.shard, list[0].ID, err)
+	}
+	mark, body, ok, err := readSnapshotHeader(rc)
+	switch {
+	case err != nil:
+		rc.Close()
+		return fmt.Errorf("cluster: %s shard %d: read snapshot %s: %w", r.coll, r.shard, list[0].ID, err)
+	case !ok:
+		// Written before snapshots recorded their mark: nothing tells
+		// whether it was restored.
+		rc.Close()
+		log.Warn("snapshot without a mark: not checked", "collection", r.coll, "shard", r.shard, "snapshot", list[0].ID)
+		return nil
+	case mark <= r.applied.Load():
+		return rc.Close()
+	}
+	log.Warn("restoring a snapshot the replica had not applied", "collection", r.coll, "shard", r.shard, "snapshot", list[0].ID, "mark", mark, "applied", r.applied.Load())
+	return r.Restore(readCloser{io.MultiReader(bytes.NewReader(binary.BigEndian.AppendUint64([]byte(snapshotMagic), mark)), body), rc})
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 func (r *replica) close() error {
