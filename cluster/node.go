@@ -167,6 +167,24 @@ type Node struct {
 type collection struct {
 	spec     CollectionSpec
 	replicas map[int]*replica // the shards this node holds
+
+	coordMu sync.Mutex
+	coord   *replica // an engine with no documents, for a node without replicas (anyReplica)
+}
+
+// close closes the collection's replicas and coordinator engine on this
+// node.
+func (c *collection) close() error {
+	var errs []error
+	for _, r := range c.replicas {
+		errs = append(errs, r.close())
+	}
+	c.coordMu.Lock()
+	if c.coord != nil {
+		errs = append(errs, c.coord.close())
+	}
+	c.coordMu.Unlock()
+	return errors.Join(errs...)
 }
 
 // Start starts a node: it opens its Raft store, starts serving Raft and
@@ -368,9 +386,7 @@ func (n *Node) Close() error {
 		n.metaTrans.Close()
 	}
 	for _, c := range colls {
-		for _, r := range c.replicas {
-			errs = append(errs, r.close())
-		}
+		errs = append(errs, c.close())
 	}
 	if n.mux != nil {
 		n.mux.close()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -271,7 +273,11 @@ func (n *Node) leaderOf(ctx context.Context, c *collection, s int) (string, erro
 
 // anyReplica returns the engine of one of this node's replicas of c,
 // read-locked (the caller calls r.mu.RUnlock), to check documents and plan
-// searches with: every shard has the collection's schema and models.
+// searches with: every shard has the collection's schema and models. A
+// node that holds no replica in service (one that has just joined, or
+// been drained) uses the collection's coordinator engine instead: an
+// engine with the collection's options and no documents, opened the
+// first time it is needed.
 func (n *Node) anyReplica(c *collection) (*engine.Engine, *replica, error) {
 	n.mu.RLock()
 	rs := make([]*replica, 0, len(c.replicas))
@@ -279,16 +285,48 @@ func (n *Node) anyReplica(c *collection) (*engine.Engine, *replica, error) {
 		rs = append(rs, r)
 	}
 	n.mu.RUnlock()
-	var last error
 	for _, r := range rs {
-		eng, err := r.engine()
-		if err == nil {
+		if eng, err := r.engine(); err == nil {
 			return eng, r, nil
 		}
-		last = err
 	}
-	if last == nil {
-		last = fmt.Errorf("cluster: node %s holds no replica of %q", n.cfg.ID, c.spec.Name)
+	r, err := n.coordinator(c)
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, last
+	eng, err := r.engine()
+	return eng, r, err
+}
+
+// coordinator returns c's coordinator engine, as a replica outside any
+// Raft group, opening it the first time.
+func (n *Node) coordinator(c *collection) (*replica, error) {
+	c.coordMu.Lock()
+	defer c.coordMu.Unlock()
+	if c.coord != nil {
+		return c.coord, nil
+	}
+	n.mu.RLock()
+	closed, spec := n.closed, c.spec
+	n.mu.RUnlock()
+	if closed {
+		return nil, errors.New("cluster: node closed")
+	}
+	opts := n.cfg.Engine
+	opts.Schema, opts.Dense, opts.Late, opts.LateIndex = spec.Schema, spec.Dense, spec.Late, spec.LateIndex
+	dir := coordinatorDir(n.cfg.Dir, spec.Name)
+	// It holds no documents: start empty every time.
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("cluster: %s coordinator: %w", spec.Name, err)
+	}
+	eng, err := engine.Open(dir, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s: open the coordinator engine of a node without a replica: %w", spec.Name, err)
+	}
+	c.coord = &replica{coll: spec.Name, shard: -1, dir: dir, opts: opts, eng: eng, waitCh: make(chan struct{})}
+	return c.coord, nil
+}
+
+func coordinatorDir(root, coll string) string {
+	return filepath.Join(root, "collections", coll, "coordinator")
 }
