@@ -48,7 +48,7 @@ func (c Catalog) Create(ctx context.Context, name string, opts engine.Options) (
 		shards = 3
 	}
 	if replicas == 0 {
-		replicas = min(3, len(c.Node.peers))
+		replicas = min(3, len(c.Node.activeNodes()))
 	}
 	err := c.Node.CreateCollection(ctx, CollectionSpec{Name: name, Shards: shards, Replicas: replicas,
 		Schema: opts.Schema, Dense: opts.Dense, Late: opts.Late, LateIndex: opts.LateIndex})
@@ -58,12 +58,12 @@ func (c Catalog) Create(ctx context.Context, name string, opts engine.Options) (
 	return &Collection{n: c.Node, name: name}, nil
 }
 
-// Drop is not supported yet: it fails saying so.
+// Drop deletes a collection from every node (Node.DropCollection).
 func (c Catalog) Drop(ctx context.Context, name string) error {
 	if _, err := c.Node.collection(name); err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: dropping a cluster collection is not supported yet", ErrUnsupported)
+	return c.Node.DropCollection(ctx, name)
 }
 
 // ErrUnsupported marks an operation a cluster does not offer yet.

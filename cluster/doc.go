@@ -45,6 +45,39 @@
 //   - A collection's schema is strict: a shard cannot infer a new field the
 //     way every other shard would.
 //
+// # Membership
+//
+// The metadata group records the cluster's nodes, the collections with
+// their placement, and at most one move of a shard replica in progress
+// (meta.go). A node started with Config.Join asks a member to add it; the
+// metadata leader makes every recorded node a voter of the metadata
+// group, and moves replicas by the placement rule (planMove): for each
+// collection, every node that is not draining holds the floor or the
+// ceiling of the mean number of its replicas, a draining node none, and
+// no node two replicas of one shard. A move adds the new replica to the
+// shard's group as a non-voter, which Raft fills from a snapshot and the
+// log; once it is within moveLag entries of the leader it becomes a
+// voter and replaces the old one in the placement; once it has applied
+// as far as the leader had at that switch, the old replica leaves the
+// group (the lead handed over first if it held it), then closes and
+// deletes its files. A drained node that holds nothing leaves the
+// metadata group. Dropping a collection deletes it on every node; its
+// UID keeps a directory a dropped collection left from being taken for
+// a new one of the same name.
+//
+// Invariants:
+//
+//   - A shard's group never loses a voter before its replacement has
+//     applied every entry the group had committed when the placement
+//     switched; a write acknowledged before, during or after a move is
+//     on a majority of the voters at every moment.
+//   - A node reconciles its replicas with the metadata only once it has
+//     applied the metadata log it found on starting, so a replay never
+//     deletes a replica that a later entry gives back to it.
+//   - Every step of a move is idempotent and recorded in the metadata: a
+//     new metadata leader, or a node restarted mid-move, takes the move up
+//     where it stands.
+//
 // # Search
 //
 // Any node coordinates a search (Node.Search), in the phases the engine's

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/hashicorp/raft"
@@ -41,6 +42,8 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 	mux.HandleFunc("POST /_cluster/leader/{coll}/{shard}", n.peersOnly(n.handleLeader))
 	mux.HandleFunc("POST /_cluster/shard/{coll}/{shard}/{phase}", n.peersOnly(n.handleShard))
 	mux.HandleFunc("GET /_cluster/digest/{coll}/{shard}", n.peersOnly(n.handleDigest))
+	mux.HandleFunc("POST /_cluster/join", n.peersOnly(n.handleJoin))
+	mux.HandleFunc("POST /_cluster/member/{coll}/{shard}", n.peersOnly(n.handleMember))
 	status := n.peersOnly(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
 	mux.HandleFunc("GET /_cluster/status", func(w http.ResponseWriter, r *http.Request) {
 		if next != nil && !n.fromPeer(r) {
@@ -95,8 +98,9 @@ func writeError(w http.ResponseWriter, status int, err error) {
 
 // statusOf maps an error to the status another node acts on: 503 to try
 // elsewhere or later, 400 for the request's own fault, 404, 409 for a
-// collection that exists (remoteError unwraps it to ErrExists again),
-// else 500.
+// collection that exists and 422 for a refused membership change
+// (remoteError unwraps them to ErrExists and ErrBadMember again), else
+// 500.
 func statusOf(err error) int {
 	var be *tandem.FieldError
 	var ve *tandem.VectorError
@@ -112,6 +116,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrExists):
 		return http.StatusConflict
+	case errors.Is(err, ErrBadMember):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrUnknownRetriever),
 		errors.As(err, &be), errors.As(err, &ve), errors.As(err, &fe), errors.Is(err, errBadEntry):
 		return http.StatusBadRequest
@@ -203,8 +209,7 @@ func (n *Node) handleLeader(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	_, id := rep.raft.LeaderWithID()
-	writeJSON(w, http.StatusOK, leaderReply{Leader: string(id), Applied: rep.applied.Load()})
+	writeJSON(w, http.StatusOK, rep.state())
 }
 
 func (n *Node) handleShard(w http.ResponseWriter, r *http.Request) {
@@ -252,8 +257,30 @@ type Status struct {
 	MetaLeader  string             `json:"meta_leader"`
 	Peers       []Peer             `json:"peers"`
 	Collections []CollectionStatus `json:"collections"`
+	// Nodes are the cluster's members as the metadata records them, with
+	// the replicas each holds.
+	Nodes []NodeStatus `json:"nodes"`
+	// Moves lists the move of a replica in progress; Done the last ones
+	// finished, oldest first.
+	Moves []MoveStatus `json:"moves"`
+	Done  []MoveStatus `json:"done,omitempty"`
+	// Rebalance is the metadata leader's last failed step, when this node
+	// leads the metadata group (a move waiting on a node that is down).
+	Rebalance string `json:"rebalance,omitempty"`
 	// Failed lists replicas of this node taken out of service.
 	Failed []string `json:"failed,omitempty"`
+}
+
+// NodeStatus is one member of the cluster.
+type NodeStatus struct {
+	NodeInfo
+	Replicas int `json:"replicas"`
+}
+
+// MoveStatus is a move of a replica, with how long it has taken.
+type MoveStatus struct {
+	Move
+	Seconds float64 `json:"seconds"`
 }
 
 // CollectionStatus is a collection as this node sees it.
@@ -280,14 +307,32 @@ func (n *Node) Status() Status {
 		_, id := n.meta.LeaderWithID()
 		st.MetaLeader = string(id)
 	}
-	for _, p := range n.cfg.Peers {
-		st.Peers = append(st.Peers, p)
+	n.mu.RLock()
+	for _, id := range slices.Sorted(keys(n.peers)) {
+		st.Peers = append(st.Peers, n.peers[id])
 	}
+	n.mu.RUnlock()
 	n.mu.RLock()
 	for _, err := range n.failed {
 		st.Failed = append(st.Failed, err.Error())
 	}
+	if n.stepErr != nil {
+		st.Rebalance = n.stepErr.Error()
+	}
 	n.mu.RUnlock()
+	if n.fsm != nil {
+		ms := n.fsm.state()
+		for _, id := range slices.Sorted(keys(ms.Nodes)) {
+			st.Nodes = append(st.Nodes, NodeStatus{NodeInfo: ms.Nodes[id], Replicas: ms.holds(id)})
+		}
+		st.Moves = []MoveStatus{}
+		for _, m := range ms.Moves {
+			st.Moves = append(st.Moves, MoveStatus{Move: m, Seconds: m.Took().Seconds()})
+		}
+		for _, m := range ms.Done {
+			st.Done = append(st.Done, MoveStatus{Move: m, Seconds: m.Took().Seconds()})
+		}
+	}
 	for _, spec := range n.Collections() {
 		c, err := n.collection(spec.Name)
 		if err != nil {

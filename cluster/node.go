@@ -48,8 +48,14 @@ type Config struct {
 	Dir string
 	// Peers lists every node of the cluster, this one included. A new
 	// cluster's nodes bootstrap its metadata group with this list, so every
-	// node must be given the same one.
+	// node must be given the same one. A node joining a running cluster
+	// (Join) lists itself.
 	Peers []Peer
+	// Join, when set, is the HTTP address of a member of a running
+	// cluster: a node starting without state asks it to be added, and
+	// takes the cluster's nodes from its answer. A node that has joined
+	// before resumes as a member.
+	Join string
 	// RaftListener and HTTPListener, when set, are the listeners to serve
 	// on (tests pass ones bound to port 0); otherwise the node listens on
 	// its own Peer addresses.
@@ -126,8 +132,15 @@ type CollectionSpec struct {
 	Late      []string `json:"late,omitempty"`
 	LateIndex string   `json:"late_index,omitempty"`
 	// Placement lists, per shard, the ids of the nodes holding a replica;
-	// the node creating the collection fills it in.
+	// the node creating the collection fills it in, and moves change it.
 	Placement [][]string `json:"placement,omitempty"`
+	// UID tells the collection from a dropped one of the same name; the
+	// node creating it draws it.
+	UID string `json:"uid,omitempty"`
+	// Moved marks, per shard, a shard whose placement a move has changed:
+	// its group exists, so a replica opening for it joins the group rather
+	// than bootstrapping one.
+	Moved []bool `json:"moved,omitempty"`
 }
 
 // ShardOf is the shard of a document id among n shards.
@@ -157,11 +170,14 @@ type Node struct {
 
 	meta      *raft.Raft
 	metaTrans *raft.NetworkTransport
+	fsm       *metaFSM
+	stop      context.CancelFunc // ends rebalance and goLive
 
-	mu     sync.RWMutex
-	colls  map[string]*collection
-	closed bool
-	failed []error // replicas that broke
+	mu      sync.RWMutex // guards peers, colls, collection.spec and replicas, closed, failed, stepErr
+	colls   map[string]*collection
+	closed  bool
+	failed  []error // replicas that broke
+	stepErr error   // the metadata leader's last step, when it failed
 }
 
 type collection struct {
@@ -293,13 +309,65 @@ func Start(cfg Config) (*Node, error) {
 		go n.http.Serve(n.httpLn)
 	}
 
-	ids := make([]string, 0, len(n.peers))
-	for id := range n.peers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	if n.meta, n.metaTrans, err = n.startGroup("meta", &metaFSM{n: n}, ids, filepath.Join(cfg.Dir, "meta-snapshots"), false); err != nil {
+	peers := cfg.Peers
+	var joined uint64 // the metadata index a joining node waits for
+	metaStore := n.rs.group("meta")
+	metaSnaps := filepath.Join(cfg.Dir, "meta-snapshots")
+	var voters []string
+	if cfg.Join == "" {
+		for id := range n.peers {
+			voters = append(voters, id)
+		}
+		sort.Strings(voters)
+	} else if fresh, err := hasNoState(metaStore, metaSnaps); err != nil {
 		return fail(err)
+	} else if fresh {
+		jctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		peers, joined, err = n.join(jctx, cfg.Join)
+		cancel()
+		if err != nil {
+			return fail(err)
+		}
+		n.mu.Lock()
+		for _, p := range peers {
+			n.peers[p.ID] = p
+		}
+		n.mu.Unlock()
+	}
+	n.fsm = newMetaFSM(n, peers)
+	// The log as found: replicas open once it has been applied.
+	last, err := metaStore.LastIndex()
+	if err != nil {
+		return fail(err)
+	}
+	if n.meta, n.metaTrans, err = n.startGroup("meta", n.fsm, voters, metaSnaps, false); err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	go func() {
+		for n.meta.AppliedIndex() < last {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if err := n.fsm.goLive(); err != nil {
+			n.log.Error("open replicas", "error", err)
+		}
+	}()
+	go n.rebalance(ctx)
+	if joined > 0 {
+		// Serve once the metadata has arrived: the collections, and
+		// the cluster's nodes.
+		for n.meta.AppliedIndex() < joined {
+			select {
+			case <-time.After(2 * time.Minute):
+				return fail(fmt.Errorf("cluster: joined, but the metadata did not reach index %d within 2 minutes (at %d)", joined, n.meta.AppliedIndex()))
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 	return n, nil
 }
@@ -349,9 +417,13 @@ func (n *Node) startGroup(name string, fsm raft.FSM, voters []string, snapDir st
 		trans.Close()
 		return nil, nil, fmt.Errorf("cluster: start raft group %s: %w", name, err)
 	}
+	if len(voters) == 0 {
+		return r, trans, nil // joining a group that exists
+	}
 	var servers []raft.Server
 	for _, id := range voters {
-		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(n.peers[id].Raft)})
+		p, _ := n.peer(id)
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(p.Raft)})
 	}
 	if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		r.Shutdown()
@@ -372,6 +444,9 @@ func (n *Node) Close() error {
 	n.closed = true
 	colls := n.colls
 	n.mu.Unlock()
+	if n.stop != nil {
+		n.stop()
+	}
 	var errs []error
 	if n.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -397,6 +472,43 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
+// peer returns a node's addresses.
+func (n *Node) peer(id string) (Peer, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	p, ok := n.peers[id]
+	return p, ok
+}
+
+// activeNodes lists the ids of the cluster's nodes that are not draining.
+func (n *Node) activeNodes() []string {
+	var ids []string
+	st := n.fsm.state()
+	for _, id := range slices.Sorted(keys(st.Nodes)) {
+		if !st.Nodes[id].Draining {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// placement returns the nodes holding a replica of shard s of c.
+func (n *Node) placement(c *collection, s int) []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return c.spec.Placement[s]
+}
+
+// hasNoState reports whether a Raft group has neither log nor snapshot.
+func hasNoState(store *groupStore, snapDir string) (bool, error) {
+	snaps, err := raft.NewFileSnapshotStore(snapDir, 2, io.Discard)
+	if err != nil {
+		return false, fmt.Errorf("cluster: %w", err)
+	}
+	has, err := raft.HasExistingState(store, store, snaps)
+	return !has, err
+}
+
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
 
@@ -416,89 +528,6 @@ func (n *Node) refuse(listener, reason string, remote net.Addr, err error) {
 	n.log.Warn("refused", "listener", listener, "reason", reason, "remote", from, "error", err)
 }
 
-// --- metadata ---
-
-type metaCommand struct {
-	Op   string          `json:"op"` // "create"
-	Spec *CollectionSpec `json:"spec,omitempty"`
-}
-
-// metaFSM holds the collections. Applying a collection's creation opens
-// the replicas this node holds, so a restarted node reopens them as the
-// group replays.
-type metaFSM struct {
-	n  *Node
-	mu sync.Mutex
-	// specs by name, as applied
-	specs map[string]CollectionSpec
-}
-
-func (f *metaFSM) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	var c metaCommand
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return fmt.Errorf("cluster: metadata entry %d: %w", l.Index, err)
-	}
-	switch c.Op {
-	case "create":
-		f.mu.Lock()
-		if f.specs == nil {
-			f.specs = map[string]CollectionSpec{}
-		}
-		if _, ok := f.specs[c.Spec.Name]; ok {
-			f.mu.Unlock()
-			return fmt.Errorf("%w: %q", ErrExists, c.Spec.Name)
-		}
-		f.specs[c.Spec.Name] = *c.Spec
-		f.mu.Unlock()
-		return f.n.openCollection(*c.Spec)
-	}
-	return fmt.Errorf("cluster: metadata entry %d: unknown op %q", l.Index, c.Op)
-}
-
-func (f *metaFSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b, err := json.Marshal(f.specs)
-	return metaSnapshot(b), err
-}
-
-func (f *metaFSM) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	var specs map[string]CollectionSpec
-	if err := json.NewDecoder(rc).Decode(&specs); err != nil {
-		return fmt.Errorf("cluster: restore metadata: %w", err)
-	}
-	f.mu.Lock()
-	f.specs = specs
-	f.mu.Unlock()
-	names := make([]string, 0, len(specs))
-	for name := range specs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := f.n.openCollection(specs[name]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type metaSnapshot []byte
-
-func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (metaSnapshot) Release() {}
-
 // Sentinel errors.
 var (
 	ErrExists        = fmt.Errorf("cluster: collection exists (%w)", fs.ErrExist)
@@ -508,22 +537,41 @@ var (
 	ErrBadCollection = fmt.Errorf("cluster: bad collection spec (%w)", engine.ErrBadRequest)
 )
 
-// openCollection opens the replicas of spec this node holds and starts
-// their Raft groups; replicas open already are left alone.
-func (n *Node) openCollection(spec CollectionSpec) error {
+// openCollection opens the replicas of spec that want names and starts
+// their Raft groups, and closes and deletes those open that it does not;
+// replicas open already are left alone.
+func (n *Node) openCollection(spec CollectionSpec, want map[int]bool) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return errors.New("cluster: node closed")
 	}
 	c := n.colls[spec.Name]
-	if c == nil {
+	fresh := c == nil
+	if fresh {
 		c = &collection{spec: spec, replicas: map[int]*replica{}}
 		n.colls[spec.Name] = c
 	}
+	c.spec = spec
+	var gone []*replica
+	for s, r := range c.replicas {
+		if !want[s] {
+			gone = append(gone, r)
+			delete(c.replicas, s)
+		}
+	}
 	n.mu.Unlock()
+	var errs []error
+	for _, r := range gone {
+		errs = append(errs, r.close(), n.removeReplica(spec.Name, r.shard))
+	}
+	if fresh {
+		if err := n.claimDir(spec); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+	}
 	for s, nodes := range spec.Placement {
-		if !slices.Contains(nodes, n.cfg.ID) {
+		if !want[s] {
 			continue
 		}
 		n.mu.RLock()
@@ -537,19 +585,25 @@ func (n *Node) openCollection(spec CollectionSpec) error {
 		dir := shardDir(n.cfg.Dir, spec.Name, s)
 		r, err := openReplica(spec.Name, s, dir, opts)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		r.fail = n.replicaFailed
+		// A shard's first replicas bootstrap its group; one a move brings
+		// joins it, and waits for its leader.
+		var voters []string
+		if slices.Contains(nodes, n.cfg.ID) && (s >= len(spec.Moved) || !spec.Moved[s]) {
+			voters = nodes
+		}
 		group := fmt.Sprintf("%s/%d", spec.Name, s)
-		if r.raft, r.trans, err = n.startGroup(group, r, nodes, dir+".raft-snapshots", true); err != nil {
+		if r.raft, r.trans, err = n.startGroup(group, r, voters, dir+".raft-snapshots", true); err != nil {
 			r.close()
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		n.mu.Lock()
 		c.replicas[s] = r
 		n.mu.Unlock()
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // replicaFailed takes a replica that could not apply an entry out of its
@@ -566,8 +620,9 @@ func (n *Node) replicaFailed(r *replica, err error) {
 // CreateCollection creates a sharded collection and returns once this
 // node's replicas of it are open and every shard has a leader.
 func (n *Node) CreateCollection(ctx context.Context, spec CollectionSpec) error {
-	if spec.Name == "" || spec.Shards < 1 || spec.Replicas < 1 || spec.Replicas > len(n.peers) {
-		return fmt.Errorf("%w: name %q, %d shards, %d replicas on %d nodes", ErrBadCollection, spec.Name, spec.Shards, spec.Replicas, len(n.peers))
+	active := n.activeNodes()
+	if spec.Name == "" || spec.Shards < 1 || spec.Replicas < 1 || spec.Replicas > len(active) {
+		return fmt.Errorf("%w: name %q, %d shards, %d replicas on %d nodes", ErrBadCollection, spec.Name, spec.Shards, spec.Replicas, len(active))
 	}
 	if spec.Schema == nil {
 		spec.Schema = tandem.DefaultSchema()
@@ -581,12 +636,9 @@ func (n *Node) CreateCollection(ctx context.Context, spec CollectionSpec) error 
 	if spec.Schema.BM25 != nil && spec.Schema.BM25.Scoring == tandem.BM25Bleve {
 		return fmt.Errorf("%w: BM25 scoring %q cannot take the statistics of every shard; use textbook BM25", ErrBadCollection, tandem.BM25Bleve)
 	}
+	spec.UID, spec.Moved = newUID(), nil
 	if spec.Placement == nil {
-		ids := make([]string, 0, len(n.peers))
-		for id := range n.peers {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
+		ids := active
 		for s := range spec.Shards {
 			var nodes []string
 			for i := range spec.Replicas {
@@ -595,11 +647,7 @@ func (n *Node) CreateCollection(ctx context.Context, spec CollectionSpec) error 
 			spec.Placement = append(spec.Placement, nodes)
 		}
 	}
-	body, err := json.Marshal(metaCommand{Op: "create", Spec: &spec})
-	if err != nil {
-		return err
-	}
-	if err := n.applyMeta(ctx, body); err != nil {
+	if err := n.applyCommand(ctx, metaCommand{Op: "create", Spec: &spec}); err != nil {
 		return err
 	}
 	return n.waitCollection(ctx, spec.Name)
@@ -718,8 +766,11 @@ func (e *remoteError) Error() string { return e.Msg }
 // Unwrap gives back the sentinel error a status stands for, so that a
 // caller tells a forwarded ErrExists from the local one.
 func (e *remoteError) Unwrap() error {
-	if e.Status == http.StatusConflict {
+	switch e.Status {
+	case http.StatusConflict:
 		return ErrExists
+	case http.StatusUnprocessableEntity:
+		return ErrBadMember
 	}
 	return nil
 }
@@ -735,11 +786,17 @@ func retryable(err error) bool {
 // forward POSTs body to another node's path and decodes its JSON answer
 // into out (when not nil).
 func (n *Node) forward(ctx context.Context, node, path string, body []byte, out any) error {
-	p, ok := n.peers[node]
+	p, ok := n.peer(node)
 	if !ok {
 		return fmt.Errorf("cluster: unknown node %q", node)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.scheme+"://"+p.HTTP+path, bytes.NewReader(body))
+	return n.post(ctx, p.HTTP, node, path, body, out)
+}
+
+// post POSTs body to path at a node's HTTP address and decodes its JSON
+// answer into out (when not nil); node names it in errors.
+func (n *Node) post(ctx context.Context, addr, node, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.scheme+"://"+addr+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -331,11 +331,13 @@ func (ss *shardSearch) facets(ctx context.Context, req engine.Request, plan *eng
 // node's when it has one in service, else the others in placement order
 // until one answers.
 func (n *Node) onShard(ctx context.Context, c *collection, s int, phase string, sr *shardRequest, out any) error {
+	placement := n.placement(c, s)
 	n.mu.RLock()
 	r := c.replicas[s]
 	n.mu.RUnlock()
 	var errs []error
-	if r != nil {
+	// A replica a move is still copying does not serve yet.
+	if r != nil && slices.Contains(placement, n.cfg.ID) {
 		err := r.serve(ctx, phase, sr, out)
 		if err == nil {
 			return nil
@@ -345,7 +347,7 @@ func (n *Node) onShard(ctx context.Context, c *collection, s int, phase string, 
 		}
 		errs = append(errs, err)
 	}
-	for _, node := range c.spec.Placement[s] {
+	for _, node := range placement {
 		if node == n.cfg.ID {
 			continue
 		}
@@ -464,4 +466,5 @@ func (n *Node) leaderPosition(ctx context.Context, c *collection) Position {
 type leaderReply struct {
 	Leader  string `json:"leader"`
 	Applied uint64 `json:"applied"`
+	Docs    uint64 `json:"docs,omitempty"`
 }

@@ -20,9 +20,10 @@ type ServeConfig struct {
 	// handler.
 	Node Config
 	// Server configures the API. Serve sets its Catalog to the cluster's
-	// collections, its Routes to GET /_cluster/status (behind the admin
-	// key) and its Collectors to the node's, and clears its DataDir: the
-	// node's Dir holds the data.
+	// collections, its Routes to GET /_cluster/status and POST
+	// /_cluster/nodes/{id}/drain (behind the admin key) and its Collectors
+	// to the node's, and clears its DataDir: the node's Dir holds the
+	// data.
 	Server server.Config
 	// Shards and Replicas are those of a collection created through this
 	// node (Catalog).
@@ -58,6 +59,17 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	sc.Routes = []server.Route{{Pattern: "GET /_cluster/status", Admin: true, Handler: func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(node.Status())
+	}}, {Pattern: "POST /_cluster/nodes/{id}/drain", Admin: true, Handler: func(w http.ResponseWriter, r *http.Request) {
+		// Drain a node: its replicas move away, then it leaves.
+		if err := node.Drain(r.Context(), r.PathValue("id")); err != nil {
+			status, code := statusOf(err), "drain_refused"
+			if status == http.StatusInternalServerError || status == http.StatusServiceUnavailable {
+				code = "unavailable"
+			}
+			writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": err.Error()}})
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"draining": r.PathValue("id")})
 	}}}
 	sc.Collectors = node.Collectors()
 	srv, err := server.New(&sc)

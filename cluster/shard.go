@@ -372,6 +372,8 @@ func syncDir(dir string) error {
 }
 
 func (r *replica) close() error {
+	closed := errors.New("cluster: replica closed")
+	r.broken.CompareAndSwap(nil, &closed)
 	var errs []error
 	if r.raft != nil {
 		errs = append(errs, r.raft.Shutdown().Error())

@@ -259,7 +259,7 @@ func (n *Node) leaderOf(ctx context.Context, c *collection, s int) (string, erro
 	if id, err := n.shardLeader(c, s); err == nil {
 		return id, nil
 	}
-	for _, node := range c.spec.Placement[s] {
+	for _, node := range n.placement(c, s) {
 		if node == n.cfg.ID {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 type clusterFlags struct {
 	on               bool
 	node, peers      string
+	join             string
 	shards, replicas int
 	timeout          time.Duration
 	// The cluster's credentials: a key file, or the CA and this node's
@@ -30,7 +31,8 @@ type clusterFlags struct {
 func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cluster", false, "serve as a node of a cluster (--node, --peers): collections are sharded and replicated over the nodes; the HTTP API is the same")
 	fs.StringVar(&c.node, "node", "", "--cluster: this node's id, one of --peers")
-	fs.StringVar(&c.peers, "peers", "", "--cluster: every node, this one included, as ID=RAFT_ADDR/HTTP_ADDR separated by commas (every node gets the same list)")
+	fs.StringVar(&c.peers, "peers", "", "--cluster: every node, this one included, as ID=RAFT_ADDR/HTTP_ADDR separated by commas (every node gets the same list); with --join, this node alone")
+	fs.StringVar(&c.join, "join", "", "--cluster: the HTTP address of a node of a running cluster to join; the cluster then moves replicas to this node by its placement rule")
 	fs.IntVar(&c.shards, "shards", 3, "--cluster: shards of a collection created here")
 	fs.IntVar(&c.replicas, "replicas", 0, "--cluster: replicas of each shard of a collection created here (default min(3, nodes))")
 	fs.DurationVar(&c.timeout, "raft-timeout", 500*time.Millisecond, "--cluster: Raft's heartbeat and election timeout: lower recovers from a lost leader sooner")
@@ -47,8 +49,8 @@ func (c *clusterFlags) parse() error {
 		return fmt.Errorf("--cluster needs --node and --peers")
 	}
 	var err error
-	if c.peerList, err = parsePeers(c.peers); err != nil {
-		return err
+	if c.peerList, err = cluster.ParsePeers(c.peers); err != nil {
+		return fmt.Errorf("--peers: %w", err)
 	}
 	found := false
 	for _, p := range c.peerList {
@@ -66,15 +68,6 @@ func (c *clusterFlags) parse() error {
 	return cluster.CheckExposure(c.self, c.creds)
 }
 
-// parsePeers parses --peers (cluster.ParsePeers).
-func parsePeers(s string) ([]cluster.Peer, error) {
-	peers, err := cluster.ParsePeers(s)
-	if err != nil {
-		return nil, fmt.Errorf("--peers: %w", err)
-	}
-	return peers, nil
-}
-
 // serveCluster runs this process as a node of a cluster: the node's HTTP
 // listener serves the API to clients and /_cluster/ to the other nodes.
 func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raftLog io.Writer, listening func(addr string)) error {
@@ -83,7 +76,7 @@ func serveCluster(ctx context.Context, sc *serveConfig, logger *slog.Logger, raf
 	cfg.Logger = logger
 	return cluster.Serve(ctx, cluster.ServeConfig{
 		Node: cluster.Config{
-			ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Engine: sc.cfg.Engine, Log: raftLog,
+			ID: cf.node, Dir: sc.cfg.DataDir, Peers: cf.peerList, Join: cf.join, Engine: sc.cfg.Engine, Log: raftLog,
 			HeartbeatTimeout: cf.timeout, ElectionTimeout: cf.timeout,
 			Credentials: cf.creds, RequestTimeout: sc.cfg.Timeout,
 		},

@@ -169,7 +169,12 @@ func TestServeCluster(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(list), "docs:58") {
 		t.Errorf("list through node 1: %v, want c with 58 documents", list)
 	}
-	call(1, "DELETE", "/v1/collections/c", "", 501)
+	// A collection dropped through one node is gone from every node.
+	call(2, "PUT", "/v1/collections/gone", `{"schema":{"strict":true,"fields":[{"name":"text","type":"text"}]}}`, 201)
+	call(1, "DELETE", "/v1/collections/gone", "", 204)
+	for node := range 3 {
+		call(node, "GET", "/v1/collections/gone", "", 404)
+	}
 	call(2, "GET", "/v1/collections/nope", "", 404)
 	st := call(2, "GET", "/_cluster/status", "", 200)
 	if cs := st["collections"].([]any); len(cs) != 1 || len(cs[0].(map[string]any)["shards"].([]any)) != 3 {

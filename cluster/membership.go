@@ -1,0 +1,628 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/raft"
+
+	"github.com/tandemsearch/tandem/engine"
+)
+
+// ErrBadMember refuses a membership change: a node that cannot join, a
+// drain that would leave too few nodes, a move that does not apply.
+var ErrBadMember = fmt.Errorf("cluster: membership change refused (%w)", engine.ErrBadRequest)
+
+// moveLag is how far behind its shard's leader, in log entries, a
+// replica being copied may be when it becomes a voter.
+const moveLag = 16
+
+// reconcile opens the replicas the state gives this node and closes,
+// then deletes, those it no longer does, and the collections the state
+// no longer holds. It runs in the metadata group's FSM.
+func (n *Node) reconcile(st metaState) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	for id, ni := range st.Nodes {
+		n.peers[id] = ni.Peer
+	}
+	for id := range n.peers {
+		if _, ok := st.Nodes[id]; !ok && id != n.cfg.ID {
+			delete(n.peers, id)
+		}
+	}
+	var gone []*collection
+	for name, c := range n.colls {
+		if spec, ok := st.Specs[name]; !ok || spec.UID != c.spec.UID {
+			gone = append(gone, c)
+			delete(n.colls, name)
+		}
+	}
+	n.mu.Unlock()
+	var errs []error
+	for _, c := range gone {
+		errs = append(errs, n.removeCollection(c.spec.Name, c))
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for name := range st.Specs {
+			if !yield(name) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		spec := st.Specs[name]
+		want := map[int]bool{}
+		for s, nodes := range spec.Placement {
+			want[s] = slices.Contains(nodes, n.cfg.ID)
+		}
+		for _, m := range st.Moves {
+			if m.Collection == name && (m.To == n.cfg.ID || m.From == n.cfg.ID) {
+				want[m.Shard] = true
+			}
+		}
+		errs = append(errs, n.openCollection(spec, want))
+	}
+	return errors.Join(errs...)
+}
+
+// removeCollection closes a dropped collection's replicas on this node
+// and deletes its directory and Raft state.
+func (n *Node) removeCollection(name string, c *collection) error {
+	var errs []error
+	if c != nil {
+		errs = append(errs, c.close())
+	}
+	errs = append(errs, os.RemoveAll(filepath.Join(n.cfg.Dir, "collections", name)))
+	errs = append(errs, n.rs.dropGroups(name+"/"))
+	return errors.Join(errs...)
+}
+
+// removeReplica deletes a closed replica's directory, snapshots and Raft
+// state.
+func (n *Node) removeReplica(coll string, s int) error {
+	dir := shardDir(n.cfg.Dir, coll, s)
+	return errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".raft-snapshots"), n.rs.group(fmt.Sprintf("%s/%d", coll, s)).drop())
+}
+
+// Drain empties a node of its replicas: they move to the other nodes by
+// the placement rule, one at a time, and once it holds none the node
+// leaves the cluster (Status shows the moves). It is refused when too few
+// nodes would be left for a collection's replicas.
+func (n *Node) Drain(ctx context.Context, node string) error {
+	return n.applyCommand(ctx, metaCommand{Op: "drain", Node: node})
+}
+
+// DropCollection deletes a collection from every node.
+func (n *Node) DropCollection(ctx context.Context, name string) error {
+	if err := n.applyCommand(ctx, metaCommand{Op: "drop", Name: name}); err != nil {
+		return err
+	}
+	// Gone from this node once its metadata has applied the drop.
+	for {
+		if _, err := n.collection(name); err != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) applyCommand(ctx context.Context, c metaCommand) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return n.applyMeta(ctx, b)
+}
+
+// --- joining ---
+
+// joinReply is the answer to a node asking to join: the cluster's nodes,
+// and the metadata index the joining node waits to apply before it
+// serves.
+type joinReply struct {
+	Nodes []Peer `json:"nodes"`
+	Index uint64 `json:"index"`
+}
+
+// join asks a member of the cluster, at its HTTP address, to add this
+// node, and returns the cluster's nodes.
+func (n *Node) join(ctx context.Context, addr string) ([]Peer, uint64, error) {
+	body, err := json.Marshal(n.self)
+	if err != nil {
+		return nil, 0, err
+	}
+	var last error
+	for {
+		var jr joinReply
+		err := n.post(ctx, addr, addr, "/_cluster/join", body, &jr)
+		if err == nil {
+			return jr.Nodes, jr.Index, nil
+		}
+		if !retryable(err) {
+			return nil, 0, fmt.Errorf("cluster: join through %s: %w", addr, err)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("cluster: join through %s: %w (last: %v)", addr, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// handleJoin records a joining node in the metadata (through its leader)
+// and answers with the cluster's nodes; the metadata leader then makes it
+// a voter of the metadata group (step).
+func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var p Peer
+	if err := json.Unmarshal(b, &p); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("cluster: join: %w", err))
+		return
+	}
+	if err := n.applyCommand(r.Context(), metaCommand{Op: "join", Peer: &p}); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	// Answer once this node has applied the join, with what it has
+	// applied.
+	var st metaState
+	for {
+		st = n.fsm.state()
+		if _, ok := st.Nodes[p.ID]; ok {
+			break
+		}
+		select {
+		case <-r.Context().Done():
+			writeError(w, http.StatusServiceUnavailable, r.Context().Err())
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	jr := joinReply{Index: n.meta.AppliedIndex()}
+	for _, id := range slices.Sorted(keys(st.Nodes)) {
+		jr.Nodes = append(jr.Nodes, st.Nodes[id].Peer)
+	}
+	writeJSON(w, http.StatusOK, jr)
+}
+
+func keys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// --- the metadata leader's work: membership and moves ---
+
+// rebalance runs on every node and acts on the metadata leader: it makes
+// the metadata group's voters the state's nodes, advances the move in
+// progress, lets a drained node leave, and starts the next move the
+// placement rule calls for.
+func (n *Node) rebalance(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n.meta.State() != raft.Leader {
+			continue
+		}
+		err := n.step(ctx)
+		n.mu.Lock()
+		n.stepErr = err
+		n.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			n.log.Warn("rebalance", "error", err)
+		}
+	}
+}
+
+// step does one step of the metadata leader's work.
+func (n *Node) step(ctx context.Context) error {
+	st := n.fsm.state()
+	if err := n.metaVoters(st); err != nil {
+		return err
+	}
+	if len(st.Moves) > 0 {
+		return n.advance(ctx, st, st.Moves[0])
+	}
+	for _, id := range slices.Sorted(keys(st.Nodes)) {
+		if st.Nodes[id].Draining && st.holds(id) == 0 {
+			if id == n.cfg.ID {
+				// Another node's leader takes it out.
+				return n.meta.LeadershipTransfer().Error()
+			}
+			return n.applyCommand(ctx, metaCommand{Op: "leave", Node: id})
+		}
+	}
+	if m, ok := planMove(st); ok {
+		m.Started = time.Now().UTC()
+		return n.applyCommand(ctx, metaCommand{Op: "move", Move: &m})
+	}
+	return nil
+}
+
+// metaVoters makes the metadata group's configuration the state's nodes.
+func (n *Node) metaVoters(st metaState) error {
+	f := n.meta.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	in := map[string]bool{}
+	for _, s := range f.Configuration().Servers {
+		in[string(s.ID)] = true
+		if _, ok := st.Nodes[string(s.ID)]; !ok && string(s.ID) != n.cfg.ID {
+			if err := n.meta.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+				return fmt.Errorf("cluster: remove %s from the metadata group: %w", s.ID, err)
+			}
+		}
+	}
+	for _, id := range slices.Sorted(keys(st.Nodes)) {
+		if !in[id] {
+			if err := n.meta.AddVoter(raft.ServerID(id), raft.ServerAddress(st.Nodes[id].Raft), 0, 10*time.Second).Error(); err != nil {
+				return fmt.Errorf("cluster: add %s to the metadata group: %w", id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// advance takes the move in progress one stage on, when it can.
+func (n *Node) advance(ctx context.Context, st metaState, m Move) error {
+	c, err := n.collection(m.Collection)
+	if err != nil {
+		return err // dropped: the drop took the move with it
+	}
+	to, ok := st.Nodes[m.To]
+	if !ok {
+		return fmt.Errorf("cluster: move %s/%d: node %s left", m.Collection, m.Shard, m.To)
+	}
+	switch m.Stage {
+	case "copy":
+		if err := n.memberOp(ctx, c, m.Shard, "add-nonvoter", to.Peer); err != nil {
+			return err
+		}
+		lead, err := n.shardState(ctx, c, m.Shard, "")
+		if err != nil {
+			return err
+		}
+		got, err := n.shardState(ctx, c, m.Shard, m.To)
+		if err != nil || got.Applied+moveLag < lead.Applied || (got.Applied == 0 && lead.Applied > 0) {
+			return err // not caught up yet
+		}
+		if err := n.memberOp(ctx, c, m.Shard, "add-voter", to.Peer); err != nil {
+			return err
+		}
+		sw := m
+		sw.Index, sw.Switched, sw.Docs = lead.Applied, time.Now().UTC(), got.Docs
+		return n.applyCommand(ctx, metaCommand{Op: "switch", Move: &sw})
+	case "remove":
+		got, err := n.shardState(ctx, c, m.Shard, m.To)
+		if err != nil || got.Applied < m.Index {
+			return err
+		}
+		if lead, err := n.leaderOf(ctx, c, m.Shard); err != nil {
+			return err
+		} else if lead == m.From {
+			// Hand the lead to To first: a leader removing itself leaves
+			// the group leaderless until an election.
+			return n.memberOp(ctx, c, m.Shard, "transfer", to.Peer)
+		}
+		from := st.Nodes[m.From].Peer
+		from.ID = m.From
+		if err := n.memberOp(ctx, c, m.Shard, "remove", from); err != nil {
+			return err
+		}
+		m.Ended, m.Docs = time.Now().UTC(), got.Docs
+		return n.applyCommand(ctx, metaCommand{Op: "done", Move: &m})
+	}
+	return fmt.Errorf("cluster: move %s/%d: unknown stage %q", m.Collection, m.Shard, m.Stage)
+}
+
+// shardState asks a node (its leader when node is "") about its replica
+// of a shard.
+func (n *Node) shardState(ctx context.Context, c *collection, s int, node string) (leaderReply, error) {
+	if node == "" {
+		leader, err := n.leaderOf(ctx, c, s)
+		if err != nil {
+			return leaderReply{}, err
+		}
+		node = leader
+	}
+	var lr leaderReply
+	if node == n.cfg.ID {
+		n.mu.RLock()
+		r := c.replicas[s]
+		n.mu.RUnlock()
+		if r == nil {
+			return lr, fmt.Errorf("cluster: %s shard %d is not on this node", c.spec.Name, s)
+		}
+		return r.state(), nil
+	}
+	err := n.forward(ctx, node, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &lr)
+	return lr, err
+}
+
+// state describes the replica: its group's leader, how far it has
+// applied and its documents.
+func (r *replica) state() leaderReply {
+	_, id := r.raft.LeaderWithID()
+	lr := leaderReply{Leader: string(id), Applied: r.applied.Load()}
+	if eng, err := r.engine(); err == nil {
+		lr.Docs = eng.Count()
+		r.mu.RUnlock()
+	}
+	return lr
+}
+
+// memberRequest asks a shard's leader to change its group.
+type memberRequest struct {
+	Op   string `json:"op"` // add-nonvoter, add-voter, transfer, remove
+	Peer Peer   `json:"peer"`
+}
+
+// memberOp changes a shard group's configuration through its leader.
+func (n *Node) memberOp(ctx context.Context, c *collection, s int, op string, p Peer) error {
+	leader, err := n.leaderOf(ctx, c, s)
+	if err != nil {
+		return err
+	}
+	if leader == n.cfg.ID {
+		n.mu.RLock()
+		r := c.replicas[s]
+		n.mu.RUnlock()
+		if r == nil {
+			return fmt.Errorf("cluster: %s shard %d is not on this node", c.spec.Name, s)
+		}
+		return r.member(op, p, timeoutOf(ctx))
+	}
+	body, err := json.Marshal(memberRequest{Op: op, Peer: p})
+	if err != nil {
+		return err
+	}
+	return n.forward(ctx, leader, fmt.Sprintf("/_cluster/member/%s/%d", c.spec.Name, s), body, nil)
+}
+
+// member changes the configuration of the replica's group, which it must
+// lead. Each change is idempotent.
+func (r *replica) member(op string, p Peer, timeout time.Duration) error {
+	id, addr := raft.ServerID(p.ID), raft.ServerAddress(p.Raft)
+	var f raft.IndexFuture
+	switch op {
+	case "add-nonvoter":
+		cf := r.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return err
+		}
+		for _, s := range cf.Configuration().Servers {
+			if s.ID == id {
+				return nil // a non-voter already, or promoted
+			}
+		}
+		f = r.raft.AddNonvoter(id, addr, 0, timeout)
+	case "add-voter":
+		f = r.raft.AddVoter(id, addr, 0, timeout)
+	case "remove":
+		f = r.raft.RemoveServer(id, 0, timeout)
+	case "transfer":
+		if err := r.raft.LeadershipTransferToServer(id, addr).Error(); err != nil {
+			return &remoteError{Status: 503, Msg: fmt.Sprintf("cluster: %s shard %d: hand the lead to %s: %v", r.coll, r.shard, p.ID, err)}
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown op %q", ErrBadMember, op)
+	}
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return &remoteError{Status: 503, Msg: err.Error()}
+		}
+		return fmt.Errorf("cluster: %s shard %d: %s %s: %w", r.coll, r.shard, op, p.ID, err)
+	}
+	return nil
+}
+
+func (n *Node) handleMember(w http.ResponseWriter, r *http.Request) {
+	rep, ok := n.replicaOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var mr memberRequest
+	if err := json.Unmarshal(b, &mr); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("cluster: member request: %w", err))
+		return
+	}
+	if rep.raft.State() != raft.Leader {
+		writeError(w, http.StatusServiceUnavailable, ErrNotLeader)
+		return
+	}
+	if err := rep.member(mr.Op, mr.Peer, timeoutOf(r.Context())); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// planMove is the placement rule (docs/cluster.md, "Placement"): for each
+// collection, in name order, every node that is not draining holds the
+// floor or the ceiling of the mean number of its replicas, draining nodes
+// hold none, and no node holds two replicas of a shard. It returns the
+// first move toward that: from a draining node if there is one, else from
+// the node holding the most replicas of the collection, to the node
+// holding the fewest (then the fewest of every collection, then the
+// lowest id) that does not hold the shard, taking the lowest shard that
+// can move; a move from a node that is not draining is made only when
+// the two nodes differ by two or more.
+func planMove(st metaState) (Move, bool) {
+	var active []string
+	for _, id := range slices.Sorted(keys(st.Nodes)) {
+		if !st.Nodes[id].Draining {
+			active = append(active, id)
+		}
+	}
+	if len(active) == 0 {
+		return Move{}, false
+	}
+	total := map[string]int{}
+	for _, spec := range st.Specs {
+		for _, nodes := range spec.Placement {
+			for _, id := range nodes {
+				total[id]++
+			}
+		}
+	}
+	for _, name := range slices.Sorted(keys(st.Specs)) {
+		spec := st.Specs[name]
+		count := map[string]int{}
+		holds := map[string]map[int]bool{}
+		for s, nodes := range spec.Placement {
+			for _, id := range nodes {
+				count[id]++
+				if holds[id] == nil {
+					holds[id] = map[int]bool{}
+				}
+				holds[id][s] = true
+			}
+		}
+		// Sources: draining nodes first, then by most replicas.
+		var from []string
+		for id := range holds {
+			from = append(from, id)
+		}
+		sort.Slice(from, func(i, j int) bool {
+			a, b := from[i], from[j]
+			da, db := st.Nodes[a].Draining || !slices.Contains(active, a), st.Nodes[b].Draining || !slices.Contains(active, b)
+			if da != db {
+				return da
+			}
+			if count[a] != count[b] {
+				return count[a] > count[b]
+			}
+			return a < b
+		})
+		to := slices.Clone(active)
+		sort.SliceStable(to, func(i, j int) bool {
+			a, b := to[i], to[j]
+			if count[a] != count[b] {
+				return count[a] < count[b]
+			}
+			if total[a] != total[b] {
+				return total[a] < total[b]
+			}
+			return a < b
+		})
+		for _, f := range from {
+			draining := st.Nodes[f].Draining || !slices.Contains(active, f)
+			for _, t := range to {
+				if t == f || (!draining && count[f]-count[t] < 2) {
+					continue
+				}
+				for s := range spec.Shards {
+					if holds[f][s] && !holds[t][s] {
+						return Move{Collection: name, Shard: s, From: f, To: t}, true
+					}
+				}
+			}
+		}
+	}
+	return Move{}, false
+}
+
+// dropGroups deletes the Raft state of every group whose name starts
+// with prefix.
+func (s *raftStore) dropGroups(prefix string) error {
+	return deletePrefixes(s.db, []byte("l"+prefix), []byte("s"+prefix))
+}
+
+// drop deletes the group's Raft log and stable state.
+func (g *groupStore) drop() error { return deletePrefixes(g.db, g.log, g.stable) }
+
+// deletePrefixes deletes every key under the prefixes, in transactions
+// (Badger's DropPrefix would block the writes of every other group while
+// it runs).
+func deletePrefixes(db *badger.DB, prefixes ...[]byte) error {
+	for _, p := range prefixes {
+		var keys [][]byte
+		err := db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: delete raft state %q: %w", p, err)
+		}
+		wb := db.NewWriteBatch()
+		for _, k := range keys {
+			if err := wb.Delete(k); err != nil {
+				wb.Cancel()
+				return fmt.Errorf("cluster: delete raft state %q: %w", p, err)
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return fmt.Errorf("cluster: delete raft state %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// uidFile records, in a collection's directory on a node, the collection's
+// UID: a directory left by a dropped collection of the same name is
+// deleted before a new one opens there.
+const uidFile = "uid"
+
+// claimDir readies a collection's directory for spec: one recording
+// another UID (or none, for a spec with one) was a dropped collection's.
+func (n *Node) claimDir(spec CollectionSpec) error {
+	if spec.UID == "" {
+		return nil // a collection from before UIDs
+	}
+	dir := filepath.Join(n.cfg.Dir, "collections", spec.Name)
+	b, err := os.ReadFile(filepath.Join(dir, uidFile))
+	if err == nil && strings.TrimSpace(string(b)) == spec.UID {
+		return nil
+	}
+	if _, serr := os.Stat(dir); serr == nil {
+		n.log.Warn("deleting a dropped collection's files", "collection", spec.Name, "dir", dir)
+		if err := n.removeCollection(spec.Name, nil); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, uidFile), []byte(spec.UID+"\n"), 0o644)
+}
