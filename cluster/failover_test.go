@@ -43,6 +43,11 @@ type nodeSpec struct {
 	ID, Dir, Key string
 	Peers        []cluster.Peer
 	Dial         map[string]string
+	// Join is the HTTP address of a member, for a node joining the
+	// cluster; SnapshotThreshold and TrailingLogs are Raft's (0: its
+	// defaults).
+	Join                            string
+	SnapshotThreshold, TrailingLogs uint64
 }
 
 // TestClusterNodeProcess runs a node of TestClusterFailover as tandem
@@ -73,8 +78,9 @@ func TestClusterNodeProcess(t *testing.T) {
 		DocumentThreads: max(1, runtime.NumCPU()/2),
 	}
 	err = cluster.Serve(context.Background(), cluster.ServeConfig{
-		Node: cluster.Config{ID: spec.ID, Dir: spec.Dir, Peers: spec.Peers, Engine: eopts, Log: os.Stderr, Dial: dial,
-			Credentials: creds, RequestTimeout: server.DefaultTimeout},
+		Node: cluster.Config{ID: spec.ID, Dir: spec.Dir, Peers: spec.Peers, Join: spec.Join, Engine: eopts, Log: os.Stderr, Dial: dial,
+			Credentials: creds, RequestTimeout: server.DefaultTimeout,
+			SnapshotThreshold: spec.SnapshotThreshold, TrailingLogs: spec.TrailingLogs},
 		Server: server.Config{Engine: eopts, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), ReleaseAfterTimeout: true},
 		Shards: 3,
 		Listening: func(addr string) {
@@ -106,9 +112,20 @@ type failoverCluster struct {
 	// nodes hold.
 	peer *http.Client
 	key  string
+	// members is the number of nodes that start the cluster; the others
+	// join it through n0. snapshots and trailing are Raft's settings.
+	members             int
+	snapshots, trailing uint64
 }
 
 func newFailoverCluster(t *testing.T, n int) *failoverCluster {
+	return newGrowingCluster(t, n, n, 0, 0)
+}
+
+// newGrowingCluster is newFailoverCluster for a cluster of members nodes
+// that n-members more may join (start), with Raft's snapshot threshold
+// and trailing logs (0: its defaults).
+func newGrowingCluster(t *testing.T, n, members int, snapshots, trailing uint64) *failoverCluster {
 	root := t.TempDir()
 	if d := os.Getenv("TANDEM_TEST_LOGDIR"); d != "" {
 		root = filepath.Join(d, "data") // kept for inspection
@@ -118,7 +135,7 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &failoverCluster{t: t, root: root, proxy: map[[2]int][]*toxiproxy.Proxy{}, key: key,
+	c := &failoverCluster{t: t, root: root, proxy: map[[2]int][]*toxiproxy.Proxy{}, key: key, members: members, snapshots: snapshots, trailing: trailing,
 		client: &http.Client{Timeout: 5 * time.Second},
 		peer:   &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
 	var raftAddrs []string
@@ -147,7 +164,7 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 		}
 	}
 	c.procs, c.logs = make([]*exec.Cmd, n), make([]*bytes.Buffer, n)
-	for i := range n {
+	for i := range members {
 		c.start(i)
 	}
 	t.Cleanup(func() {
@@ -159,7 +176,12 @@ func newFailoverCluster(t *testing.T, n int) *failoverCluster {
 }
 
 func (c *failoverCluster) start(i int) {
-	spec, _ := json.Marshal(nodeSpec{ID: c.peers[i].ID, Dir: filepath.Join(c.root, c.peers[i].ID), Key: c.key, Peers: c.peers, Dial: c.dial[i]})
+	ns := nodeSpec{ID: c.peers[i].ID, Dir: filepath.Join(c.root, c.peers[i].ID), Key: c.key, Peers: c.peers[:c.members], Dial: c.dial[i],
+		SnapshotThreshold: c.snapshots, TrailingLogs: c.trailing}
+	if i >= c.members {
+		ns.Peers, ns.Join = c.peers[i:i+1], c.web[0]
+	}
+	spec, _ := json.Marshal(ns)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterNodeProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+string(spec))
 	c.mu.Lock()
@@ -343,81 +365,8 @@ func TestClusterFailover(t *testing.T) {
 	})
 
 	led := &writeLedger{ops: map[string][]op{}}
-	alive := func() []int {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		var out []int
-		for i, p := range c.procs {
-			if p != nil {
-				out = append(out, i)
-			}
-		}
-		return out
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var writes, failures int
-	var version atomic.Int64
-	// Three writers, each with ids of its own (so that each id's writes
-	// are ordered), and each write through a random live node within 3 s:
-	// one stuck behind a lost node leaves the others writing.
-	for w := range 3 {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(1, uint64(w)))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				nodes := alive()
-				node := nodes[r.IntN(len(nodes))]
-				var ids []string
-				for len(ids) < 6 {
-					id := fmt.Sprint("d", 3*r.IntN(50)+w)
-					if !slices.Contains(ids, id) {
-						ids = append(ids, id)
-					}
-				}
-				wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				start := time.Now()
-				var err error
-				var vs []int
-				if r.IntN(5) == 0 {
-					_, err = c.call(wctx, node, "POST", "/v1/collections/c/delete", map[string]any{"ids": ids[:2]}, nil)
-					ids, vs = ids[:2], []int{0, 0}
-				} else {
-					var docs []map[string]any
-					for _, id := range ids {
-						v := int(version.Add(1))
-						vs = append(vs, v)
-						docs = append(docs, map[string]any{"_id": id, "text": fmt.Sprintf("note %s version %d", id, v), "v": v})
-					}
-					var res struct{ Indexed, Failed int }
-					_, err = c.call(wctx, node, "POST", "/v1/collections/c/documents", docs, &res)
-					if err == nil && (res.Indexed != len(docs) || res.Failed != 0) {
-						err = fmt.Errorf("indexed %d of %d", res.Indexed, len(docs))
-					}
-				}
-				cancel()
-				led.mu.Lock()
-				for k, id := range ids {
-					led.ops[id] = append(led.ops[id], op{v: vs[k], acked: err == nil})
-				}
-				if err == nil {
-					a := ack{start: start, end: time.Now()}
-					for _, id := range ids {
-						a.shards |= 1 << cluster.ShardOf(id, 3)
-					}
-					led.acks = append(led.acks, a)
-					writes++
-				} else {
-					failures++
-				}
-				led.mu.Unlock()
-			}
-		})
-	}
+	alive := c.alive
+	stopWriters := c.write(ctx, led, alive)
 	// recovery is the time from t0 to the first acknowledgement of a write
 	// to shard that was sent after t0.
 	recovery := func(t0 time.Time, shard int) time.Duration {
@@ -496,8 +445,7 @@ func TestClusterFailover(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	c.cut(cut, false)
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	writes, failures := stopWriters()
 	t.Logf("writers: %d writes acknowledged, %d failed (in doubt)", writes, failures)
 	if writes < 20 {
 		t.Fatalf("only %d writes were acknowledged", writes)
@@ -585,6 +533,93 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d ids written, %d live at the end, %d with a version their acknowledged writes do not allow", len(led.ops), len(final), lost)
+}
+
+// alive lists the nodes whose processes run.
+func (c *failoverCluster) alive() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, p := range c.procs {
+		if p != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// write runs three writers on collection c, recording into led, until
+// the returned function stops them and counts the writes acknowledged
+// and failed. Each writer has ids of its own (so that each id's writes
+// are ordered), and sends each write through a random node of nodes()
+// within 3 s: one stuck behind a lost node leaves the others writing.
+func (c *failoverCluster) write(ctx context.Context, led *writeLedger, nodes func() []int) func() (writes, failures int) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes, failures int
+	var version atomic.Int64
+	for w := range 3 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(1, uint64(w)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				live := nodes()
+				node := live[r.IntN(len(live))]
+				var ids []string
+				for len(ids) < 6 {
+					id := fmt.Sprint("d", 3*r.IntN(50)+w)
+					if !slices.Contains(ids, id) {
+						ids = append(ids, id)
+					}
+				}
+				wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				start := time.Now()
+				var err error
+				var vs []int
+				if r.IntN(5) == 0 {
+					_, err = c.call(wctx, node, "POST", "/v1/collections/c/delete", map[string]any{"ids": ids[:2]}, nil)
+					ids, vs = ids[:2], []int{0, 0}
+				} else {
+					var docs []map[string]any
+					for _, id := range ids {
+						v := int(version.Add(1))
+						vs = append(vs, v)
+						docs = append(docs, map[string]any{"_id": id, "text": fmt.Sprintf("note %s version %d", id, v), "v": v})
+					}
+					var res struct{ Indexed, Failed int }
+					_, err = c.call(wctx, node, "POST", "/v1/collections/c/documents", docs, &res)
+					if err == nil && (res.Indexed != len(docs) || res.Failed != 0) {
+						err = fmt.Errorf("indexed %d of %d", res.Indexed, len(docs))
+					}
+				}
+				cancel()
+				led.mu.Lock()
+				for k, id := range ids {
+					led.ops[id] = append(led.ops[id], op{v: vs[k], acked: err == nil})
+				}
+				if err == nil {
+					a := ack{start: start, end: time.Now()}
+					for _, id := range ids {
+						a.shards |= 1 << cluster.ShardOf(id, 3)
+					}
+					led.acks = append(led.acks, a)
+					writes++
+				} else {
+					failures++
+				}
+				led.mu.Unlock()
+			}
+		})
+	}
+	return func() (int, int) {
+		close(stop)
+		wg.Wait()
+		return writes, failures
+	}
 }
 
 // freeAddrs returns n loopback addresses free a moment ago, for the node
