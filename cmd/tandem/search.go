@@ -1,15 +1,12 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/tandemsearch/tandem"
@@ -158,39 +155,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(res)
 	}
-	if res.Fusion != "" {
-		fmt.Fprintf(stdout, "%s fused with %s\n", strings.Join(res.Retrievers, " + "), res.Fusion)
-	}
-	width := 0
-	for _, r := range res.Retrievers {
-		width = max(width, len(r))
-	}
-	for i, h := range res.Hits {
-		title, _ := h.Fields["title"].(string)
-		if title == "" {
-			title, _ = h.Fields["text"].(string)
-		}
-		if r := []rune(title); len(r) > 80 {
-			title = string(r[:80]) + "..."
-		}
-		fmt.Fprintf(stdout, "%3d  %-12s %8.4f  %s\n", i+1+*offset, h.ID, h.Score, title)
-		if len(h.Sources) > 1 {
-			for _, s := range h.Sources {
-				if s.Rank == 0 {
-					fmt.Fprintf(stdout, "       %-*s      -\n", width, s.Retriever)
-					continue
-				}
-				fmt.Fprintf(stdout, "       %-*s rank %3d  score %8.4f  contribution %.4f\n", width, s.Retriever, s.Rank, s.Score, s.Contribution)
-			}
-		}
-		if h.Highlights != nil {
-			printHighlights(stdout, h.Highlights)
-		}
-	}
-	for _, f := range res.Facets {
-		fmt.Fprintln(stdout, f)
-	}
-	return nil
+	return res.WriteText(stdout, *offset)
 }
 
 // parseFieldsWeights reads --fields and --weights (engine.ParseFields,
@@ -203,24 +168,4 @@ func parseFieldsWeights(fieldsFlag, weightsFlag string) (fields, weights map[str
 		return nil, nil, fmt.Errorf("--weights: %w", err)
 	}
 	return fields, weights, nil
-}
-
-// printHighlights prints a hit's fragments with their marked words in
-// brackets, then each late-interaction retriever's query words with the
-// document token each matched and that match's score.
-func printHighlights(w io.Writer, hl *tandem.Highlights) {
-	for _, f := range slices.Sorted(maps.Keys(hl.Fields)) {
-		for _, fr := range hl.Fields[f] {
-			fmt.Fprintf(w, "       %s: %s\n", f, fr.Marked("[", "]"))
-		}
-	}
-	for _, l := range hl.Late {
-		var parts []string
-		for _, t := range l.Tokens {
-			if t.Query.Kind == tandem.TokenText && t.Doc != nil {
-				parts = append(parts, fmt.Sprintf("%s→%s %.2f", t.Query.Text, cmp.Or(t.Doc.Text, t.Doc.Token), t.Score))
-			}
-		}
-		fmt.Fprintf(w, "       %s: %s\n", l.Retriever, strings.Join(parts, ", "))
-	}
 }
