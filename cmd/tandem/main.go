@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"serve":   {"serve the collections of a data directory over HTTP (JSON API, metrics, web page)", runServe},
 		"torture": {"SIGKILL a writer at random moments, then check the collection against its ledger", runTorture},
 		"soak":    soakCommand,
+		"cluster": clusterCommand,
 	}
 	// Each group lives in its own file, owned by the area it drives.
 	for _, group := range []map[string]command{collectionCommands(), modelCommands(), benchCommands()} {

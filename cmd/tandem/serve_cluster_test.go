@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tandemsearch/tandem/cluster"
 )
 
 func freeAddr(t *testing.T) string {
@@ -179,6 +181,22 @@ func TestServeCluster(t *testing.T) {
 	st := call(2, "GET", "/_cluster/status", "", 200)
 	if cs := st["collections"].([]any); len(cs) != 1 || len(cs[0].(map[string]any)["shards"].([]any)) != 3 {
 		t.Errorf("status: %v", st)
+	}
+	// tandem cluster: the status through any node, with the admin key;
+	// a drain that would leave too few nodes for 3 replicas is refused.
+	code, out, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "--key", admin, "status")
+	var cst cluster.Status
+	if err := json.Unmarshal([]byte(out), &cst); code != 0 || err != nil || len(cst.Nodes) != 3 || cst.Nodes[0].Replicas != 3 || len(cst.Moves) != 0 {
+		t.Errorf("tandem cluster status: %d, %v, %s%s", code, err, out, errs)
+	}
+	if code, _, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "--key", admin, "drain", "n2"); code == 0 || !strings.Contains(errs, "422") || !strings.Contains(errs, "would leave 2 nodes") {
+		t.Errorf("tandem cluster drain n2 of 3 nodes with 3 replicas: exit %d, %s", code, errs)
+	}
+	if code, _, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "--key", read, "drain", "n2"); code == 0 || !strings.Contains(errs, "403") {
+		t.Errorf("tandem cluster drain with a read key: exit %d, %s", code, errs)
+	}
+	if code, _, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "drain"); code != 1 || !strings.Contains(errs, "usage: tandem cluster") {
+		t.Errorf("tandem cluster drain without a node: exit %d, %s", code, errs)
 	}
 
 	// Client keys work the same on every node, and no API key opens the

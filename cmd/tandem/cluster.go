@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tandemsearch/tandem/cluster"
+)
+
+// clusterCommand is registered in main.go's command table.
+var clusterCommand = command{"show a cluster's status (nodes, shards, moves), or drain a node, through any node's API", runCluster}
+
+func runCluster(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("cluster", stderr)
+	a := cluster.Admin{}
+	fs.StringVar(&a.URL, "server", "http://127.0.0.1:7700", "URL of any node of the cluster")
+	fs.StringVar(&a.Key, "key", os.Getenv("TANDEM_API_KEY"), "admin API key (default $TANDEM_API_KEY)")
+	if err := parseOrUsage(fs, args, stderr, "tandem cluster [--server URL] [--key KEY] status | drain NODE", func() bool {
+		return !(fs.NArg() == 1 && fs.Arg(0) == "status" || fs.NArg() == 2 && fs.Arg(0) == "drain")
+	}); err != nil {
+		return err
+	}
+	if fs.Arg(0) == "drain" {
+		if err := a.Drain(context.Background(), fs.Arg(1)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "draining %s: its replicas move to the other nodes, then it leaves the cluster (tandem cluster status shows the moves)\n", fs.Arg(1))
+		return nil
+	}
+	st, err := a.Status(context.Background())
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(st)
+}
