@@ -164,7 +164,7 @@ func waitCollection(t *testing.T, n *Node, name string) *collection {
 	}
 }
 
-func freeLoopback(t *testing.T) string {
+func freeLoopback(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -56,10 +56,10 @@
 // ceiling of the mean number of its replicas, a draining node none, and
 // no node two replicas of one shard. A move adds the new replica to the
 // shard's group as a non-voter, which Raft fills from a snapshot and the
-// log; once it is within moveLag entries of the leader it becomes a
-// voter and replaces the old one in the placement; once it has applied
-// as far as the leader had at that switch, the old replica leaves the
-// group (the lead handed over first if it held it), then closes and
+// log; once it has applied as far as the leader had a step (100 ms)
+// before, it becomes a voter and replaces the old one in the placement;
+// once it has applied as far as the leader had at that switch, the old
+// replica leaves the group (the lead handed over first if it held it), then closes and
 // deletes its files. A drained node that holds nothing leaves the
 // metadata group. Dropping a collection deletes it on every node; its
 // UID keeps a directory a dropped collection left from being taken for

@@ -23,10 +23,6 @@ import (
 // drain that would leave too few nodes, a move that does not apply.
 var ErrBadMember = fmt.Errorf("cluster: membership change refused (%w)", engine.ErrBadRequest)
 
-// moveLag is how far behind its shard's leader, in log entries, a
-// replica being copied may be when it becomes a voter.
-const moveLag = 16
-
 // reconcile opens the replicas the state gives this node and closes,
 // then deletes, those it no longer does, and the collections the state
 // no longer holds. It runs in the metadata group's FSM.
@@ -315,12 +311,28 @@ func (n *Node) advance(ctx context.Context, st metaState, m Move) error {
 			return err
 		}
 		got, err := n.shardState(ctx, c, m.Shard, m.To)
-		if err != nil || got.Applied+moveLag < lead.Applied || (got.Applied == 0 && lead.Applied > 0) {
-			return err // not caught up yet
+		if err != nil {
+			return err
+		}
+		// Caught up once it has applied as far as the leader had at the
+		// previous step (100 ms before): it keeps pace with the writes.
+		key := fmt.Sprintf("%s/%d:%s>%s", m.Collection, m.Shard, m.From, m.To)
+		n.mu.Lock()
+		prev, looked := n.copyMark[key]
+		if n.copyMark == nil {
+			n.copyMark = map[string]uint64{}
+		}
+		n.copyMark[key] = lead.Applied
+		n.mu.Unlock()
+		if !looked || got.Applied < prev {
+			return nil // not caught up yet
 		}
 		if err := n.memberOp(ctx, c, m.Shard, "add-voter", to.Peer); err != nil {
 			return err
 		}
+		n.mu.Lock()
+		delete(n.copyMark, key)
+		n.mu.Unlock()
 		sw := m
 		sw.Index, sw.Switched, sw.Docs = lead.Applied, time.Now().UTC(), got.Docs
 		return n.applyCommand(ctx, metaCommand{Op: "switch", Move: &sw})

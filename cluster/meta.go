@@ -49,7 +49,7 @@ type NodeInfo struct {
 //
 //   - "copy": To opens an empty replica, and the shard's leader adds it
 //     to the group as a non-voter: Raft sends it a snapshot, then the
-//     log. Once it has applied to within moveLag entries of the leader,
+//     log. Once it has applied as far as the leader had a step before,
 //     it is made a voter, and the placement switches From for To.
 //   - "remove": To serves the shard. Once it has applied as far as the
 //     leader had at the switch (Index), From leaves the group, and then
@@ -67,8 +67,8 @@ type Move struct {
 	// Index is, from the switch on, the leader's applied index when To
 	// replaced From.
 	Index uint64 `json:"index,omitempty"`
-	// Done moves: when To served the shard, the documents it then held,
-	// and when From had left.
+	// When To replaced From in the placement, the documents To held when
+	// From left, and when From had left.
 	Switched time.Time `json:"switched,omitzero"`
 	Docs     uint64    `json:"docs,omitempty"`
 	Ended    time.Time `json:"ended,omitzero"`
@@ -243,7 +243,7 @@ func (s *metaState) apply(c *metaCommand) error {
 			return nil
 		}
 		m := s.Moves[i]
-		m.Ended = c.Move.Ended
+		m.Ended, m.Docs = c.Move.Ended, c.Move.Docs
 		s.Moves = slices.Delete(s.Moves, i, i+1)
 		s.Done = append(s.Done, m)
 		if len(s.Done) > keepDone {

@@ -178,6 +178,9 @@ type Node struct {
 	closed  bool
 	failed  []error // replicas that broke
 	stepErr error   // the metadata leader's last step, when it failed
+	// copyMark holds, per move being copied, the leader's applied index
+	// at the last step (advance).
+	copyMark map[string]uint64
 }
 
 type collection struct {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/tandemsearch/tandem/cluster"
 )
@@ -17,7 +19,8 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("cluster", stderr)
 	a := cluster.Admin{}
 	fs.StringVar(&a.URL, "server", "http://127.0.0.1:7700", "URL of any node of the cluster")
-	fs.StringVar(&a.Key, "key", os.Getenv("TANDEM_API_KEY"), "admin API key (default $TANDEM_API_KEY)")
+	key := cmp.Or(os.Getenv("TANDEM_API_KEY"), strings.Split(os.Getenv("TANDEM_API_KEYS"), ",")[0])
+	fs.StringVar(&a.Key, "key", key, "admin API key (default $TANDEM_API_KEY, else the first of $TANDEM_API_KEYS, as tandem serve takes them)")
 	if err := parseOrUsage(fs, args, stderr, "tandem cluster [--server URL] [--key KEY] status | drain NODE", func() bool {
 		return !(fs.NArg() == 1 && fs.Arg(0) == "status" || fs.NArg() == 2 && fs.Arg(0) == "drain")
 	}); err != nil {
