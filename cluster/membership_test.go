@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -484,5 +487,37 @@ func TestDropCollection(t *testing.T) {
 	}
 	if n := col.Count(); n != 5 {
 		t.Errorf("the new collection holds %d documents, want 5", n)
+	}
+}
+
+// TestMetaSnapshotFormats restores a metadata snapshot of this format
+// and one of the format before it (a bare map of specs, whose nodes are
+// the configured peers), without reconciling replicas (not live).
+func TestMetaSnapshotFormats(t *testing.T) {
+	peers := []Peer{{ID: "n0", Raft: "a:1", HTTP: "a:2"}, {ID: "n1", Raft: "b:1", HTTP: "b:2"}}
+	spec := CollectionSpec{Name: "c", Shards: 1, Replicas: 2, Placement: [][]string{{"n0", "n1"}}}
+	old, _ := json.Marshal(map[string]CollectionSpec{"c": spec})
+	f := newMetaFSM(nil, peers)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+		t.Fatal(err)
+	}
+	st := f.state()
+	if len(st.Specs) != 1 || st.Specs["c"].Replicas != 2 || len(st.Nodes) != 2 || st.Nodes["n1"].HTTP != "b:2" {
+		t.Fatalf("from the old format: %+v", st)
+	}
+	st.Nodes["n2"] = NodeInfo{Peer: Peer{ID: "n2", Raft: "c:1", HTTP: "c:2"}, Draining: true}
+	st.Moves = []Move{{Collection: "c", Shard: 0, From: "n1", To: "n2", Stage: "copy"}}
+	f.st = st
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newMetaFSM(nil, peers[:1])
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap.(metaSnapshot)))); err != nil {
+		t.Fatal(err)
+	}
+	got := g.state()
+	if len(got.Nodes) != 3 || !got.Nodes["n2"].Draining || len(got.Moves) != 1 || got.Moves[0].To != "n2" || got.holds("n2") != 1 {
+		t.Errorf("from this format: %+v", got)
 	}
 }
