@@ -151,7 +151,7 @@ func waitCollection(t *testing.T, n *Node, name string) *collection {
 	for {
 		if c, err := n.collection(name); err == nil {
 			n.mu.RLock()
-			ok := len(c.replicas) == c.spec.Shards
+			ok := len(c.replicas) == c.shards
 			n.mu.RUnlock()
 			if ok {
 				return c

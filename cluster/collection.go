@@ -141,7 +141,7 @@ func (c *Collection) Stats() (engine.Stats, error) {
 	st.Docs, st.BleveDocs = 0, 0
 	ctx := context.Background()
 	pos := c.n.leaderPosition(ctx, col)
-	for s := range col.spec.Shards {
+	for s := range col.shards {
 		var ss engine.Stats
 		if err := c.n.onShard(ctx, col, s, "stats", &shardRequest{MinIndex: pos[s]}, &ss); err != nil {
 			return st, err
@@ -160,7 +160,7 @@ func (c *Collection) Get(ctx context.Context, id string) (tandem.Doc, bool, erro
 		return tandem.Doc{}, false, err
 	}
 	docs := map[string]tandem.Doc{}
-	s := ShardOf(id, col.spec.Shards)
+	s := ShardOf(id, col.shards)
 	pos := c.n.leaderPosition(ctx, col)
 	if err := c.n.onShard(ctx, col, s, "fetch", &shardRequest{IDs: []string{id}, MinIndex: pos[s]}, &docs); err != nil {
 		return tandem.Doc{}, false, err

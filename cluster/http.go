@@ -132,7 +132,7 @@ func (n *Node) replicaOf(w http.ResponseWriter, r *http.Request) (*replica, bool
 		return nil, false
 	}
 	s, err := strconv.Atoi(r.PathValue("shard"))
-	if err != nil || s < 0 || s >= c.spec.Shards {
+	if err != nil || s < 0 || s >= c.shards {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("cluster: bad shard %q", r.PathValue("shard")))
 		return nil, false
 	}
@@ -140,7 +140,7 @@ func (n *Node) replicaOf(w http.ResponseWriter, r *http.Request) (*replica, bool
 	rep := c.replicas[s]
 	n.mu.RUnlock()
 	if rep == nil {
-		writeError(w, http.StatusMisdirectedRequest, fmt.Errorf("cluster: %s shard %d is not on node %s", c.spec.Name, s, n.cfg.ID))
+		writeError(w, http.StatusMisdirectedRequest, fmt.Errorf("cluster: %s shard %d is not on node %s", c.name, s, n.cfg.ID))
 		return nil, false
 	}
 	return rep, true

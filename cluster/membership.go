@@ -42,7 +42,7 @@ func (n *Node) reconcile(st metaState) error {
 	}
 	var gone []*collection
 	for name, c := range n.colls {
-		if spec, ok := st.Specs[name]; !ok || spec.UID != c.spec.UID {
+		if spec, ok := st.Specs[name]; !ok || spec.UID != c.uid {
 			gone = append(gone, c)
 			delete(n.colls, name)
 		}
@@ -50,7 +50,7 @@ func (n *Node) reconcile(st metaState) error {
 	n.mu.Unlock()
 	var errs []error
 	for _, c := range gone {
-		errs = append(errs, n.removeCollection(c.spec.Name, c))
+		errs = append(errs, n.removeCollection(c.name, c))
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for name := range st.Specs {
@@ -375,11 +375,11 @@ func (n *Node) shardState(ctx context.Context, c *collection, s int, node string
 		r := c.replicas[s]
 		n.mu.RUnlock()
 		if r == nil {
-			return lr, fmt.Errorf("cluster: %s shard %d is not on this node", c.spec.Name, s)
+			return lr, fmt.Errorf("cluster: %s shard %d is not on this node", c.name, s)
 		}
 		return r.state(), nil
 	}
-	err := n.forward(ctx, node, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &lr)
+	err := n.forward(ctx, node, fmt.Sprintf("/_cluster/leader/%s/%d", c.name, s), nil, &lr)
 	return lr, err
 }
 
@@ -412,7 +412,7 @@ func (n *Node) memberOp(ctx context.Context, c *collection, s int, op string, p 
 		r := c.replicas[s]
 		n.mu.RUnlock()
 		if r == nil {
-			return fmt.Errorf("cluster: %s shard %d is not on this node", c.spec.Name, s)
+			return fmt.Errorf("cluster: %s shard %d is not on this node", c.name, s)
 		}
 		return r.member(op, p, timeoutOf(ctx))
 	}
@@ -420,7 +420,7 @@ func (n *Node) memberOp(ctx context.Context, c *collection, s int, op string, p 
 	if err != nil {
 		return err
 	}
-	return n.forward(ctx, leader, fmt.Sprintf("/_cluster/member/%s/%d", c.spec.Name, s), body, nil)
+	return n.forward(ctx, leader, fmt.Sprintf("/_cluster/member/%s/%d", c.name, s), body, nil)
 }
 
 // member changes the configuration of the replica's group, which it must

@@ -184,6 +184,11 @@ type Node struct {
 }
 
 type collection struct {
+	// name, shards and uid are the spec's, which never change; the rest
+	// of spec (the placement) does, under Node.mu.
+	name     string
+	shards   int
+	uid      string
 	spec     CollectionSpec
 	replicas map[int]*replica // the shards this node holds
 
@@ -552,7 +557,7 @@ func (n *Node) openCollection(spec CollectionSpec, want map[int]bool) error {
 	c := n.colls[spec.Name]
 	fresh := c == nil
 	if fresh {
-		c = &collection{spec: spec, replicas: map[int]*replica{}}
+		c = &collection{name: spec.Name, shards: spec.Shards, uid: spec.UID, spec: spec, replicas: map[int]*replica{}}
 		n.colls[spec.Name] = c
 	}
 	c.spec = spec
@@ -664,7 +669,7 @@ func (n *Node) waitCollection(ctx context.Context, name string) error {
 		c, err := n.collection(name)
 		if err == nil {
 			ready := true
-			for s := range c.spec.Shards {
+			for s := range c.shards {
 				if _, err := n.leaderOf(ctx, c, s); err != nil {
 					ready = false
 				}
@@ -747,11 +752,11 @@ func (n *Node) shardLeader(c *collection, s int) (string, error) {
 	r := c.replicas[s]
 	n.mu.RUnlock()
 	if r == nil {
-		return "", fmt.Errorf("cluster: %s shard %d is not on this node", c.spec.Name, s)
+		return "", fmt.Errorf("cluster: %s shard %d is not on this node", c.name, s)
 	}
 	_, id := r.raft.LeaderWithID()
 	if id == "" {
-		return "", fmt.Errorf("%w: %s shard %d has no leader", ErrNotLeader, c.spec.Name, s)
+		return "", fmt.Errorf("%w: %s shard %d has no leader", ErrNotLeader, c.name, s)
 	}
 	return string(id), nil
 }

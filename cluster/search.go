@@ -76,7 +76,7 @@ func (n *Node) Search(ctx context.Context, coll string, req engine.Request, opts
 	fused := plan.Page(all)
 
 	// Phase 3: the page's documents, from their shards.
-	shards := c.spec.Shards
+	shards := c.shards
 	res := &engine.Result{Retrievers: plan.Retrievers(), Fusion: plan.Fusion()}
 	docs := make([]map[string]tandem.Doc, shards)
 	want := make([][]string, shards)
@@ -138,7 +138,7 @@ type shardSearch struct {
 // call runs one phase on every shard for which body gives a request,
 // concurrently, and joins them.
 func (ss *shardSearch) call(ctx context.Context, phase string, body func(s int) (shardRequest, bool), out func(s int) any) error {
-	shards := ss.c.spec.Shards
+	shards := ss.c.shards
 	errs := make([]error, shards)
 	var wg sync.WaitGroup
 	for s := range shards {
@@ -159,7 +159,7 @@ func (ss *shardSearch) call(ctx context.Context, phase string, body func(s int) 
 // ranking down to plan.FuseAll's length, whose Doc keys index ids.
 func (ss *shardSearch) rank(ctx context.Context, req engine.Request, plan *engine.Plan) ([]fusion.Hit, []string, error) {
 	n, c := ss.n, ss.c
-	shards := c.spec.Shards
+	shards := c.shards
 	every := func(sr shardRequest) func(int) (shardRequest, bool) {
 		return func(int) (shardRequest, bool) { return sr, true }
 	}
@@ -275,7 +275,7 @@ func (ss *shardSearch) rank(ctx context.Context, req engine.Request, plan *engin
 // all, and one per filter disjunctive facets reduce it to), and their
 // counts add up (engine.Plan.Facets).
 func (ss *shardSearch) facets(ctx context.Context, req engine.Request, plan *engine.Plan, all []fusion.Hit, ids []string) ([]engine.Facet, error) {
-	shards := ss.c.spec.Shards
+	shards := ss.c.shards
 	parts := make([][]engine.FacetCounts, shards)
 	if plan.FacetScope() == engine.FacetScopeFilter {
 		err := ss.call(ctx, "facets", func(int) (shardRequest, bool) { return shardRequest{Request: req}, true }, func(s int) any { return &parts[s] })
@@ -355,7 +355,7 @@ func (n *Node) onShard(ctx context.Context, c *collection, s int, phase string, 
 		if err != nil {
 			return err
 		}
-		err = n.forward(ctx, node, fmt.Sprintf("/_cluster/shard/%s/%d/%s", c.spec.Name, s, phase), body, out)
+		err = n.forward(ctx, node, fmt.Sprintf("/_cluster/shard/%s/%d/%s", c.name, s, phase), body, out)
 		if err == nil {
 			return nil
 		}
@@ -368,7 +368,7 @@ func (n *Node) onShard(ctx context.Context, c *collection, s int, phase string, 
 		}
 		errs = append(errs, err)
 	}
-	return fmt.Errorf("%w: %s shard %d: %w", ErrNoReplica, c.spec.Name, s, errors.Join(errs...))
+	return fmt.Errorf("%w: %s shard %d: %w", ErrNoReplica, c.name, s, errors.Join(errs...))
 }
 
 // errOutOfService marks a replica that cannot serve (broken, or not yet
@@ -426,7 +426,7 @@ func (n *Node) leaderPosition(ctx context.Context, c *collection) Position {
 	pos := Position{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for s := range c.spec.Shards {
+	for s := range c.shards {
 		wg.Go(func() {
 			var i uint64
 			leader, err := n.leaderOf(ctx, c, s)
@@ -447,7 +447,7 @@ func (n *Node) leaderPosition(ctx context.Context, c *collection) Position {
 				lctx, cancel := context.WithTimeout(ctx, 4*n.cfg.HeartbeatTimeout)
 				defer cancel()
 				var st leaderReply
-				if err := n.forward(lctx, leader, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &st); err != nil || st.Leader != leader {
+				if err := n.forward(lctx, leader, fmt.Sprintf("/_cluster/leader/%s/%d", c.name, s), nil, &st); err != nil || st.Leader != leader {
 					return
 				}
 				i = st.Applied

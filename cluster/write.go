@@ -61,9 +61,9 @@ func (n *Node) Index(ctx context.Context, coll string, docs []tandem.Doc) (Write
 	if err != nil {
 		return WriteResult{}, err
 	}
-	parts := make([]entry, c.spec.Shards)
+	parts := make([]entry, c.shards)
 	for _, p := range prepared {
-		s := ShardOf(p.Doc.ID, c.spec.Shards)
+		s := ShardOf(p.Doc.ID, c.shards)
 		parts[s].Puts = append(parts[s].Puts, p)
 	}
 	return n.commit(ctx, c, parts)
@@ -75,12 +75,12 @@ func (n *Node) Delete(ctx context.Context, coll string, ids []string) (WriteResu
 	if err != nil {
 		return WriteResult{}, err
 	}
-	parts := make([]entry, c.spec.Shards)
+	parts := make([]entry, c.shards)
 	for i, id := range ids {
 		if id == "" {
 			return WriteResult{}, &engine.DocError{Index: i, Err: tandem.ErrMissingID}
 		}
-		s := ShardOf(id, c.spec.Shards)
+		s := ShardOf(id, c.shards)
 		parts[s].Deletes = append(parts[s].Deletes, id)
 	}
 	return n.commit(ctx, c, parts)
@@ -223,11 +223,11 @@ func (n *Node) forwardToLeader(ctx context.Context, c *collection, s int, leader
 			}
 		}
 	}()
-	err := n.forward(actx, leader, fmt.Sprintf("/_cluster/apply/%s/%d", c.spec.Name, s), b, ar)
+	err := n.forward(actx, leader, fmt.Sprintf("/_cluster/apply/%s/%d", c.name, s), b, ar)
 	select {
 	case <-moved:
 		if ctx.Err() == nil {
-			return &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d: leadership moved from %s during the write", c.spec.Name, s, leader)}
+			return &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d: leadership moved from %s during the write", c.name, s, leader)}
 		}
 	default:
 	}
@@ -264,11 +264,11 @@ func (n *Node) leaderOf(ctx context.Context, c *collection, s int) (string, erro
 			continue
 		}
 		var st leaderReply
-		if err := n.forward(ctx, node, fmt.Sprintf("/_cluster/leader/%s/%d", c.spec.Name, s), nil, &st); err == nil && st.Leader != "" {
+		if err := n.forward(ctx, node, fmt.Sprintf("/_cluster/leader/%s/%d", c.name, s), nil, &st); err == nil && st.Leader != "" {
 			return st.Leader, nil
 		}
 	}
-	return "", &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d has no known leader", c.spec.Name, s)}
+	return "", &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d has no known leader", c.name, s)}
 }
 
 // anyReplica returns the engine of one of this node's replicas of c,
