@@ -49,21 +49,22 @@
 //
 // The metadata group records the cluster's nodes, the collections with
 // their placement, and at most one move of a shard replica in progress
-// (meta.go). A node started with Config.Join asks a member to add it; the
-// metadata leader makes every recorded node a voter of the metadata
-// group, and moves replicas by the placement rule (planMove): for each
-// collection, every node that is not draining holds the floor or the
-// ceiling of the mean number of its replicas, a draining node none, and
-// no node two replicas of one shard. A move adds the new replica to the
-// shard's group as a non-voter, which Raft fills from a snapshot and the
-// log; once it has applied as far as the leader had a step (100 ms)
-// before, it becomes a voter and replaces the old one in the placement;
-// once it has applied as far as the leader had at that switch, the old
-// replica leaves the group (the lead handed over first if it held it), then closes and
-// deletes its files. A drained node that holds nothing leaves the
-// metadata group. Dropping a collection deletes it on every node; its
-// UID keeps a directory a dropped collection left from being taken for
-// a new one of the same name.
+// (meta.go). A node started with Config.Join asks a member to add it;
+// the metadata leader adds every recorded node to the metadata group, as
+// a non-voter until it has caught up, and moves replicas by the
+// placement rule (planMove): for each collection, every node that is not
+// draining holds the floor or the ceiling of the mean number of its
+// replicas, a draining node none, and no node two replicas of one shard.
+// A move adds the new replica to the shard's group as a non-voter, which
+// Raft fills from a snapshot and the log; once it has applied as far as
+// the leader had a step (100 ms) before, it becomes a voter and replaces
+// the old one in the placement; once it has applied as far as the leader
+// had at that switch, the old replica leaves the group (the lead handed
+// over first if it held it), then closes and deletes its files. A
+// drained node that holds nothing leaves the metadata group. Dropping a
+// collection deletes it on every node; its UID keeps a directory a
+// dropped collection left from being taken for a new one of the same
+// name. A replica that fails to open is tried again every step.
 //
 // Invariants:
 //
@@ -76,7 +77,17 @@
 //     deletes a replica that a later entry gives back to it.
 //   - Every step of a move is idempotent and recorded in the metadata: a
 //     new metadata leader, or a node restarted mid-move, takes the move up
-//     where it stands.
+//     where it stands. The leader acts only after a barrier (on the state
+//     as of everything committed), a replica joins a group only once its
+//     node has applied the move (and every move before it), and the old
+//     replica is removed only from the configuration the switch made, so
+//     a deposed leader's late step changes nothing.
+//   - Every node's metadata state starts from the same founding nodes
+//     (the first nodes' peers, kept in each node's Dir, and given to a
+//     joining node): the state is a function of the log alone.
+//   - Raft state of a removed replica or a dropped collection is deleted
+//     before its files, so a crash between the two never leaves Raft
+//     state for a later replica of the same name to take up.
 //
 // # Search
 //

@@ -44,6 +44,7 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 	mux.HandleFunc("GET /_cluster/digest/{coll}/{shard}", n.peersOnly(n.handleDigest))
 	mux.HandleFunc("POST /_cluster/join", n.peersOnly(n.handleJoin))
 	mux.HandleFunc("POST /_cluster/member/{coll}/{shard}", n.peersOnly(n.handleMember))
+	mux.HandleFunc("POST /_cluster/meta-applied", n.peersOnly(n.handleMetaApplied))
 	status := n.peersOnly(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
 	mux.HandleFunc("GET /_cluster/status", func(w http.ResponseWriter, r *http.Request) {
 		if next != nil && !n.fromPeer(r) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -82,8 +83,13 @@ func (n *Node) removeCollection(name string, c *collection) error {
 	if c != nil {
 		errs = append(errs, c.close())
 	}
+	// Raft state first, the directory (with its UID) last: a crash in
+	// between leaves a directory that claimDir clears again, never Raft
+	// state that a new collection of the same name would take up.
+	if err := n.rs.dropGroups(name + "/"); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	errs = append(errs, os.RemoveAll(filepath.Join(n.cfg.Dir, "collections", name)))
-	errs = append(errs, n.rs.dropGroups(name+"/"))
 	return errors.Join(errs...)
 }
 
@@ -91,7 +97,12 @@ func (n *Node) removeCollection(name string, c *collection) error {
 // state.
 func (n *Node) removeReplica(coll string, s int) error {
 	dir := shardDir(n.cfg.Dir, coll, s)
-	return errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".raft-snapshots"), n.rs.group(fmt.Sprintf("%s/%d", coll, s)).drop())
+	// Raft state first (a log left without its snapshots would start
+	// above index 1 with nothing to restore), then the files.
+	if err := n.rs.group(fmt.Sprintf("%s/%d", coll, s)).drop(); err != nil {
+		return err
+	}
+	return errors.Join(os.RemoveAll(dir+".raft-snapshots"), os.RemoveAll(dir))
 }
 
 // Drain empties a node of its replicas: they move to the other nodes by
@@ -131,34 +142,87 @@ func (n *Node) applyCommand(ctx context.Context, c metaCommand) error {
 // --- joining ---
 
 // joinReply is the answer to a node asking to join: the cluster's nodes,
-// and the metadata index the joining node waits to apply before it
-// serves.
+// the founders (the nodes the metadata state starts from, which the
+// joining node keeps in foundersFile), and the metadata index the joining
+// node waits to apply before it serves.
 type joinReply struct {
-	Nodes []Peer `json:"nodes"`
-	Index uint64 `json:"index"`
+	Nodes    []Peer `json:"nodes"`
+	Founders []Peer `json:"founders"`
+	Index    uint64 `json:"index"`
+}
+
+// foundersFile holds, in a joined node's Dir, the founders its metadata
+// state starts from.
+const foundersFile = "founders.json"
+
+func writeFounders(dir string, founders []Peer) error {
+	if len(founders) == 0 {
+		return errors.New("cluster: join: the answer names no founding nodes")
+	}
+	b, err := json.Marshal(founders)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, foundersFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, foundersFile)); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// readFounders returns the founders a node keeps, or none if it keeps
+// none yet.
+func readFounders(dir string) ([]Peer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, foundersFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	var founders []Peer
+	if err := json.Unmarshal(b, &founders); err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", foundersFile, err)
+	}
+	return founders, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // join asks a member of the cluster, at its HTTP address, to add this
 // node, and returns the cluster's nodes.
-func (n *Node) join(ctx context.Context, addr string) ([]Peer, uint64, error) {
+func (n *Node) join(ctx context.Context, addr string) (joinReply, error) {
 	body, err := json.Marshal(n.self)
 	if err != nil {
-		return nil, 0, err
+		return joinReply{}, err
 	}
 	var last error
 	for {
 		var jr joinReply
 		err := n.post(ctx, addr, addr, "/_cluster/join", body, &jr)
 		if err == nil {
-			return jr.Nodes, jr.Index, nil
+			return jr, nil
 		}
 		if !retryable(err) {
-			return nil, 0, fmt.Errorf("cluster: join through %s: %w", addr, err)
+			return joinReply{}, fmt.Errorf("cluster: join through %s: %w", addr, err)
 		}
 		last = err
 		select {
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("cluster: join through %s: %w (last: %v)", addr, ctx.Err(), last)
+			return joinReply{}, fmt.Errorf("cluster: join through %s: %w (last: %v)", addr, ctx.Err(), last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -196,7 +260,7 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	jr := joinReply{Index: n.meta.AppliedIndex()}
+	jr := joinReply{Index: n.meta.AppliedIndex(), Founders: n.fsm.founders}
 	for _, id := range slices.Sorted(keys(st.Nodes)) {
 		jr.Nodes = append(jr.Nodes, st.Nodes[id].Peer)
 	}
@@ -228,10 +292,13 @@ func (n *Node) rebalance(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		n.fsm.retry()
 		if n.meta.State() != raft.Leader {
 			continue
 		}
-		err := n.step(ctx)
+		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		err := n.step(sctx)
+		cancel()
 		n.mu.Lock()
 		n.stepErr = err
 		n.mu.Unlock()
@@ -241,10 +308,18 @@ func (n *Node) rebalance(ctx context.Context) {
 	}
 }
 
-// step does one step of the metadata leader's work.
+// stepTimeout bounds one step of the metadata leader's work.
+const stepTimeout = 30 * time.Second
+
+// step does one step of the metadata leader's work, from the state as of
+// everything committed before it (a barrier): a leader that has just won
+// acts on the moves its predecessor recorded, not on its own lag.
 func (n *Node) step(ctx context.Context) error {
+	if err := n.meta.Barrier(min(timeoutOf(ctx), 5*time.Second)).Error(); err != nil {
+		return err
+	}
 	st := n.fsm.state()
-	if err := n.metaVoters(st); err != nil {
+	if err := n.metaVoters(ctx, st); err != nil {
 		return err
 	}
 	if len(st.Moves) > 0 {
@@ -267,28 +342,99 @@ func (n *Node) step(ctx context.Context) error {
 }
 
 // metaVoters makes the metadata group's configuration the state's nodes.
-func (n *Node) metaVoters(st metaState) error {
+func (n *Node) metaVoters(ctx context.Context, st metaState) error {
 	f := n.meta.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
 	}
-	in := map[string]bool{}
+	in := map[string]raft.ServerSuffrage{}
 	for _, s := range f.Configuration().Servers {
-		in[string(s.ID)] = true
+		in[string(s.ID)] = s.Suffrage
 		if _, ok := st.Nodes[string(s.ID)]; !ok && string(s.ID) != n.cfg.ID {
-			if err := n.meta.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+			if err := n.meta.RemoveServer(s.ID, f.Index(), 10*time.Second).Error(); err != nil {
 				return fmt.Errorf("cluster: remove %s from the metadata group: %w", s.ID, err)
 			}
+			return nil // one change a step
 		}
 	}
+	// A new node joins as a non-voter, and votes once it has applied as
+	// far as this leader had at the step before: one that never comes up
+	// costs the group no quorum.
 	for _, id := range slices.Sorted(keys(st.Nodes)) {
-		if !in[id] {
-			if err := n.meta.AddVoter(raft.ServerID(id), raft.ServerAddress(st.Nodes[id].Raft), 0, 10*time.Second).Error(); err != nil {
+		addr := raft.ServerAddress(st.Nodes[id].Raft)
+		suffrage, ok := in[id]
+		switch {
+		case !ok:
+			if err := n.meta.AddNonvoter(raft.ServerID(id), addr, f.Index(), 10*time.Second).Error(); err != nil {
 				return fmt.Errorf("cluster: add %s to the metadata group: %w", id, err)
 			}
+			return nil
+		case suffrage == raft.Nonvoter:
+			applied, err := n.metaApplied(ctx, id)
+			if err != nil {
+				return err
+			}
+			if n.caughtUp("meta:"+id, n.meta.AppliedIndex(), applied) {
+				if err := n.meta.AddVoter(raft.ServerID(id), addr, f.Index(), 10*time.Second).Error(); err != nil {
+					return fmt.Errorf("cluster: make %s a voter of the metadata group: %w", id, err)
+				}
+			}
+			return nil
 		}
 	}
 	return nil
+}
+
+// caughtUp reports whether a follower that has applied got has caught up
+// with a leader that has applied lead: whether it has reached what the
+// leader had at the previous look under the same key (a step before), so
+// that it keeps pace with the writes. It forgets the key once caught up.
+func (n *Node) caughtUp(key string, lead, got uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	prev, looked := n.copyMark[key]
+	if n.copyMark == nil {
+		n.copyMark = map[string]uint64{}
+	}
+	if looked && got >= prev {
+		delete(n.copyMark, key)
+		return true
+	}
+	n.copyMark[key] = lead
+	return false
+}
+
+// mark and marked keep a flag under key in copyMark.
+func (n *Node) mark(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.copyMark == nil {
+		n.copyMark = map[string]uint64{}
+	}
+	n.copyMark[key] = 1
+}
+
+func (n *Node) marked(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.copyMark[key]
+	return ok
+}
+
+// metaApplied asks a node how far its metadata has applied.
+func (n *Node) metaApplied(ctx context.Context, id string) (uint64, error) {
+	if id == n.cfg.ID {
+		return n.meta.AppliedIndex(), nil
+	}
+	var r struct {
+		Applied uint64 `json:"applied"`
+	}
+	err := n.forward(ctx, id, "/_cluster/meta-applied", nil, &r)
+	return r.Applied, err
+}
+
+func (n *Node) handleMetaApplied(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]uint64{"applied": n.meta.AppliedIndex()})
 }
 
 // advance takes the move in progress one stage on, when it can.
@@ -301,9 +447,23 @@ func (n *Node) advance(ctx context.Context, st metaState, m Move) error {
 	if !ok {
 		return fmt.Errorf("cluster: move %s/%d: node %s left", m.Collection, m.Shard, m.To)
 	}
+	key := fmt.Sprintf("%s/%d:%s>%s", m.Collection, m.Shard, m.From, m.To)
 	switch m.Stage {
 	case "copy":
-		if err := n.memberOp(ctx, c, m.Shard, "add-nonvoter", to.Peer); err != nil {
+		// To must have applied the move, and so every move before it
+		// (a replica it held and gave up is closed and deleted), before
+		// its group takes it in.
+		if !n.marked("ready:" + key) {
+			applied, err := n.metaApplied(ctx, m.To)
+			if err != nil {
+				return err
+			}
+			if !n.caughtUp("move:"+key, n.meta.AppliedIndex(), applied) {
+				return nil
+			}
+			n.mark("ready:" + key)
+		}
+		if _, err := n.memberOp(ctx, c, m.Shard, "add-nonvoter", to.Peer, 0); err != nil {
 			return err
 		}
 		lead, err := n.shardState(ctx, c, m.Shard, "")
@@ -314,27 +474,18 @@ func (n *Node) advance(ctx context.Context, st metaState, m Move) error {
 		if err != nil {
 			return err
 		}
-		// Caught up once it has applied as far as the leader had at the
-		// previous step (100 ms before): it keeps pace with the writes.
-		key := fmt.Sprintf("%s/%d:%s>%s", m.Collection, m.Shard, m.From, m.To)
-		n.mu.Lock()
-		prev, looked := n.copyMark[key]
-		if n.copyMark == nil {
-			n.copyMark = map[string]uint64{}
-		}
-		n.copyMark[key] = lead.Applied
-		n.mu.Unlock()
-		if !looked || got.Applied < prev {
+		if !n.caughtUp(key, lead.Applied, got.Applied) {
 			return nil // not caught up yet
 		}
-		if err := n.memberOp(ctx, c, m.Shard, "add-voter", to.Peer); err != nil {
+		idx, err := n.memberOp(ctx, c, m.Shard, "add-voter", to.Peer, 0)
+		if err != nil {
 			return err
 		}
 		n.mu.Lock()
-		delete(n.copyMark, key)
+		delete(n.copyMark, "ready:"+key)
 		n.mu.Unlock()
 		sw := m
-		sw.Index, sw.Switched, sw.Docs = lead.Applied, time.Now().UTC(), got.Docs
+		sw.Index, sw.Conf, sw.Switched, sw.Docs = lead.Applied, idx, time.Now().UTC(), got.Docs
 		return n.applyCommand(ctx, metaCommand{Op: "switch", Move: &sw})
 	case "remove":
 		got, err := n.shardState(ctx, c, m.Shard, m.To)
@@ -346,11 +497,15 @@ func (n *Node) advance(ctx context.Context, st metaState, m Move) error {
 		} else if lead == m.From {
 			// Hand the lead to To first: a leader removing itself leaves
 			// the group leaderless until an election.
-			return n.memberOp(ctx, c, m.Shard, "transfer", to.Peer)
+			_, err := n.memberOp(ctx, c, m.Shard, "transfer", to.Peer, 0)
+			return err
 		}
 		from := st.Nodes[m.From].Peer
 		from.ID = m.From
-		if err := n.memberOp(ctx, c, m.Shard, "remove", from); err != nil {
+		// Only from the configuration the switch made: a step of a
+		// deposed leader, late, cannot remove a replica that a later
+		// move brought back.
+		if _, err := n.memberOp(ctx, c, m.Shard, "remove", from, m.Conf); err != nil {
 			return err
 		}
 		m.Ended, m.Docs = time.Now().UTC(), got.Docs
@@ -395,70 +550,89 @@ func (r *replica) state() leaderReply {
 	return lr
 }
 
-// memberRequest asks a shard's leader to change its group.
+// memberRequest asks a shard's leader to change its group; Prev, when
+// not 0, is the configuration index the change must follow.
 type memberRequest struct {
 	Op   string `json:"op"` // add-nonvoter, add-voter, transfer, remove
 	Peer Peer   `json:"peer"`
+	Prev uint64 `json:"prev,omitempty"`
 }
 
-// memberOp changes a shard group's configuration through its leader.
-func (n *Node) memberOp(ctx context.Context, c *collection, s int, op string, p Peer) error {
+// memberOp changes a shard group's configuration through its leader and
+// returns the index of the configuration it made (0 for a change that
+// was made already, or a transfer).
+func (n *Node) memberOp(ctx context.Context, c *collection, s int, op string, p Peer, prev uint64) (uint64, error) {
 	leader, err := n.leaderOf(ctx, c, s)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if leader == n.cfg.ID {
 		n.mu.RLock()
 		r := c.replicas[s]
 		n.mu.RUnlock()
 		if r == nil {
-			return fmt.Errorf("cluster: %s shard %d is not on this node", c.name, s)
+			return 0, fmt.Errorf("cluster: %s shard %d is not on this node", c.name, s)
 		}
-		return r.member(op, p, timeoutOf(ctx))
+		return r.member(op, p, prev, timeoutOf(ctx))
 	}
-	body, err := json.Marshal(memberRequest{Op: op, Peer: p})
+	body, err := json.Marshal(memberRequest{Op: op, Peer: p, Prev: prev})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return n.forward(ctx, leader, fmt.Sprintf("/_cluster/member/%s/%d", c.name, s), body, nil)
+	var out struct {
+		Index uint64 `json:"index"`
+	}
+	err = n.forward(ctx, leader, fmt.Sprintf("/_cluster/member/%s/%d", c.name, s), body, &out)
+	return out.Index, err
 }
 
 // member changes the configuration of the replica's group, which it must
-// lead. Each change is idempotent.
-func (r *replica) member(op string, p Peer, timeout time.Duration) error {
+// lead. Each change is idempotent: adding a member it has, or removing
+// one it lacks, changes nothing.
+func (r *replica) member(op string, p Peer, prev uint64, timeout time.Duration) (uint64, error) {
 	id, addr := raft.ServerID(p.ID), raft.ServerAddress(p.Raft)
+	cf := r.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return 0, err
+	}
+	suffrage, in := raft.ServerSuffrage(0), false
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == id {
+			suffrage, in = s.Suffrage, true
+		}
+	}
 	var f raft.IndexFuture
 	switch op {
 	case "add-nonvoter":
-		cf := r.raft.GetConfiguration()
-		if err := cf.Error(); err != nil {
-			return err
+		if in {
+			return 0, nil // a non-voter already, or promoted
 		}
-		for _, s := range cf.Configuration().Servers {
-			if s.ID == id {
-				return nil // a non-voter already, or promoted
-			}
-		}
-		f = r.raft.AddNonvoter(id, addr, 0, timeout)
+		f = r.raft.AddNonvoter(id, addr, prev, timeout)
 	case "add-voter":
-		f = r.raft.AddVoter(id, addr, 0, timeout)
+		if in && suffrage == raft.Voter {
+			return cf.Index(), nil
+		}
+		f = r.raft.AddVoter(id, addr, prev, timeout)
 	case "remove":
-		f = r.raft.RemoveServer(id, 0, timeout)
+		if !in {
+			return 0, nil
+		}
+		f = r.raft.RemoveServer(id, prev, timeout)
 	case "transfer":
 		if err := r.raft.LeadershipTransferToServer(id, addr).Error(); err != nil {
-			return &remoteError{Status: 503, Msg: fmt.Sprintf("cluster: %s shard %d: hand the lead to %s: %v", r.coll, r.shard, p.ID, err)}
+			return 0, &remoteError{Status: 503, Msg: fmt.Sprintf("cluster: %s shard %d: hand the lead to %s: %v", r.coll, r.shard, p.ID, err)}
 		}
-		return nil
+		return 0, nil
 	default:
-		return fmt.Errorf("%w: unknown op %q", ErrBadMember, op)
+		return 0, fmt.Errorf("%w: unknown op %q", ErrBadMember, op)
 	}
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return &remoteError{Status: 503, Msg: err.Error()}
+			return 0, &remoteError{Status: 503, Msg: err.Error()}
 		}
-		return fmt.Errorf("cluster: %s shard %d: %s %s: %w", r.coll, r.shard, op, p.ID, err)
+		return 0, fmt.Errorf("cluster: %s shard %d: %s %s: %w", r.coll, r.shard, op, p.ID, err)
 	}
-	return nil
+	return f.Index(), nil
 }
 
 func (n *Node) handleMember(w http.ResponseWriter, r *http.Request) {
@@ -479,11 +653,12 @@ func (n *Node) handleMember(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, ErrNotLeader)
 		return
 	}
-	if err := rep.member(mr.Op, mr.Peer, timeoutOf(r.Context())); err != nil {
+	idx, err := rep.member(mr.Op, mr.Peer, mr.Prev, timeoutOf(r.Context()))
+	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	writeJSON(w, http.StatusOK, map[string]uint64{"index": idx})
 }
 
 // planMove is the placement rule (docs/cluster.md, "Placement"): for each
@@ -627,11 +802,12 @@ func (n *Node) claimDir(spec CollectionSpec) error {
 	if err == nil && strings.TrimSpace(string(b)) == spec.UID {
 		return nil
 	}
+	// Files or Raft state a dropped collection of this name left.
 	if _, serr := os.Stat(dir); serr == nil {
 		n.log.Warn("deleting a dropped collection's files", "collection", spec.Name, "dir", dir)
-		if err := n.removeCollection(spec.Name, nil); err != nil {
-			return err
-		}
+	}
+	if err := n.removeCollection(spec.Name, nil); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -228,6 +228,34 @@ func TestAddAndDrainNode(t *testing.T) {
 		return nil
 	})
 	t.Logf("after n3 joined: %d moves done", len(st.Done))
+	// n3 restarts: its metadata starts again from the founders it keeps,
+	// so it sees the same cluster as the others.
+	self := n3.self
+	mu.Lock()
+	members = members[:3]
+	mu.Unlock()
+	if err := n3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n3, err := Start(Config{ID: "n3", Dir: filepath.Join(root, "n3"), Peers: []Peer{self}, Join: nodes[0].self.HTTP, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n3.Close() })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		a, b := nodes[0].Status(), n3.Status()
+		if fmt.Sprint(a.Nodes) == fmt.Sprint(b.Nodes) && len(b.Collections) == 1 && fmt.Sprint(a.Collections[0].Spec.Placement) == fmt.Sprint(b.Collections[0].Spec.Placement) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted n3 sees nodes %+v, n0 %+v", b.Nodes, a.Nodes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	members = append(members, n3)
+	mu.Unlock()
 
 	if err := nodes[2].Drain(ctx, "n1"); err != nil {
 		t.Fatal(err)

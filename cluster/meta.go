@@ -65,8 +65,10 @@ type Move struct {
 	Stage      string    `json:"stage"`
 	Started    time.Time `json:"started"`
 	// Index is, from the switch on, the leader's applied index when To
-	// replaced From.
+	// replaced From, and Conf the index of the group's configuration
+	// that made To a voter, which From's removal must follow.
 	Index uint64 `json:"index,omitempty"`
+	Conf  uint64 `json:"conf,omitempty"`
 	// When To replaced From in the placement, the documents To held when
 	// From left, and when From had left.
 	Switched time.Time `json:"switched,omitzero"`
@@ -118,14 +120,44 @@ type metaFSM struct {
 	// live is set once the state has caught up with the log the node
 	// found on starting; from then on every change reconciles replicas.
 	live bool
+	// stale is set while the last reconcile failed; the node tries again
+	// (retry).
+	stale bool
+	// founders are the nodes the state starts from, the same on every
+	// node (Start).
+	founders []Peer
 }
 
-func newMetaFSM(n *Node, peers []Peer) *metaFSM {
-	f := &metaFSM{n: n, st: metaState{Format: 2, Specs: map[string]CollectionSpec{}, Nodes: map[string]NodeInfo{}}}
-	for _, p := range peers {
+func newMetaFSM(n *Node, founders []Peer) *metaFSM {
+	f := &metaFSM{n: n, founders: founders, st: metaState{Format: 2, Specs: map[string]CollectionSpec{}, Nodes: map[string]NodeInfo{}}}
+	for _, p := range founders {
 		f.st.Nodes[p.ID] = NodeInfo{Peer: p}
 	}
 	return f
+}
+
+// reconcile reconciles the node with the state, when live. A failure
+// (a replica that cannot open) is logged, not the command's result,
+// which every node applied alike: the node tries again (retry).
+func (f *metaFSM) reconcile() {
+	if !f.live || f.n == nil {
+		return
+	}
+	if err := f.n.reconcile(f.st.clone()); err != nil {
+		f.stale = true
+		f.n.log.Error("open or close replicas; trying again", "error", err)
+		return
+	}
+	f.stale = false
+}
+
+// retry reconciles again after a failure.
+func (f *metaFSM) retry() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale {
+		f.reconcile()
+	}
 }
 
 // state returns a copy of the state.
@@ -150,10 +182,8 @@ func (f *metaFSM) Apply(l *raft.Log) any {
 		return err
 	}
 	f.st = next
-	if !f.live {
-		return nil
-	}
-	return f.n.reconcile(f.st.clone())
+	f.reconcile()
+	return nil
 }
 
 // apply changes s by c, or refuses c leaving s as it was (the caller
@@ -166,6 +196,13 @@ func (s *metaState) apply(c *metaCommand) error {
 		}
 		if _, ok := s.Specs[c.Spec.Name]; ok {
 			return fmt.Errorf("%w: %q", ErrExists, c.Spec.Name)
+		}
+		for sh, nodes := range c.Spec.Placement {
+			for _, id := range nodes {
+				if ni, ok := s.Nodes[id]; !ok || ni.Draining {
+					return fmt.Errorf("%w: shard %d placed on %q, which is not an active node", ErrBadCollection, sh, id)
+				}
+			}
 		}
 		s.Specs[c.Spec.Name] = *c.Spec
 	case "drop":
@@ -201,7 +238,7 @@ func (s *metaState) apply(c *metaCommand) error {
 		ni.Draining = true
 		s.Nodes[c.Node] = ni
 	case "leave":
-		if s.holds(c.Node) > 0 {
+		if s.holds(c.Node) > 0 || slices.ContainsFunc(s.Moves, func(m Move) bool { return m.From == c.Node }) {
 			return fmt.Errorf("%w: node %q still holds replicas", ErrBadMember, c.Node)
 		}
 		delete(s.Nodes, c.Node)
@@ -236,7 +273,7 @@ func (s *metaState) apply(c *metaCommand) error {
 		}
 		spec.Moved[m.Shard] = true
 		s.Specs[m.Collection] = spec
-		m.Stage, m.Index, m.Switched, m.Docs = "remove", c.Move.Index, c.Move.Switched, c.Move.Docs
+		m.Stage, m.Index, m.Conf, m.Switched, m.Docs = "remove", c.Move.Index, c.Move.Conf, c.Move.Switched, c.Move.Docs
 	case "done":
 		i := s.move(c.Move)
 		if i < 0 {
@@ -338,20 +375,18 @@ func (f *metaFSM) Restore(rc io.ReadCloser) error {
 		next = next.clone()
 	}
 	f.st = next
-	if !f.live {
-		return nil
-	}
-	return f.n.reconcile(f.st.clone())
+	f.reconcile()
+	return nil
 }
 
 // goLive reconciles the node with the state once the group's log, as the
 // node found it on starting, has been applied, and from then on at every
 // change.
-func (f *metaFSM) goLive() error {
+func (f *metaFSM) goLive() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.live = true
-	return f.n.reconcile(f.st.clone())
+	f.reconcile()
 }
 
 type metaSnapshot []byte

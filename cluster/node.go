@@ -172,14 +172,16 @@ type Node struct {
 	metaTrans *raft.NetworkTransport
 	fsm       *metaFSM
 	stop      context.CancelFunc // ends rebalance and goLive
+	wg        sync.WaitGroup     // rebalance and goLive
 
 	mu      sync.RWMutex // guards peers, colls, collection.spec and replicas, closed, failed, stepErr
 	colls   map[string]*collection
 	closed  bool
 	failed  []error // replicas that broke
 	stepErr error   // the metadata leader's last step, when it failed
-	// copyMark holds, per move being copied, the leader's applied index
-	// at the last step (advance).
+	// copyMark holds the metadata leader's marks between steps: per
+	// replica or node catching up, the leader's applied index at the
+	// last look (caughtUp), and flags (mark).
 	copyMark map[string]uint64
 }
 
@@ -317,33 +319,64 @@ func Start(cfg Config) (*Node, error) {
 		go n.http.Serve(n.httpLn)
 	}
 
-	peers := cfg.Peers
+	// founders are the nodes the metadata state starts from, the same on
+	// every node: the peers the cluster's first nodes were started with,
+	// which a joining node takes from the member it joins through. Each
+	// node keeps them (foundersFile), so that a --peers list changed later
+	// changes nothing.
 	var joined uint64 // the metadata index a joining node waits for
 	metaStore := n.rs.group("meta")
 	metaSnaps := filepath.Join(cfg.Dir, "meta-snapshots")
-	var voters []string
-	if cfg.Join == "" {
-		for id := range n.peers {
-			voters = append(voters, id)
-		}
-		sort.Strings(voters)
-	} else if fresh, err := hasNoState(metaStore, metaSnaps); err != nil {
+	fresh, err := hasNoState(metaStore, metaSnaps)
+	if err != nil {
 		return fail(err)
-	} else if fresh {
+	}
+	founders, err := readFounders(cfg.Dir)
+	if err != nil {
+		return fail(err)
+	}
+	var voters []string
+	switch {
+	case cfg.Join == "":
+		if founders == nil {
+			founders = cfg.Peers
+		}
+		if fresh {
+			for _, p := range founders {
+				voters = append(voters, p.ID)
+			}
+			sort.Strings(voters)
+		}
+	case fresh:
 		jctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		peers, joined, err = n.join(jctx, cfg.Join)
+		jr, err := n.join(jctx, cfg.Join)
 		cancel()
 		if err != nil {
 			return fail(err)
 		}
+		founders, joined = jr.Founders, jr.Index
 		n.mu.Lock()
-		for _, p := range peers {
+		for _, p := range jr.Nodes {
 			n.peers[p.ID] = p
 		}
 		n.mu.Unlock()
+	case founders == nil:
+		return fail(fmt.Errorf("cluster: node %s joined a cluster, and keeps the cluster's founding nodes in %s, which is missing", cfg.ID, filepath.Join(cfg.Dir, foundersFile)))
 	}
-	n.fsm = newMetaFSM(n, peers)
-	// The log as found: replicas open once it has been applied.
+	if err := writeFounders(cfg.Dir, founders); err != nil {
+		return fail(err)
+	}
+	n.mu.Lock()
+	for _, p := range founders {
+		if _, ok := n.peers[p.ID]; !ok {
+			n.peers[p.ID] = p
+		}
+	}
+	n.mu.Unlock()
+	n.fsm = newMetaFSM(n, founders)
+	// The log as found: replicas open once it has been applied (or once
+	// the part of it that was committed has, when a new leader cut an
+	// uncommitted tail).
 	last, err := metaStore.LastIndex()
 	if err != nil {
 		return fail(err)
@@ -353,28 +386,26 @@ func Start(cfg Config) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
-	go func() {
-		for n.meta.AppliedIndex() < last {
+	n.wg.Go(func() {
+		for n.meta.AppliedIndex() < min(last, n.meta.LastIndex()) {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		if err := n.fsm.goLive(); err != nil {
-			n.log.Error("open replicas", "error", err)
-		}
-	}()
-	go n.rebalance(ctx)
+		n.fsm.goLive()
+	})
+	n.wg.Go(func() { n.rebalance(ctx) })
 	if joined > 0 {
 		// Serve once the metadata has arrived: the collections, and
 		// the cluster's nodes.
+		deadline := time.Now().Add(2 * time.Minute)
 		for n.meta.AppliedIndex() < joined {
-			select {
-			case <-time.After(2 * time.Minute):
+			if time.Now().After(deadline) {
 				return fail(fmt.Errorf("cluster: joined, but the metadata did not reach index %d within 2 minutes (at %d)", joined, n.meta.AppliedIndex()))
-			case <-time.After(20 * time.Millisecond):
 			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return n, nil
@@ -455,6 +486,7 @@ func (n *Node) Close() error {
 	if n.stop != nil {
 		n.stop()
 	}
+	n.wg.Wait()
 	var errs []error
 	if n.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -595,7 +627,6 @@ func (n *Node) openCollection(spec CollectionSpec, want map[int]bool) error {
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		r.fail = n.replicaFailed
 		// A shard's first replicas bootstrap its group; one a move brings
 		// joins it, and waits for its leader.
 		var voters []string
@@ -603,13 +634,24 @@ func (n *Node) openCollection(spec CollectionSpec, want map[int]bool) error {
 			voters = nodes
 		}
 		group := fmt.Sprintf("%s/%d", spec.Name, s)
-		if r.raft, r.trans, err = n.startGroup(group, r, voters, dir+".raft-snapshots", true); err != nil {
+		r.fail = n.replicaFailed
+		rf, tr, err := n.startGroup(group, r, voters, dir+".raft-snapshots", true)
+		if err != nil {
 			r.close()
 			return errors.Join(append(errs, err)...)
 		}
 		n.mu.Lock()
+		r.raft, r.trans = rf, tr
+		if n.closed {
+			n.mu.Unlock()
+			return errors.Join(append(errs, r.close())...)
+		}
+		broken := r.brokenErr()
 		c.replicas[s] = r
 		n.mu.Unlock()
+		if broken != nil { // it broke as it started, before it had a group to leave
+			rf.Shutdown()
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -621,8 +663,11 @@ func (n *Node) replicaFailed(r *replica, err error) {
 	n.log.Error("replica out of service", "collection", r.coll, "shard", r.shard, "error", err)
 	n.mu.Lock()
 	n.failed = append(n.failed, fmt.Errorf("%s shard %d: %w", r.coll, r.shard, err))
+	rf := r.raft // nil while the group starts: openCollection shuts it down then
 	n.mu.Unlock()
-	r.raft.Shutdown()
+	if rf != nil {
+		rf.Shutdown()
+	}
 }
 
 // CreateCollection creates a sharded collection and returns once this
