@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/storage"
 )
 
 // validName is a collection name: it is a directory of the data directory,
@@ -25,6 +27,13 @@ var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
 // trashPrefix names a dropped collection's directory while it is removed;
 // it is not a valid name, so such a directory is never opened.
 const trashPrefix = ".dropped-"
+
+// restorePrefix names the working directory of a restore: the backup as
+// it arrives, then the collection engine.Restore makes of it, renamed to
+// the collection's name only once whole. It is not a valid name either,
+// so a restore cut short by a crash leaves nothing that opens as a
+// collection, and the next start removes it.
+const restorePrefix = ".restoring-"
 
 func checkName(name string) error {
 	if !validName.MatchString(name) {
@@ -59,16 +68,16 @@ type registry struct {
 	mu       struct {
 		sync.Mutex
 		open map[string]*collection
-		// busy names a collection being created or dropped: its name is
-		// taken, and it is not yet (or no longer) served.
+		// busy names a collection being created, restored or dropped:
+		// its name is taken, and it is not yet (or no longer) served.
 		busy map[string]bool
 	}
 }
 
 // openRegistry opens every collection under dir (creating dir if needed)
-// and removes what earlier drops left half removed. A collection that
-// fails to open is an error naming it: a server does not start with part
-// of its data silently missing.
+// and removes what earlier drops left half removed and earlier restores
+// left half done. A collection that fails to open is an error naming it:
+// a server does not start with part of its data silently missing.
 func openRegistry(dir string, max int, opts engine.Options) (*registry, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
@@ -85,10 +94,10 @@ func openRegistry(dir string, max int, opts engine.Options) (*registry, error) {
 		if !de.IsDir() {
 			continue
 		}
-		if strings.HasPrefix(name, trashPrefix) {
+		if strings.HasPrefix(name, trashPrefix) || strings.HasPrefix(name, restorePrefix) {
 			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 				reg.closeAll()
-				return nil, fmt.Errorf("server: remove dropped collection: %w", err)
+				return nil, fmt.Errorf("server: remove what a drop or a restore left: %w", err)
 			}
 			continue
 		}
@@ -211,21 +220,9 @@ func (r *registry) create(ctx context.Context, name string, opts engine.Options)
 		return &collection{name: name, e: e}, nil
 	}
 	dir := filepath.Join(r.dir, name)
-	r.mu.Lock()
-	if r.mu.open[name] != nil || r.mu.busy[name] {
-		r.mu.Unlock()
-		return nil, errorf(http.StatusConflict, "collection_exists", "collection %q already exists", name)
+	if err := r.reserve(name, dir); err != nil {
+		return nil, err
 	}
-	if _, err := os.Lstat(dir); err == nil {
-		r.mu.Unlock()
-		return nil, errorf(http.StatusConflict, "collection_exists", "collection %q: the data directory already holds %s, which is not an open collection", name, name)
-	}
-	if have := len(r.mu.open) + len(r.mu.busy); have >= r.max {
-		r.mu.Unlock()
-		return nil, r.tooMany(name, have)
-	}
-	r.mu.busy[name] = true
-	r.mu.Unlock()
 	defer r.done(name)
 	e, err := engine.Open(dir, &opts)
 	if err != nil {
@@ -240,7 +237,142 @@ func (r *registry) create(ctx context.Context, name string, opts engine.Options)
 	return c, nil
 }
 
-// done clears the mark that a create or a drop of name is under way.
+// reserve marks name busy for a create or a restore into dir, or answers
+// 409: the name is open or busy, dir exists, or the server holds as many
+// collections as it may (r.max, counting those being created or dropped).
+func (r *registry) reserve(name, dir string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.open[name] != nil || r.mu.busy[name] {
+		return errorf(http.StatusConflict, "collection_exists", "collection %q already exists", name)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return errorf(http.StatusConflict, "collection_exists", "collection %q: the data directory already holds %s, which is not an open collection", name, name)
+	}
+	if have := len(r.mu.open) + len(r.mu.busy); have >= r.max {
+		return r.tooMany(name, have)
+	}
+	r.mu.busy[name] = true
+	return nil
+}
+
+// restore creates collection name from the backup read from body. The
+// name is checked and reserved as create reserves it before a byte is
+// read. The backup is written to a working directory in the data
+// directory (restorePrefix); engine.Restore checks its length and SHA-256
+// and makes the collection in that directory; the collection's models
+// must be installed ones (checkRestoredModels); only then is it renamed
+// to the collection's name and opened with opts. The working directory is
+// removed whatever happens, and nothing else is left on failure: a
+// damaged backup, or a client that stops sending, creates nothing. A
+// crash leaves the working directory, which the next start removes, or
+// the whole restored collection.
+func (r *registry) restore(name string, body io.Reader, opts engine.Options) (*collection, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if r.catalog != nil {
+		return nil, fmt.Errorf("restoring a backup into a cluster: %w (a backup holds one node's collection; create the collection and upsert its documents)", errors.ErrUnsupported)
+	}
+	dir := filepath.Join(r.dir, name)
+	if err := r.reserve(name, dir); err != nil {
+		return nil, err
+	}
+	defer r.done(name)
+	work, err := os.MkdirTemp(r.dir, restorePrefix+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("server: restore %q: %w", name, err)
+	}
+	defer os.RemoveAll(work)
+	backup, restored := filepath.Join(work, "backup"), filepath.Join(work, "collection")
+	// The engine's errors name these paths: the client sees what they
+	// are, not where.
+	hide := func(err error) error {
+		ae := *classify(err)
+		if ae.err == nil {
+			ae.err = err
+		}
+		ae.message = strings.NewReplacer(backup, "the request body", restored, "collection "+name, work, "the restore's working directory").Replace(ae.message)
+		return &ae
+	}
+	if err := receive(backup, body); err != nil {
+		return nil, hide(fmt.Errorf("server: restore %q: %w", name, err))
+	}
+	if _, err := engine.Restore(backup, restored); err != nil {
+		if (errors.Is(err, storage.ErrCorruption) || errors.Is(err, io.ErrUnexpectedEOF)) && !errors.Is(err, engine.ErrBadBackup) {
+			// Whole by its length and checksum, but not a store's
+			// backup: the file ends inside a record, or a record is
+			// not one.
+			err = fmt.Errorf("%w: %w", engine.ErrBadBackup, err)
+		}
+		return nil, hide(err)
+	}
+	if err := os.Remove(backup); err != nil { // its room, before the indexes are rebuilt
+		return nil, hide(fmt.Errorf("server: restore %q: %w", name, err))
+	}
+	if err := checkRestored(restored); err != nil {
+		return nil, hide(err)
+	}
+	if err := os.Rename(restored, dir); err != nil {
+		return nil, hide(fmt.Errorf("server: restore %q: %w", name, err))
+	}
+	if !opts.NoSync {
+		syncDir(r.dir)
+	}
+	e, err := engine.Open(dir, &opts)
+	if err != nil {
+		// The name was free and reserved: dir is ours. Renamed into the
+		// working directory first, so that a crash while it is removed
+		// leaves no half collection.
+		if rerr := os.Rename(dir, restored); rerr != nil {
+			os.RemoveAll(dir)
+		}
+		return nil, hide(err)
+	}
+	c := &collection{name: name, dir: dir, e: e}
+	r.mu.Lock()
+	r.mu.open[name] = c
+	r.mu.Unlock()
+	return c, nil
+}
+
+// receive writes what body holds to a new file at path.
+func receive(path string, body io.Reader) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, body); err != nil {
+		f.Close()
+		return fmt.Errorf("receive the backup: %w", err)
+	}
+	return f.Close()
+}
+
+// checkRestored checks the models of the collection restored in dir
+// (checkRestoredModels) before the engine would load them.
+func checkRestored(dir string) error {
+	st, err := storage.Open(dir, &storage.Options{NoSync: true})
+	if err != nil {
+		return fmt.Errorf("server: restored collection: %w", err)
+	}
+	sc := st.Schema()
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("server: restored collection: %w", err)
+	}
+	return checkRestoredModels(sc)
+}
+
+// syncDir makes the entries of dir durable, as far as the system allows.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// done clears the mark that a create, a restore or a drop of name is
+// under way.
 func (r *registry) done(name string) {
 	r.mu.Lock()
 	delete(r.mu.busy, name)

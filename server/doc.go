@@ -32,6 +32,21 @@
 // the removal leaves nothing that the next start would open). A request
 // that comes after the drop answers 404.
 //
+// POST /v1/collections/{name}/restore creates a collection from a backup
+// (the body, in the format of GET .../backup and engine.Backup), under
+// the rules of a create: the name reserved, 409 if it is taken. The body
+// is written to a working directory of the data directory whose name
+// (".restoring-...") is no collection's, engine.Restore checks its length
+// and SHA-256 before it uses a byte and makes the collection in that
+// directory, and the collection is renamed to its name and opened only
+// once whole and its models are installed ones (a backup is a client's
+// data: its schema may not name a model by a path). The working
+// directory is removed in every case, and the next start removes one a
+// crash left: a restore leaves the whole collection or nothing, and a
+// damaged backup (400 bad_backup, saying what is wrong) or a client that
+// stops sending creates nothing. A cluster's catalog takes no restore
+// (501).
+//
 // A create names its models (dense, late, and the schema's models that
 // are not external) by the names of the models installed in the server's
 // models directory (encoder.Installed): a name is runs of letters and
@@ -44,10 +59,10 @@
 //
 // A server holds at most Config.MaxCollections collections (--max-collections,
 // default DefaultMaxCollections), those found at start included: a create
-// beyond it answers 409 too_many_collections, naming the limit and the
-// flag, before anything is made. Collections that use one model share its
-// load (package engine), so a collection costs its own indexes, not a copy
-// of the model (docs/server.md, Memory).
+// or a restore beyond it answers 409 too_many_collections, naming the
+// limit and the flag, before anything is made. Collections that use one
+// model share its load (package engine), so a collection costs its own
+// indexes, not a copy of the model (docs/server.md, Memory).
 //
 // # Authentication
 //
@@ -62,7 +77,8 @@
 // # Limits
 //
 // Every limit answers a 4xx whose message names the limit and the flag of
-// `tandem serve` that sets it: a body over MaxBody (--max-body) or an
+// `tandem serve` that sets it: a body over MaxBody (--max-body), a
+// restore's over MaxRestore (--max-restore, in place of MaxBody), or an
 // upsert line over MaxLine (--max-line) is 413; k+offset over MaxK
 // (--max-k, compared without adding, so that no k or offset overflows),
 // query text over MaxQuery (--max-query), and a filter over

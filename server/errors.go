@@ -66,6 +66,8 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusBadRequest, code: "bad_vectors", message: err.Error(), err: err}
 	case errors.Is(err, engine.ErrModel):
 		return &apiError{status: http.StatusBadRequest, code: "bad_model", message: err.Error(), err: err}
+	case errors.Is(err, engine.ErrBadBackup):
+		return &apiError{status: http.StatusBadRequest, code: "bad_backup", message: err.Error(), err: err}
 	case errors.Is(err, engine.ErrBadRequest):
 		return &apiError{status: http.StatusBadRequest, code: "bad_request", message: err.Error(), err: err}
 	case errors.Is(err, errors.ErrUnsupported):

@@ -32,18 +32,46 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 		return nil, nil
 	}
 	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, s.bodyError(err, int64(len(data)), s.cfg.MaxBody, "--max-body")
+	}
+	return data, nil
+}
+
+// bodyError is the answer to a failed read of a request body after n
+// bytes: 413 past its limit (limit bytes, set by flag), 408 when the body
+// has not arrived within --timeout (the server's read deadline), 400
+// otherwise (a client that stopped sending).
+func (s *Server) bodyError(err error, n, limit int64, flag string) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit of %d bytes (--max-body)", s.cfg.MaxBody)
+		return errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit of %d bytes (%s)", limit, flag)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return nil, errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the limit of %s (--timeout): %d bytes were read", s.cfg.Timeout, len(data))
+		return errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the limit of %s (--timeout): %d bytes were read", s.cfg.Timeout, n)
 	}
-	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "bad_body", "reading the request body: %v", err)
+	return errorf(http.StatusBadRequest, "bad_body", "reading the request body: %v", err)
+}
+
+// bodyReader reads a request body, turning a failed read into its answer
+// (Server.bodyError), so that whoever copies the body can tell the
+// client's failures from its own.
+type bodyReader struct {
+	s     *Server
+	r     io.Reader
+	n     int64
+	limit int64
+	flag  string
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if err != nil && err != io.EOF {
+		err = b.s.bodyError(err, b.n, b.limit, b.flag)
 	}
-	return data, nil
+	return n, err
 }
 
 // decodeJSON decodes a JSON object body into dst, refusing unknown keys
@@ -307,10 +335,15 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, s.hidePaths(err, name))
 		return
 	}
+	s.created(w, c)
+}
+
+// created answers a create or a restore of c: 201 with its description.
+func (s *Server) created(w http.ResponseWriter, c *collection) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.gone { // dropped already
-		s.fail(w, notFound(name))
+		s.fail(w, notFound(c.name))
 		return
 	}
 	ci, err := s.info(c)
@@ -318,8 +351,29 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	w.Header().Set("Location", "/v1/collections/"+name)
+	w.Header().Set("Location", "/v1/collections/"+c.name)
 	writeJSON(w, http.StatusCreated, ci)
+}
+
+// restoreCollection creates a collection from the backup in the body (the
+// format of GET .../backup and tandem backup), of any content type, up to
+// --max-restore bytes. It answers as a create does; a body that is not a
+// whole backup is 400 bad_backup saying what is wrong, and creates
+// nothing (registry.restore).
+func (s *Server) restoreCollection(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var body io.Reader = http.NoBody
+	if r.Body != nil {
+		body = &bodyReader{s: s, r: r.Body, limit: s.cfg.MaxRestore, flag: "--max-restore"}
+	}
+	opts := s.cfg.Engine
+	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = nil, nil, nil, "", true
+	c, err := s.reg.restore(name, body, opts)
+	if err != nil {
+		s.fail(w, s.hidePaths(err, name))
+		return
+	}
+	s.created(w, c)
 }
 
 // validModel is a model name a create may give: runs of letters and
@@ -338,22 +392,9 @@ const maxModelName = 128
 // choose among the installed models, and is told which they are, never
 // where they are.
 func checkModels(req *createRequest) error {
-	installed, err := encoder.Installed()
+	check, err := modelCheck()
 	if err != nil {
-		return fmt.Errorf("server: installed models: %w", err)
-	}
-	have := strings.Join(installed, ", ")
-	if have == "" {
-		have = "none"
-	}
-	check := func(field, name string) error {
-		switch {
-		case len(name) > maxModelName || !validModel.MatchString(name):
-			return errorf(http.StatusBadRequest, "bad_model", "%s: model name %q: want the name of an installed model (letters and digits, in runs joined by single '.', '_' or '-', at most %d bytes; installed: %s)", field, name, maxModelName, have)
-		case !slices.Contains(installed, name):
-			return errorf(http.StatusBadRequest, "bad_model", "%s: model %q is not installed on this server (installed: %s)", field, name, have)
-		}
-		return nil
+		return err
 	}
 	for i, n := range req.Dense {
 		if err := check(fmt.Sprintf("dense[%d]", i), n); err != nil {
@@ -371,6 +412,51 @@ func checkModels(req *createRequest) error {
 				if err := check(fmt.Sprintf("schema.models[%d].name", i), m.Name); err != nil {
 					return err
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// modelCheck returns the check of a model name a client gives, field
+// being where it gave it: a plain name of an installed model, or 400
+// bad_model listing the installed ones.
+func modelCheck() (func(field, name string) error, error) {
+	installed, err := encoder.Installed()
+	if err != nil {
+		return nil, fmt.Errorf("server: installed models: %w", err)
+	}
+	have := strings.Join(installed, ", ")
+	if have == "" {
+		have = "none"
+	}
+	return func(field, name string) error {
+		switch {
+		case len(name) > maxModelName || !validModel.MatchString(name):
+			return errorf(http.StatusBadRequest, "bad_model", "%s: model name %q: want the name of an installed model (letters and digits, in runs joined by single '.', '_' or '-', at most %d bytes; installed: %s)", field, name, maxModelName, have)
+		case !slices.Contains(installed, name):
+			return errorf(http.StatusBadRequest, "bad_model", "%s: model %q is not installed on this server (installed: %s)", field, name, have)
+		}
+		return nil
+	}, nil
+}
+
+// checkRestoredModels refuses a restored collection whose schema names a
+// model Tandem would run that is not a plain name of an installed model:
+// a backup is a client's data like a create's body, and its schema could
+// name a model by a path, which the engine would load.
+func checkRestoredModels(sc *tandem.Schema) error {
+	if sc == nil {
+		return nil
+	}
+	check, err := modelCheck()
+	if err != nil {
+		return err
+	}
+	for i, m := range sc.Models {
+		if !m.External {
+			if err := check(fmt.Sprintf("the backup's schema.models[%d].name", i), m.Name); err != nil {
+				return err
 			}
 		}
 	}

@@ -42,6 +42,12 @@ const (
 	// (100 small collections of the default dense model, its one load
 	// aside; docs/server.md, Memory), not the host.
 	DefaultMaxCollections = 100
+	// DefaultMaxRestore bounds the body of a restore, a backup: beyond
+	// the collections one server holds, so that it only stops a client
+	// that would send without end. A restore keeps the backup and the
+	// collection made of it on disk until it is done, so it needs about
+	// twice the backup's size free.
+	DefaultMaxRestore = 256 << 30
 )
 
 // Config configures a Server. Zero fields mean defaults.
@@ -72,6 +78,12 @@ type Config struct {
 	// (Catalog) it counts the cluster's collections, checked by the node
 	// the create goes through.
 	MaxCollections int
+	// MaxRestore bounds the body of a restore (POST
+	// /v1/collections/{name}/restore), a backup, in bytes (flag
+	// --max-restore; default DefaultMaxRestore): a larger one answers 413
+	// and creates nothing. MaxBody does not apply to it; Timeout does, as
+	// to every body (408 for one not received within it).
+	MaxRestore int64
 	// Logger receives one line per request; nil means slog.Default().
 	Logger *slog.Logger
 	// Engine is the options every collection is opened with (for example
@@ -129,10 +141,13 @@ func (c *Config) fill() error {
 	if c.MaxCollections == 0 {
 		c.MaxCollections = DefaultMaxCollections
 	}
+	if c.MaxRestore == 0 {
+		c.MaxRestore = DefaultMaxRestore
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 || c.MaxCollections < 0 {
+	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 || c.MaxCollections < 0 || c.MaxRestore < 0 {
 		return errors.New("server: negative limit")
 	}
 	for _, k := range append(append([]string(nil), c.AdminKeys...), c.ReadKeys...) {
@@ -263,6 +278,7 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/collections/{name}/documents/{id...}", roleAdmin, s.deleteDocument)
 	s.handle("POST /v1/collections/{name}/delete", roleAdmin, s.deleteDocuments)
 	s.handle("GET /v1/collections/{name}/backup", roleAdmin, s.backupCollection)
+	s.handleLimit("POST /v1/collections/{name}/restore", roleAdmin, s.cfg.MaxRestore, s.restoreCollection)
 	s.handle("POST /v1/collections/{name}/search", roleRead, s.searchPost)
 	s.handle("GET /v1/collections/{name}/search", roleRead, s.searchGet)
 	for _, r := range s.cfg.Routes {
@@ -275,8 +291,14 @@ func (s *Server) routes() {
 }
 
 // handle registers h for pattern behind authentication for role and the
-// body limit.
+// body limit (--max-body).
 func (s *Server) handle(pattern string, need role, h http.HandlerFunc) {
+	s.handleLimit(pattern, need, s.cfg.MaxBody, h)
+}
+
+// handleLimit is handle with a body limit of limit bytes in place of
+// --max-body: a restore's, whose body is a backup (--max-restore).
+func (s *Server) handleLimit(pattern string, need role, limit int64, h http.HandlerFunc) {
 	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := s.authorize(r, need); err != nil {
@@ -287,7 +309,7 @@ func (s *Server) handle(pattern string, need role, h http.HandlerFunc) {
 			return
 		}
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		h(w, r)
 	})

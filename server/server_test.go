@@ -649,6 +649,7 @@ func TestAuth(t *testing.T) {
 		{"DELETE", "/v1/collections/c/documents/d01", nil},
 		{"POST", "/v1/collections/c/delete", map[string]any{"ids": []string{"d01"}}},
 		{"GET", "/v1/collections/c/backup", nil},
+		{"POST", "/v1/collections/d/restore", []byte("TNDMBAK1")},
 	} {
 		a.fails(http.StatusForbidden, "forbidden", c.method, c.path, c.body, "admin key")
 	}
@@ -669,7 +670,7 @@ func TestCheckName(t *testing.T) {
 			t.Errorf("%q: %v", name, err)
 		}
 	}
-	for _, name := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "-x", "_x", "a b", "a.b", "é", strings.Repeat("x", 65), trashPrefix + "x"} {
+	for _, name := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "-x", "_x", "a b", "a.b", "é", strings.Repeat("x", 65), trashPrefix + "x", restorePrefix + "x"} {
 		if err := checkName(name); err == nil {
 			t.Errorf("%q: accepted", name)
 		}
