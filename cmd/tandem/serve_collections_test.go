@@ -46,6 +46,25 @@ func TestServeClusterMaxCollections(t *testing.T) {
 	}
 }
 
+// TestServeMaxRestoreFlag checks --max-restore's default, its value, and
+// its check.
+func TestServeMaxRestoreFlag(t *testing.T) {
+	t.Setenv("TANDEM_API_KEYS", "")
+	t.Setenv("TANDEM_READ_KEYS", "")
+	sc, err := parseServe([]string{"--data", t.TempDir()}, io.Discard)
+	if err != nil || sc.cfg.MaxRestore != server.DefaultMaxRestore {
+		t.Fatalf("default --max-restore: %+v, %v; want %d", sc, err, int64(server.DefaultMaxRestore))
+	}
+	if sc, err = parseServe([]string{"--data", t.TempDir(), "--max-restore", "1000", "--max-body", "10"}, io.Discard); err != nil || sc.cfg.MaxRestore != 1000 || sc.cfg.MaxBody != 10 {
+		t.Errorf("--max-restore 1000 --max-body 10: %+v, %v", sc, err)
+	}
+	for _, v := range []string{"0", "-1"} {
+		if code, _, errs := tandemRun(t, "serve", "--data", t.TempDir(), "--max-restore", v); code == 0 || !strings.Contains(errs, "--max-restore must be positive") {
+			t.Errorf("--max-restore %s: code %d, %q", v, code, errs)
+		}
+	}
+}
+
 // TestServeMaxCollectionsFlag checks the flag's default and its check.
 func TestServeMaxCollectionsFlag(t *testing.T) {
 	t.Setenv("TANDEM_API_KEYS", "")
