@@ -10,7 +10,8 @@ the name of the collection it indexed before the run. The hooks:
 - drop the failures that are false positives of a check (filter_failure;
   Schemathesis's summary counts them as "dropped by filter_failure"): a
   schema-valid request refused for naming what this server or collection
-  does not have, or for a limit set by a flag (NOT_IN_SPEC), and two
+  does not have, for a limit set by a flag, or for a restore's body that
+  is not a whole backup (NOT_IN_SPEC), and two
   kinds of invalid upsert body that the server does refuse, though not
   with a 4xx. docs/apifuzz.md lists them with the reasons.
 
@@ -85,12 +86,14 @@ def before_call(context, case, kwargs):
 # although the spec cannot describe them: a JSON Schema states the shape of
 # a value, not whether it names something that exists on this server or in
 # this collection, nor a limit the operator configures, nor (in OpenAPI
-# 3.0) a rule that relates array items or query parameters to each other.
+# 3.0) a rule that relates array items or query parameters to each other,
+# nor a checksum over a body.
 # Each is (the server's error code, a regular expression its message
 # matches, the reason, the operation it is limited to or None for any). A
 # schema-valid request refused for any other cause stays a failure.
 # docs/apifuzz.md lists them too.
 SEARCH_GET = ("GET", "/v1/collections/{name}/search")
+RESTORE = ("POST", "/v1/collections/{name}/restore")
 NOT_IN_SPEC = [
     ("k_too_large", r"over the limit of \d+ \(--max-k\)",
      "k + offset over --max-k: a limit on a sum, set by a flag", None),
@@ -127,6 +130,8 @@ NOT_IN_SPEC = [
      "a facet parameter's text form (engine.ParseFacet: FIELD[:option,...]), a grammar the spec states in words", SEARCH_GET),
     ("bad_schema", r"(?s)^schema model .*: late_index \".*\": ",
      "a schema model's late_index FAISS cannot build (checked with the schema since the create checks analyzers and late indexes up front): the same grammar of FAISS's own", None),
+    ("bad_backup", r"^engine: bad backup: .*the request body",
+     "a restore's body that is not a whole Tandem backup (not one, cut short, or not matching the length and SHA-256 of its trailer): a checksum over the body, which no schema states", RESTORE),
 ]
 
 
