@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -194,14 +195,19 @@ func segmentBackup(r io.Reader, w io.Writer, app *appender) error {
 		if sz > 1<<34 {
 			return fmt.Errorf("%w: backup: a list of %d bytes", ErrCorruption, sz)
 		}
-		if uint64(cap(buf)) < sz {
-			buf = make([]byte, sz)
-		}
-		if _, err := io.ReadFull(br, buf[:sz]); err != nil {
+		// The buffer grows as the bytes arrive, not to the length the
+		// stream claims: a damaged or hostile length costs no more
+		// memory than the data that follows it.
+		bb := bytes.NewBuffer(buf[:0])
+		if _, err := io.CopyN(bb, br, int64(sz)); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: backup: a list of %d bytes cut short at %d", ErrCorruption, sz, bb.Len())
+			}
 			return fmt.Errorf("read backup: %w", err)
 		}
+		buf = bb.Bytes()
 		list := &pb.KVList{}
-		if err := proto.Unmarshal(buf[:sz], list); err != nil {
+		if err := proto.Unmarshal(buf, list); err != nil {
 			return fmt.Errorf("%w: backup: %w", ErrCorruption, err)
 		}
 		for _, kv := range list.Kv {

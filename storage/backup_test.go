@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -112,5 +115,24 @@ func TestMarkBackupRestore(t *testing.T) {
 	}
 	if r.Schema() == nil || len(r.Schema().Fields) != len(s.Schema().Fields) {
 		t.Errorf("restored schema %+v, want %+v", r.Schema(), s.Schema())
+	}
+}
+
+// TestRestoreClaimedLength: a backup whose list claims 8 GiB and holds a
+// few bytes is refused as damaged, having allocated about what it holds,
+// not what it claims.
+func TestRestoreClaimedLength(t *testing.T) {
+	body := binary.LittleEndian.AppendUint64(nil, 8<<30)
+	body = append(body, "only these bytes"...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err := Restore(t.TempDir(), bytes.NewReader(body), &Options{NoSync: true})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "cut short") {
+		t.Errorf("restore of a list claiming 8 GiB: %v, want ErrCorruption, cut short", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+		t.Errorf("the restore allocated %d MiB for 16 bytes of data", grew>>20)
 	}
 }
