@@ -294,6 +294,7 @@ func (n *Node) rebalance(ctx context.Context) {
 		}
 		n.fsm.retry()
 		if n.meta.State() != raft.Leader {
+			n.settled = false
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
@@ -312,11 +313,16 @@ func (n *Node) rebalance(ctx context.Context) {
 const stepTimeout = 30 * time.Second
 
 // step does one step of the metadata leader's work, from the state as of
-// everything committed before it (a barrier): a leader that has just won
+// everything committed before it (a barrier, once a leadership; then its
+// own commands apply before they return): a leader that has just won
 // acts on the moves its predecessor recorded, not on its own lag.
 func (n *Node) step(ctx context.Context) error {
-	if err := n.meta.Barrier(min(timeoutOf(ctx), 5*time.Second)).Error(); err != nil {
-		return err
+	if !n.settled {
+		// Once a leadership: a barrier is a log entry.
+		if err := n.meta.Barrier(min(timeoutOf(ctx), 5*time.Second)).Error(); err != nil {
+			return err
+		}
+		n.settled = true
 	}
 	st := n.fsm.state()
 	if err := n.metaVoters(ctx, st); err != nil {
@@ -386,21 +392,30 @@ func (n *Node) metaVoters(ctx context.Context, st metaState) error {
 }
 
 // caughtUp reports whether a follower that has applied got has caught up
-// with a leader that has applied lead: whether it has reached what the
-// leader had at the previous look under the same key (a step before), so
-// that it keeps pace with the writes. It forgets the key once caught up.
+// with a leader that has applied lead, in two rounds under key: the
+// follower must reach where the leader was at the first look, and then
+// where it was when that was reached. It forgets the key once caught up.
+// A fixed target is reached however long the follower trails the
+// leader's latest index under a steady load; the second round bounds the
+// lag to one catching up.
 func (n *Node) caughtUp(key string, lead, got uint64) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	prev, looked := n.copyMark[key]
 	if n.copyMark == nil {
 		n.copyMark = map[string]uint64{}
 	}
-	if looked && got >= prev {
+	target, looked := n.copyMark[key]
+	round := n.copyMark[key+"#round"]
+	switch {
+	case !looked:
+		n.copyMark[key], n.copyMark[key+"#round"] = lead, 1
+	case got >= target && round >= 2:
 		delete(n.copyMark, key)
+		delete(n.copyMark, key+"#round")
 		return true
+	case got >= target:
+		n.copyMark[key], n.copyMark[key+"#round"] = lead, 2
 	}
-	n.copyMark[key] = lead
 	return false
 }
 

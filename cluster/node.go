@@ -183,6 +183,9 @@ type Node struct {
 	// replica or node catching up, the leader's applied index at the
 	// last look (caughtUp), and flags (mark).
 	copyMark map[string]uint64
+	// settled is set, in rebalance's goroutine only, once this node's
+	// metadata has applied everything committed in its leadership.
+	settled bool
 }
 
 type collection struct {
