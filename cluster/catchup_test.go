@@ -26,26 +26,9 @@ import (
 func TestCatchUpFromSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var peers []Peer
-	for i := range 3 {
-		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(t), HTTP: freeLoopback(t)})
-	}
 	root := t.TempDir()
-	start := func(i int) *Node {
-		t.Helper()
-		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
-			SnapshotThreshold: 8, TrailingLogs: 4, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nd
-	}
-	nodes := []*Node{start(0), start(1), start(2)}
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
-		}
-	}()
+	nodes, start := snapshotNodes(t, root, 4)
+	defer closeNodes(nodes)
 	spec := CollectionSpec{Name: "c", Shards: 2, Replicas: 3, Schema: &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}}}}
 	if err := nodes[0].CreateCollection(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -187,26 +170,9 @@ func freeLoopback(t testing.TB) string {
 func TestRestartAfterUnappliedSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var peers []Peer
-	for i := range 3 {
-		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(t), HTTP: freeLoopback(t)})
-	}
 	root := t.TempDir()
-	start := func(i int) *Node {
-		t.Helper()
-		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
-			SnapshotThreshold: 8, TrailingLogs: 1000, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nd
-	}
-	nodes := []*Node{start(0), start(1), start(2)}
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
-		}
-	}()
+	nodes, start := snapshotNodes(t, root, 1000)
+	defer closeNodes(nodes)
 	spec := CollectionSpec{Name: "c", Shards: 1, Replicas: 3, Schema: &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}}}}
 	if err := nodes[0].CreateCollection(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -312,5 +278,35 @@ func waitApplied(t *testing.T, ctx context.Context, nodes []*Node, n int) {
 			t.Fatalf("replicas applied %v", applied)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// snapshotNodes starts 3 nodes in this process, under root, whose groups
+// snapshot every 8 entries and keep trailing entries behind; start(i)
+// starts node i again after it was closed.
+func snapshotNodes(t *testing.T, root string, trailing uint64) (nodes []*Node, start func(i int) *Node) {
+	t.Helper()
+	var peers []Peer
+	for i := range 3 {
+		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(t), HTTP: freeLoopback(t)})
+	}
+	start = func(i int) *Node {
+		t.Helper()
+		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+			SnapshotThreshold: 8, TrailingLogs: trailing, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nd
+	}
+	return []*Node{start(0), start(1), start(2)}, start
+}
+
+// closeNodes closes the nodes that are not nil.
+func closeNodes(nodes []*Node) {
+	for _, n := range nodes {
+		if n != nil {
+			n.Close()
+		}
 	}
 }
