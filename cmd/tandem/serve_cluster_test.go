@@ -174,8 +174,27 @@ func TestServeCluster(t *testing.T) {
 	// A collection dropped through one node is gone from every node.
 	call(2, "PUT", "/v1/collections/gone", `{"schema":{"strict":true,"fields":[{"name":"text","type":"text"}]}}`, 201)
 	call(1, "DELETE", "/v1/collections/gone", "", 204)
+	call(1, "GET", "/v1/collections/gone", "", 404)
+	// The others as soon as their metadata applies the drop.
 	for node := range 3 {
-		call(node, "GET", "/v1/collections/gone", "", 404)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			req, _ := http.NewRequest("GET", "http://"+web[node]+"/v1/collections/gone", nil)
+			req.Header.Set("Authorization", "Bearer "+admin)
+			resp, err := http.DefaultClient.Do(req)
+			status := 0
+			if err == nil {
+				resp.Body.Close()
+				status = resp.StatusCode
+			}
+			if status == http.StatusNotFound {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d still serves the dropped collection: %d %v", node, status, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	call(2, "GET", "/v1/collections/nope", "", 404)
 	st := call(2, "GET", "/_cluster/status", "", 200)
