@@ -33,6 +33,14 @@ func (a Admin) Drain(ctx context.Context, node string) error {
 	return a.call(ctx, http.MethodPost, "/_cluster/nodes/"+node+"/drain", nil)
 }
 
+// Backup is GET /_cluster/backup (Node.Backup): it writes the node's
+// backup to w.
+func (a Admin) Backup(ctx context.Context, w io.Writer) error {
+	return a.call(ctx, http.MethodGet, "/_cluster/backup", w)
+}
+
+// call sends a request and decodes its JSON answer into out, or copies
+// it into out when out is an io.Writer.
 func (a Admin) call(ctx context.Context, method, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(a.URL, "/")+path, nil)
 	if err != nil {
@@ -50,6 +58,12 @@ func (a Admin) call(ctx context.Context, method, path string, out any) error {
 		return fmt.Errorf("cluster: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
+	if w, ok := out.(io.Writer); ok && resp.StatusCode/100 == 2 {
+		if _, err := io.Copy(w, resp.Body); err != nil {
+			return fmt.Errorf("cluster: %s %s: %w", method, path, err)
+		}
+		return nil
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("cluster: %s %s: %w", method, path, err)

@@ -85,6 +85,9 @@
 //   - Every node's metadata state starts from the same founding nodes
 //     (the first nodes' peers, kept in each node's Dir, and given to a
 //     joining node): the state is a function of the log alone.
+//   - A member that joins again (restored from a node backup, without
+//     Raft state) is a non-voter in every group before it starts any,
+//     and votes again only once it has caught up (nodebackup.go).
 //   - Raft state of a removed replica or a dropped collection is deleted
 //     before its files, so a crash between the two never leaves Raft
 //     state for a later replica of the same name to take up.

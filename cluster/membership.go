@@ -71,7 +71,7 @@ func (n *Node) reconcile(st metaState) error {
 				want[m.Shard] = true
 			}
 		}
-		errs = append(errs, n.openCollection(spec, want))
+		errs = append(errs, n.openCollection(spec, want, st.Nodes[n.cfg.ID].Rejoining))
 	}
 	return errors.Join(errs...)
 }
@@ -241,16 +241,23 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("cluster: join: %w", err))
 		return
 	}
-	if err := n.applyCommand(r.Context(), metaCommand{Op: "join", Peer: &p}); err != nil {
+	// A member asking to join again has lost its Raft state (restored
+	// from a backup): it is demoted in every group before it may start
+	// them (rejoin; step).
+	op := "join"
+	if _, member := n.fsm.state().Nodes[p.ID]; member {
+		op = "rejoin"
+	}
+	if err := n.applyCommand(r.Context(), metaCommand{Op: op, Peer: &p, Node: p.ID}); err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	// Answer once this node has applied the join, with what it has
-	// applied.
+	// Answer once this node has applied the join (and a rejoining node
+	// is demoted everywhere), with what it has applied.
 	var st metaState
 	for {
 		st = n.fsm.state()
-		if _, ok := st.Nodes[p.ID]; ok {
+		if ni, ok := st.Nodes[p.ID]; ok && (op == "join" || ni.Demoted) {
 			break
 		}
 		select {
@@ -328,6 +335,11 @@ func (n *Node) step(ctx context.Context) error {
 	if err := n.metaVoters(ctx, st); err != nil {
 		return err
 	}
+	for _, id := range slices.Sorted(keys(st.Nodes)) {
+		if st.Nodes[id].Rejoining {
+			return n.rejoin(ctx, st, id)
+		}
+	}
 	if len(st.Moves) > 0 {
 		return n.advance(ctx, st, st.Moves[0])
 	}
@@ -345,6 +357,83 @@ func (n *Node) step(ctx context.Context) error {
 		return n.applyCommand(ctx, metaCommand{Op: "move", Move: &m})
 	}
 	return nil
+}
+
+// rejoin takes a rejoining node one step on: first it is demoted to a
+// non-voter in the metadata group and every shard group it is placed in;
+// then each of its replicas votes again once it has caught up with its
+// shard's leader; then, once the metadata group has made it a voter
+// again too (metaVoters), it has rejoined.
+func (n *Node) rejoin(ctx context.Context, st metaState, id string) error {
+	ni := st.Nodes[id]
+	var held [][2]any // collection, shard
+	for _, name := range slices.Sorted(keys(st.Specs)) {
+		for s, nodes := range st.Specs[name].Placement {
+			if slices.Contains(nodes, id) {
+				held = append(held, [2]any{name, s})
+			}
+		}
+	}
+	if !ni.Demoted {
+		if err := n.meta.DemoteVoter(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+			return fmt.Errorf("cluster: demote %s in the metadata group: %w", id, err)
+		}
+		for _, h := range held {
+			c, err := n.collection(h[0].(string))
+			if err != nil {
+				return err
+			}
+			if _, err := n.memberOp(ctx, c, h[1].(int), "demote", ni.Peer, 0); err != nil {
+				return err
+			}
+		}
+		return n.applyCommand(ctx, metaCommand{Op: "demoted", Node: id})
+	}
+	voting := true
+	for _, h := range held {
+		c, err := n.collection(h[0].(string))
+		if err != nil {
+			return err
+		}
+		s := h[1].(int)
+		key := fmt.Sprintf("rejoin:%s:%s/%d", id, c.name, s)
+		if n.marked(key + "#voter") {
+			continue
+		}
+		voting = false
+		lead, err := n.shardState(ctx, c, s, "")
+		if err != nil {
+			return err
+		}
+		got, err := n.shardState(ctx, c, s, id)
+		if err != nil {
+			return err
+		}
+		if n.caughtUp(key, lead.Applied, got.Applied) {
+			if _, err := n.memberOp(ctx, c, s, "add-voter", ni.Peer, 0); err != nil {
+				return err
+			}
+			n.mark(key + "#voter")
+		}
+	}
+	f := n.meta.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == id && srv.Suffrage != raft.Voter {
+			voting = false
+		}
+	}
+	if !voting {
+		return nil
+	}
+	n.mu.Lock()
+	for _, h := range held {
+		delete(n.copyMark, fmt.Sprintf("rejoin:%s:%s/%d#voter", id, h[0], h[1]))
+	}
+	n.mu.Unlock()
+	return n.applyCommand(ctx, metaCommand{Op: "rejoined", Node: id})
 }
 
 // metaVoters makes the metadata group's configuration the state's nodes.
@@ -376,9 +465,12 @@ func (n *Node) metaVoters(ctx context.Context, st metaState) error {
 			}
 			return nil
 		case suffrage == raft.Nonvoter:
+			if ni := st.Nodes[id]; ni.Rejoining && !ni.Demoted {
+				continue // being demoted (rejoin)
+			}
 			applied, err := n.metaApplied(ctx, id)
 			if err != nil {
-				return err
+				continue // down, or not started yet: the other steps go on
 			}
 			if n.caughtUp("meta:"+id, n.meta.AppliedIndex(), applied) {
 				if err := n.meta.AddVoter(raft.ServerID(id), addr, f.Index(), 10*time.Second).Error(); err != nil {
@@ -568,7 +660,7 @@ func (r *replica) state() leaderReply {
 // memberRequest asks a shard's leader to change its group; Prev, when
 // not 0, is the configuration index the change must follow.
 type memberRequest struct {
-	Op   string `json:"op"` // add-nonvoter, add-voter, transfer, remove
+	Op   string `json:"op"` // add-nonvoter, add-voter, transfer, remove, demote
 	Peer Peer   `json:"peer"`
 	Prev uint64 `json:"prev,omitempty"`
 }
@@ -633,6 +725,11 @@ func (r *replica) member(op string, p Peer, prev uint64, timeout time.Duration) 
 			return 0, nil
 		}
 		f = r.raft.RemoveServer(id, prev, timeout)
+	case "demote":
+		if !in || suffrage != raft.Voter {
+			return 0, nil
+		}
+		f = r.raft.DemoteVoter(id, prev, timeout)
 	case "transfer":
 		if err := r.raft.LeadershipTransferToServer(id, addr).Error(); err != nil {
 			return 0, &remoteError{Status: 503, Msg: fmt.Sprintf("cluster: %s shard %d: hand the lead to %s: %v", r.coll, r.shard, p.ID, err)}
@@ -687,6 +784,11 @@ func (n *Node) handleMember(w http.ResponseWriter, r *http.Request) {
 // can move; a move from a node that is not draining is made only when
 // the two nodes differ by two or more.
 func planMove(st metaState) (Move, bool) {
+	for _, ni := range st.Nodes {
+		if ni.Rejoining {
+			return Move{}, false // its replicas are catching up
+		}
+	}
 	var active []string
 	for _, id := range slices.Sorted(keys(st.Nodes)) {
 		if !st.Nodes[id].Draining {

@@ -26,13 +26,13 @@ import (
 
 // metaCommand is one entry of the metadata group's log.
 type metaCommand struct {
-	// Op is "create", "drop", "join", "drain", "leave", "move", "switch"
-	// or "done".
+	// Op is "create", "drop", "join", "rejoin", "demoted", "rejoined",
+	// "drain", "leave", "move", "switch" or "done".
 	Op   string          `json:"op"`
 	Spec *CollectionSpec `json:"spec,omitempty"` // create
 	Name string          `json:"name,omitempty"` // drop
-	Peer *Peer           `json:"peer,omitempty"` // join
-	Node string          `json:"node,omitempty"` // drain, leave
+	Peer *Peer           `json:"peer,omitempty"` // join, rejoin
+	Node string          `json:"node,omitempty"` // drain, leave, rejoin, demoted, rejoined
 	Move *Move           `json:"move,omitempty"` // move, switch, done
 }
 
@@ -42,6 +42,11 @@ type NodeInfo struct {
 	// Draining nodes are being emptied of replicas (Node.Drain); once
 	// they hold none they leave the cluster.
 	Draining bool `json:"draining,omitempty"`
+	// Rejoining marks a member that came back without its Raft state
+	// (restored from a backup): it is demoted to a non-voter in every
+	// group (Demoted), and votes again once it has caught up.
+	Rejoining bool `json:"rejoining,omitempty"`
+	Demoted   bool `json:"demoted,omitempty"`
 }
 
 // Move is the move of one shard replica from one node to another
@@ -227,6 +232,23 @@ func (s *metaState) apply(c *metaCommand) error {
 			}
 		}
 		s.Nodes[c.Peer.ID] = NodeInfo{Peer: *c.Peer}
+	case "rejoin", "demoted", "rejoined":
+		ni, ok := s.Nodes[c.Node]
+		if !ok {
+			return fmt.Errorf("%w: no node %q", ErrBadMember, c.Node)
+		}
+		switch c.Op {
+		case "rejoin":
+			if c.Peer == nil || *c.Peer != ni.Peer {
+				return fmt.Errorf("%w: node %q is a member at %s/%s", ErrBadMember, c.Node, ni.Raft, ni.HTTP)
+			}
+			ni.Rejoining, ni.Demoted = true, false
+		case "demoted":
+			ni.Demoted = ni.Rejoining
+		case "rejoined":
+			ni.Rejoining, ni.Demoted = false, false
+		}
+		s.Nodes[c.Node] = ni
 	case "drain":
 		ni, ok := s.Nodes[c.Node]
 		if !ok {

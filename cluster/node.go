@@ -338,6 +338,18 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
+	_, serr := os.Stat(filepath.Join(cfg.Dir, restoredFile))
+	restored := serr == nil
+	switch {
+	case restored && fresh && cfg.Join == "":
+		return fail(fmt.Errorf("cluster: node %s was restored from a backup (%s): start it with the HTTP address of a member to rejoin through (--join)", cfg.ID, filepath.Join(cfg.Dir, restoredFile)))
+	case restored && !fresh:
+		// It has rejoined the metadata group before: its Raft state is
+		// its own again.
+		if err := os.Remove(filepath.Join(cfg.Dir, restoredFile)); err != nil {
+			return fail(err)
+		}
+	}
 	var voters []string
 	switch {
 	case cfg.Join == "":
@@ -583,7 +595,7 @@ var (
 // openCollection opens the replicas of spec that want names and starts
 // their Raft groups, and closes and deletes those open that it does not;
 // replicas open already are left alone.
-func (n *Node) openCollection(spec CollectionSpec, want map[int]bool) error {
+func (n *Node) openCollection(spec CollectionSpec, want map[int]bool, rejoining bool) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -633,7 +645,7 @@ func (n *Node) openCollection(spec CollectionSpec, want map[int]bool) error {
 		// A shard's first replicas bootstrap its group; one a move brings
 		// joins it, and waits for its leader.
 		var voters []string
-		if slices.Contains(nodes, n.cfg.ID) && (s >= len(spec.Moved) || !spec.Moved[s]) {
+		if slices.Contains(nodes, n.cfg.ID) && (s >= len(spec.Moved) || !spec.Moved[s]) && !rejoining {
 			voters = nodes
 		}
 		group := fmt.Sprintf("%s/%d", spec.Name, s)

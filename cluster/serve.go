@@ -20,8 +20,9 @@ type ServeConfig struct {
 	// handler.
 	Node Config
 	// Server configures the API. Serve sets its Catalog to the cluster's
-	// collections, its Routes to GET /_cluster/status and POST
-	// /_cluster/nodes/{id}/drain (behind the admin key) and its Collectors
+	// collections, its Routes to GET /_cluster/status, POST
+	// /_cluster/nodes/{id}/drain and GET /_cluster/backup (behind the
+	// admin key) and its Collectors
 	// to the node's, and clears its DataDir: the node's Dir holds the
 	// data.
 	Server server.Config
@@ -70,6 +71,15 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"draining": r.PathValue("id")})
+	}}, {Pattern: "GET /_cluster/backup", Admin: true, Handler: func(w http.ResponseWriter, r *http.Request) {
+		// This node's backup (Node.Backup); a failure once it has begun
+		// cuts the connection, and the backup cut short is refused on
+		// restore.
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if err := node.Backup(r.Context(), w); err != nil {
+			node.log.Error("node backup stopped", "error", err)
+			panic(http.ErrAbortHandler)
+		}
 	}}}
 	sc.Collectors = node.Collectors()
 	srv, err := server.New(&sc)

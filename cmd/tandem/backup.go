@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tandemsearch/tandem/cluster"
 	"github.com/tandemsearch/tandem/engine"
 )
 
@@ -32,6 +33,13 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 	from := fs.String("from", "", "backup file (tandem backup), checked whole before use")
 	dir := fs.String("dir", "", "collection directory to create; must not exist or be empty")
 	if err := parseOrUsage(fs, args, stderr, "tandem restore --from FILE --dir DIR", func() bool { return *dir == "" || *from == "" || fs.NArg() > 0 }); err != nil {
+		return err
+	}
+	if cluster.IsNodeBackup(*from) { // tandem cluster backup's
+		err := cluster.RestoreNode(*from, *dir)
+		if err == nil {
+			fmt.Fprintf(stdout, "restored the node backup %s into %s; start the node with --join MEMBER: it rejoins its groups and catches up\n", *from, *dir)
+		}
 		return err
 	}
 	info, err := engine.Restore(*from, *dir)

@@ -214,6 +214,20 @@ func TestServeCluster(t *testing.T) {
 	if code, _, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "--key", read, "drain", "n2"); code == 0 || !strings.Contains(errs, "403") {
 		t.Errorf("tandem cluster drain with a read key: exit %d, %s", code, errs)
 	}
+	// A node's backup, laid out again by tandem restore.
+	nodeBackup := filepath.Join(t.TempDir(), "n1.backup")
+	if code, _, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "--key", admin, "backup", nodeBackup); code != 0 {
+		t.Errorf("tandem cluster backup: exit %d, %s", code, errs)
+	}
+	restored := filepath.Join(t.TempDir(), "n1")
+	if code, out, errs := tandemRun(t, "restore", "--from", nodeBackup, "--dir", restored); code != 0 || !strings.Contains(out, "--join") {
+		t.Errorf("tandem restore of a node backup: exit %d, %s%s", code, out, errs)
+	}
+	for _, p := range []string{"founders.json", "restored.json", "collections/c/shard-0", "collections/c/shard-1", "collections/c/shard-2"} {
+		if _, err := os.Stat(filepath.Join(restored, p)); err != nil {
+			t.Errorf("the restored node: %v", err)
+		}
+	}
 	if code, _, errs := tandemRun(t, "cluster", "--server", "http://"+web[1], "drain"); code != 1 || !strings.Contains(errs, "usage: tandem cluster") {
 		t.Errorf("tandem cluster drain without a node: exit %d, %s", code, errs)
 	}
