@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -309,7 +310,7 @@ func (n *Node) Status() Status {
 		st.MetaLeader = string(id)
 	}
 	n.mu.RLock()
-	for _, id := range slices.Sorted(keys(n.peers)) {
+	for _, id := range slices.Sorted(maps.Keys(n.peers)) {
 		st.Peers = append(st.Peers, n.peers[id])
 	}
 	n.mu.RUnlock()
@@ -323,7 +324,7 @@ func (n *Node) Status() Status {
 	n.mu.RUnlock()
 	if n.fsm != nil {
 		ms := n.fsm.state()
-		for _, id := range slices.Sorted(keys(ms.Nodes)) {
+		for _, id := range slices.Sorted(maps.Keys(ms.Nodes)) {
 			st.Nodes = append(st.Nodes, NodeStatus{NodeInfo: ms.Nodes[id], Replicas: ms.holds(id)})
 		}
 		st.Moves = []MoveStatus{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -53,13 +54,7 @@ func (n *Node) reconcile(st metaState) error {
 	for _, c := range gone {
 		errs = append(errs, n.removeCollection(c.name, c))
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for name := range st.Specs {
-			if !yield(name) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(st.Specs))
 	for _, name := range names {
 		spec := st.Specs[name]
 		want := map[int]bool{}
@@ -268,20 +263,10 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	jr := joinReply{Index: n.meta.AppliedIndex(), Founders: n.fsm.founders}
-	for _, id := range slices.Sorted(keys(st.Nodes)) {
+	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		jr.Nodes = append(jr.Nodes, st.Nodes[id].Peer)
 	}
 	writeJSON(w, http.StatusOK, jr)
-}
-
-func keys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // --- the metadata leader's work: membership and moves ---
@@ -335,7 +320,7 @@ func (n *Node) step(ctx context.Context) error {
 	if err := n.metaVoters(ctx, st); err != nil {
 		return err
 	}
-	for _, id := range slices.Sorted(keys(st.Nodes)) {
+	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		if st.Nodes[id].Rejoining {
 			return n.rejoin(ctx, st, id)
 		}
@@ -343,7 +328,7 @@ func (n *Node) step(ctx context.Context) error {
 	if len(st.Moves) > 0 {
 		return n.advance(ctx, st, st.Moves[0])
 	}
-	for _, id := range slices.Sorted(keys(st.Nodes)) {
+	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		if st.Nodes[id].Draining && st.holds(id) == 0 {
 			if id == n.cfg.ID {
 				// Another node's leader takes it out.
@@ -367,7 +352,7 @@ func (n *Node) step(ctx context.Context) error {
 func (n *Node) rejoin(ctx context.Context, st metaState, id string) error {
 	ni := st.Nodes[id]
 	var held [][2]any // collection, shard
-	for _, name := range slices.Sorted(keys(st.Specs)) {
+	for _, name := range slices.Sorted(maps.Keys(st.Specs)) {
 		for s, nodes := range st.Specs[name].Placement {
 			if slices.Contains(nodes, id) {
 				held = append(held, [2]any{name, s})
@@ -455,7 +440,7 @@ func (n *Node) metaVoters(ctx context.Context, st metaState) error {
 	// A new node joins as a non-voter, and votes once it has applied as
 	// far as this leader had at the step before: one that never comes up
 	// costs the group no quorum.
-	for _, id := range slices.Sorted(keys(st.Nodes)) {
+	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		addr := raft.ServerAddress(st.Nodes[id].Raft)
 		suffrage, ok := in[id]
 		switch {
@@ -790,7 +775,7 @@ func planMove(st metaState) (Move, bool) {
 		}
 	}
 	var active []string
-	for _, id := range slices.Sorted(keys(st.Nodes)) {
+	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		if !st.Nodes[id].Draining {
 			active = append(active, id)
 		}
@@ -806,7 +791,7 @@ func planMove(st metaState) (Move, bool) {
 			}
 		}
 	}
-	for _, name := range slices.Sorted(keys(st.Specs)) {
+	for _, name := range slices.Sorted(maps.Keys(st.Specs)) {
 		spec := st.Specs[name]
 		count := map[string]int{}
 		holds := map[string]map[int]bool{}

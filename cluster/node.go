@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -539,7 +540,7 @@ func (n *Node) peer(id string) (Peer, bool) {
 func (n *Node) activeNodes() []string {
 	var ids []string
 	st := n.fsm.state()
-	for _, id := range slices.Sorted(keys(st.Nodes)) {
+	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		if !st.Nodes[id].Draining {
 			ids = append(ids, id)
 		}
