@@ -22,10 +22,17 @@ all: build ## the same as build
 help: ## this menu: each target and what it does
 	@awk -F':.*## ' '/^[a-z][a-zA-Z0-9_-]*:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: ## build .native/: FAISS, ONNX Runtime and the default models (idempotent)
+setup: ## build .native/: FAISS, ONNX Runtime and the default model (idempotent)
 	@bash scripts/setup.sh
 
-# Optional models beyond the defaults (docs/models.md).
+# Every model the tests use: the three float32 models and their int8
+# variants, which a Python environment (.native/venv) quantises
+# (docs/models.md). make test runs it; make demo and make build do not.
+.PHONY: models
+models: ## add the other models the tests use, and the int8 variants, to .native/
+	@bash scripts/setup.sh --all
+
+# Optional models beyond those (docs/models.md).
 models-extra: setup ## add the optional encoder models to .native/
 	@bash scripts/setup-models.sh answerai-colbert-small-v1
 
@@ -35,7 +42,7 @@ build: setup ## build bin/tandem
 # The README's test command: set-up, lint, the embedding example, every
 # test, then the build without cgo, which serves BM25 only, the native fuzz
 # targets and a minute of the outside API fuzzer.
-test: setup lint example ## the whole test suite: lint, the example, every test, fuzz seeds, a minute of Schemathesis
+test: models lint example ## the whole test suite: lint, the example, every test, fuzz seeds, a minute of Schemathesis
 	bash scripts/setup-browser.sh
 	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
 	CGO_ENABLED=0 go build ./...
@@ -90,7 +97,7 @@ fuzz-api: build ## run Schemathesis against a live server (docs/apifuzz.md)
 test-short: setup ## go test -short: the tests that need no models or shared data
 	go test $(GOFLAGS_BUILD) -short -count=1 ./...
 
-testrace: setup ## the tests under the race detector
+testrace: models ## the tests under the race detector
 	go test $(GOFLAGS_BUILD) -race -count=1 -timeout 60m ./...
 
 # The SciFact acceptance run of dense, late and hybrid search (engine's
@@ -111,7 +118,7 @@ bench: setup ## every Go benchmark (go test -bench)
 # file and threads, alternating (scripts/bench/encode.sh MODEL DOCS THREADS
 # ROUNDS).
 BENCH_MODEL ?= bge-small-en-v1.5-int8
-bench-encode: build ## encoding speed beside onnxruntime in Python
+bench-encode: build models ## encoding speed beside onnxruntime in Python
 	bash scripts/bench/encode.sh $(BENCH_MODEL)
 
 # Ingest and search at scale: a synthetic collection whose documents bring

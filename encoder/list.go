@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -129,8 +130,8 @@ func Find(name string) (string, error) {
 	}
 	models := native.ModelsDir()
 	if models == "" {
-		return "", fmt.Errorf("%w: %q: no models directory (searched %s; run scripts/setup.sh and scripts/install.sh, or set TANDEM_MODELS)",
-			ErrNotInstalled, name, strings.Join(native.ModelDirs(), ", "))
+		return "", fmt.Errorf("%w: %q: no models directory (searched %s; set TANDEM_MODELS, or %s)",
+			ErrNotInstalled, name, strings.Join(native.ModelDirs(), ", "), installHint(name))
 	}
 	var have []string
 	if entries, err := os.ReadDir(models); err == nil {
@@ -140,8 +141,26 @@ func Find(name string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("%w: %q in %s (installed: %s; run scripts/setup.sh)",
-		ErrNotInstalled, name, models, strings.Join(have, ", "))
+	return "", fmt.Errorf("%w: %q in %s (installed: %s; %s)",
+		ErrNotInstalled, name, models, strings.Join(have, ", "), installHint(name))
+}
+
+// Installable lists the models that scripts/setup-models.sh installs by
+// name, in its order: DefaultModel, which scripts/setup.sh installs, then
+// those it installs only when asked (make models installs all but the
+// last, make models-extra the last).
+var Installable = []string{
+	DefaultModel, "all-MiniLM-L6-v2", "e5-small-v2",
+	DefaultModel + "-int8", "all-MiniLM-L6-v2-int8", "e5-small-v2-int8",
+	"answerai-colbert-small-v1",
+}
+
+// installHint names the command that installs model name.
+func installHint(name string) string {
+	if !slices.Contains(Installable, name) {
+		return "docs/models.md says how to add a model"
+	}
+	return fmt.Sprintf("in a Tandem checkout `scripts/setup-models.sh %s` installs it into .native/models, and `make models` every model the tests use", name)
 }
 
 func fileExists(path string) bool {

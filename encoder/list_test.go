@@ -148,3 +148,34 @@ func TestParseModels(t *testing.T) {
 		}
 	}
 }
+
+// A model that is not installed is an error naming the command that
+// installs it, for each model scripts/setup-models.sh knows; the two lists
+// of those models agree.
+func TestNotInstalledNamesTheCommand(t *testing.T) {
+	script, err := os.ReadFile("../scripts/setup-models.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var known []string
+	for line := range strings.Lines(string(script)) {
+		if v, ok := strings.CutPrefix(line, "KNOWN="); ok {
+			known = strings.Fields(strings.Trim(strings.TrimSpace(v), `"`))
+		}
+	}
+	if !slices.Equal(known, Installable) {
+		t.Errorf("scripts/setup-models.sh knows %q; Installable is %q", known, Installable)
+	}
+	models := t.TempDir()
+	t.Setenv("TANDEM_MODELS", models)
+	t.Chdir(t.TempDir())
+	for _, name := range Installable {
+		_, err := Find(name)
+		if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "scripts/setup-models.sh "+name) {
+			t.Errorf("Find(%q) = %v; want ErrNotInstalled naming scripts/setup-models.sh %s", name, err, name)
+		}
+	}
+	if _, err := Find("my-model"); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "docs/models.md") {
+		t.Errorf("Find(my-model) = %v; want ErrNotInstalled pointing to docs/models.md", err)
+	}
+}

@@ -36,15 +36,19 @@ up_to_date() {
 mark_done() { printf '%s\n' "$2" >"$STAMPS/$1"; }
 
 # need_debs installs the named Debian packages that are missing.
+# Steps run side by side (scripts/setup.sh), so apt runs under a lock.
 need_debs() {
 	local missing=() p
 	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	log "installing Debian packages: ${missing[*]}"
-	as_root apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	(
+		flock 9
+		log "installing Debian packages: ${missing[*]}"
+		as_root apt-get update -qq
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	) 9>"$NATIVE/apt.lock"
 }
 
 # VENV is the Python virtual environment of the set-up's Python steps
@@ -76,4 +80,24 @@ need_venv() {
 		"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
 		mark_done "$name" "$hash"
 	done
+}
+
+# now prints the wall clock in seconds with microseconds.
+now() { printf '%s\n' "$EPOCHREALTIME"; }
+
+# since T0 prints the seconds since T0 (from now), to a tenth.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+# step NAME CMD... runs CMD and then logs NAME with its wall time, or its
+# failure; it returns CMD's status.
+step() {
+	local name=$1 t0=$EPOCHREALTIME rc=0
+	shift
+	"$@" || rc=$?
+	if [ $rc -eq 0 ]; then
+		log "$(printf '%-34s %6ss' "$name" "$(since "$t0")")"
+	else
+		log "$(printf '%-34s FAILED (exit %d) after %ss' "$name" $rc "$(since "$t0")")"
+	fi
+	return $rc
 }

@@ -31,6 +31,9 @@ need_debs libfaiss-dev libopenblas-dev liblapack-dev g++ dpkg-dev
 # The C API sources come from Debian's faiss source package.
 src="$NATIVE/src/faiss-1.7.3"
 if [ ! -f "$src/c_api/Index_c.cpp" ]; then
+	# Under the lock of need_debs: other set-up steps may run apt beside.
+	exec 9>"$NATIVE/apt.lock"
+	flock 9
 	if ! apt-cache showsrc faiss 2>/dev/null | grep -q '^Version: 1.7.3'; then
 		log "enabling Debian source packages (deb-src) for bookworm"
 		as_root tee /etc/apt/sources.list.d/tandem-deb-src.sources >/dev/null <<'SRC'
@@ -46,6 +49,7 @@ SRC
 	rm -rf "$NATIVE/src" && mkdir -p "$NATIVE/src"
 	(cd "$NATIVE/src" && apt-get source -qq faiss=1.7.3-2 >/dev/null 2>&1 || apt-get source -qq faiss >/dev/null)
 	[ -f "$src/c_api/Index_c.cpp" ] || { log "faiss source package has no c_api/Index_c.cpp"; exit 1; }
+	exec 9>&-
 fi
 
 # Headers: upstream c_api headers, Tandem's extension headers, and

