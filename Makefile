@@ -51,6 +51,15 @@ test: models lint example ## the whole test suite: lint, the example, every test
 	$(MAKE) fuzz FUZZTIME=20s
 	$(MAKE) fuzz-api APIFUZZ_TIME=1m APIFUZZ_DOCS=60
 
+# The release archive, dist/tandem-VERSION-linux-amd64.tar.gz
+# (scripts/dist.sh): the tandem binary, the shared libraries it loads,
+# found beside it with no environment variables, the default model, the
+# licences and a short README. VERSION is git describe's unless given.
+.PHONY: dist
+VERSION ?=
+dist: setup ## build the release archive dist/tandem-VERSION-linux-amd64.tar.gz
+	@bash scripts/dist.sh $(if $(VERSION),--version $(VERSION))
+
 # Installs the native libraries and headers, and the models, where a Go
 # program that imports Tandem finds them with no environment variables:
 # /usr/local as root, else ~/.local (scripts/install.sh; INSTALL_FLAGS=--bin

@@ -11,9 +11,11 @@
 //
 // # Search order
 //
-// The native prefix (Prefix) is, in order: $TANDEM_NATIVE; the path the
-// Makefile bakes in with -ldflags -X (builtinPrefix); a ".native"
-// directory beside or above the running executable.
+// The native prefix (Prefix) is, in order: $TANDEM_NATIVE; in a release
+// build (scripts/dist.sh), the directory of the running executable
+// (releasePrefix); the path the Makefile bakes in with -ldflags -X
+// (builtinPrefix); a ".native" directory beside or above the running
+// executable.
 //
 // The ONNX Runtime library (ONNXRuntimeLibrary), libonnxruntime.so.1 or
 // else libonnxruntime.so, is the first that exists of:
@@ -58,20 +60,35 @@ var ErrNoCgo = errors.New("tandem built without cgo: dense and late-interaction 
 //	-ldflags "-X github.com/tandemsearch/tandem/internal/native.builtinPrefix=/abs/.native"
 var builtinPrefix string
 
+// releasePrefix is set by scripts/dist.sh, which lays lib/ and models/
+// out beside the binary:
+//
+//	-ldflags "-X github.com/tandemsearch/tandem/internal/native.releasePrefix=."
+//
+// The prefix is then that path relative to the executable's directory.
+var releasePrefix string
+
 // Prefix returns the native prefix directory, or "" when none is found.
 func Prefix() string {
 	if p := os.Getenv("TANDEM_NATIVE"); p != "" {
 		return p
 	}
+	exe, err := os.Executable()
+	if err == nil {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		if releasePrefix != "" {
+			if p := filepath.Join(filepath.Dir(exe), releasePrefix); isDir(p) {
+				return p
+			}
+		}
+	}
 	if builtinPrefix != "" && isDir(builtinPrefix) {
 		return builtinPrefix
 	}
-	exe, err := os.Executable()
 	if err != nil {
 		return ""
-	}
-	if r, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = r
 	}
 	for dir := filepath.Dir(exe); ; {
 		if p := filepath.Join(dir, ".native"); isDir(p) {

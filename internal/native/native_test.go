@@ -16,9 +16,9 @@ func isolate(t *testing.T) (home string) {
 	for _, v := range []string{"TANDEM_NATIVE", "TANDEM_MODELS", "TANDEM_ONNXRUNTIME_LIB", "XDG_DATA_HOME", "XDG_DATA_DIRS", "LD_LIBRARY_PATH"} {
 		t.Setenv(v, "")
 	}
-	old := builtinPrefix
-	builtinPrefix = ""
-	t.Cleanup(func() { builtinPrefix = old })
+	old, oldRelease := builtinPrefix, releasePrefix
+	builtinPrefix, releasePrefix = "", ""
+	t.Cleanup(func() { builtinPrefix, releasePrefix = old, oldRelease })
 	home = t.TempDir()
 	t.Setenv("HOME", home)
 	if p := Prefix(); p != "" {
@@ -58,6 +58,24 @@ func TestPrefixOrder(t *testing.T) {
 	if p := Prefix(); p != builtin {
 		t.Fatalf("Prefix = %q, want the builtin %q", p, builtin)
 	}
+	// A release build's prefix is the executable's directory, ahead of
+	// the builtin prefix; one that is not a directory is passed over.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		t.Fatal(err)
+	}
+	releasePrefix = "."
+	if p := Prefix(); p != filepath.Dir(exe) {
+		t.Fatalf("Prefix of a release build = %q, want the executable's directory %q", p, filepath.Dir(exe))
+	}
+	releasePrefix = "no-such-dir"
+	if p := Prefix(); p != builtin {
+		t.Fatalf("Prefix of a release build without its directory = %q, want the builtin %q", p, builtin)
+	}
+	releasePrefix = "."
 	t.Setenv("TANDEM_NATIVE", env)
 	if p := Prefix(); p != env {
 		t.Fatalf("Prefix = %q, want $TANDEM_NATIVE %q", p, env)
