@@ -42,9 +42,13 @@ build: setup ## build bin/tandem
 # The README's test command: set-up, lint, the embedding example, every
 # test, then the build without cgo, which serves BM25 only, the native fuzz
 # targets and a minute of the outside API fuzzer.
+# TEST_TIMEOUT bounds each package's tests (go test -timeout); a slow
+# machine gives more, together with TANDEM_TEST_TIMESCALE, which stretches
+# every wait in the tests (internal/testtime; docs/testing.md).
+TEST_TIMEOUT ?= 60m
 test: models lint example ## the whole test suite: lint, the example, every test, fuzz seeds, a minute of Schemathesis
 	bash scripts/setup-browser.sh
-	go test $(GOFLAGS_BUILD) -count=1 -timeout 60m $(TESTFLAGS) ./...
+	go test $(GOFLAGS_BUILD) -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 	CGO_ENABLED=0 go build ./...
 	CGO_ENABLED=0 go vet ./...
 	CGO_ENABLED=0 go test -count=1 -run NoCgo ./engine/
@@ -106,8 +110,9 @@ fuzz-api: build ## run Schemathesis against a live server (docs/apifuzz.md)
 test-short: setup ## go test -short: the tests that need no models or shared data
 	go test $(GOFLAGS_BUILD) -short -count=1 ./...
 
+RACE_TIMEOUT ?= 180m
 testrace: models ## the tests under the race detector
-	go test $(GOFLAGS_BUILD) -race -count=1 -timeout 60m ./...
+	go test $(GOFLAGS_BUILD) -race -count=1 -timeout $(RACE_TIMEOUT) ./...
 
 # The SciFact acceptance run of dense, late and hybrid search (engine's
 # TestSciFact): indexes SciFact with the default model, then evaluates every
