@@ -135,3 +135,99 @@ func BenchmarkSciFactFilter(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirstRun measures what settling the first run of the log costs
+// with residual codes (see settler): one run of documents (applyStride-1
+// of them, sequences 1 to 255) of 300 random unit tokens of 384 values,
+// applied
+//
+//   - in one call (no settling);
+//   - in calls of 8 then searched, as a batch load is (one settling);
+//   - in calls of 8, each followed by a search: the worst a writer of
+//     batches of 8 can make it, and what retraining at the end of every
+//     Apply call would always cost;
+//   - in calls ending at sequences 1, 2, 4 ... 128, then 255, each
+//     followed by a search: trainings on a doubling prefix, what training
+//     on a fixed prefix of the run at those points would cost (with the
+//     last settling, on all 255, instead of coding the last 127).
+//
+// It reports the CPU time (every thread) and the wall time of applying
+// and searching, and the CPU time of the final search (with the settling
+// it does, if any).
+//
+//	go test -run '^$' -bench FirstRun -benchtime 1x ./latecollect/
+func BenchmarkFirstRun(b *testing.B) {
+	const dim, tokens = 384, 300
+	docs := applyStride - 1
+	r := rand.New(rand.NewPCG(17, 17))
+	c := &synthCorpus{dim: dim, vecs: map[string][]float32{}}
+	for i := range docs {
+		c.vecs[fmt.Sprintf("d%03d", i)] = randomUnit(r, tokens, dim)
+	}
+	query := randomUnit(r, 32, dim)
+	ctx := context.Background()
+	doubling := func(applied uint64) int {
+		end := uint64(1)
+		for end <= applied {
+			end *= 2
+		}
+		return int(end - applied)
+	}
+	for _, tc := range []struct {
+		name        string
+		call        func(applied uint64) int // changes in the next Apply call
+		searchEvery bool                     // a search after every call, not once at the end
+	}{
+		{"one-call", func(uint64) int { return 1 << 12 }, false},
+		{"calls-of-8", func(uint64) int { return 8 }, false},
+		{"calls-of-8-each-searched", func(uint64) int { return 8 }, true},
+		{"doubling-each-searched", doubling, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var cpu, wall, final time.Duration
+			calls := 0
+			for b.Loop() {
+				b.StopTimer()
+				st := openStore(b, b.TempDir()) // in memory, a store refuses blobs this large
+				x := openIndex(b, st, &Options{Model: testModel, Dim: dim, SnapshotEvery: -1, Description: "Residual"})
+				ids := slices.Sorted(mapsKeys(c.vecs))
+				for i := 0; i < len(ids); i += 8 {
+					c.write(b, st, F16, ids[i:min(i+8, len(ids))]...)
+				}
+				search := func() {
+					if _, err := x.Search(ctx, query, &SearchOptions{K: 10}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				cpu0, start := processCPU(), time.Now()
+				for x.AppliedSeq() < st.LastSeq() {
+					ch, err := st.Changes(ctx, x.AppliedSeq(), tc.call(x.AppliedSeq()))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := x.Apply(ctx, ch); err != nil {
+						b.Fatal(err)
+					}
+					calls++
+					if tc.searchEvery && x.AppliedSeq() < st.LastSeq() {
+						search()
+					}
+				}
+				cpu1 := processCPU()
+				search()
+				cpu2 := processCPU()
+				cpu, wall, final = cpu+cpu2-cpu0, wall+time.Since(start), final+cpu2-cpu1
+				b.StopTimer()
+				x.Close()
+				st.Close()
+				b.StartTimer()
+			}
+			n := float64(b.N)
+			b.ReportMetric(cpu.Seconds()/n, "cpu-s/op")
+			b.ReportMetric(wall.Seconds()/n, "wall-s/op")
+			b.ReportMetric(final.Seconds()/n, "final-search-cpu-s/op")
+			b.ReportMetric(float64(calls)/n, "calls/op")
+		})
+	}
+}

@@ -42,10 +42,14 @@
 //     to date with the change log in runs that end every applyStride
 //     sequences, the last change of each document in a run winning (a
 //     change carries the document as it is now), so replaying changes is
-//     harmless. A family rebuilds only where a run starts (residual codes
-//     also train a provisional codebook on their first documents, replaced
-//     where the next run starts), so the index built from a log does not
-//     depend on how the log was cut into Apply calls.
+//     harmless. A family rebuilds only where a run starts, so the index
+//     built from a log does not depend on how the log was cut into Apply
+//     calls, given the same stored blobs. Residual codes would within the
+//     run where they get their first tokens (their codebook is trained on
+//     the first Apply call's documents), so there the index settles before
+//     it is read: every search, Rescore, snapshot and WaitRetrain sees the
+//     codebook and codes of every document held, in that run as in later
+//     ones (TestApplyCutDoesNotMatter, TestApplyCutDoesNotMatterFirstRun).
 //   - Each family saves its own snapshot "late-<model>" with the sequence
 //     it includes, on Snapshot and every SnapshotEvery applied changes.
 //     Open loads it when it was saved with the same Dim and Description
@@ -157,10 +161,31 @@
 //     centroids are retrained on the documents held when the automatic
 //     number of centroids has doubled (about RetrainGrowth times the
 //     tokens) or the mean residual norm has risen RetrainDrift times over
-//     the training sample's; a codebook trained on the first part of a
-//     run is provisional and retrained where the next run starts, so the
-//     index does not depend on how the log was cut into Apply calls
-//     (once a retraining has swapped its codes in: see WaitRetrain).
+//     the training sample's, so the index does not depend on how the log
+//     was cut into Apply calls (once a retraining has swapped its codes
+//     in: see WaitRetrain).
+//   - The first documents with tokens train a provisional codebook, which
+//     holds the documents of one run at most (applyStride sequences): the
+//     first Apply call's are its training sample and the later calls' are
+//     coded with it. Before a search, a Rescore or a snapshot reads it
+//     after an Apply, and in WaitRetrain, it settles: it is retrained on
+//     every document held and they are all coded again, as a build from
+//     the store and a single Apply call train them (the same sample, the
+//     same seeded k-means). Where the next run starts it stops being
+//     provisional (retrained first if unsettled). So at rest a collection
+//     smaller than a run has the codebook and codes of its documents, bit
+//     for bit, however the ingest cut the log; Stats alone may show the
+//     codes of before until something settles them.
+//   - A settling costs one training on at most one run's documents
+//     (BenchmarkFirstRun: 255 documents of 300 384-value tokens, about
+//     7.5 s of CPU, 4.5 s on two cores), and only a read that follows an
+//     Apply pays it: a load in one Apply call never settles, one in many
+//     calls settles once (at its snapshot or first search), and a writer
+//     that searches after every write pays one per write until the next
+//     run. A settling that cannot read a blob leaves the codes in use
+//     (Stats.RetrainErr): searches go on with them and try again after
+//     the next Apply; a snapshot is saved as unsettled, and the index
+//     loaded from it settles at its first read.
 //   - Only a provisional codebook is retrained under the write lock. Other
 //     retrainings run in the background (Stats.Retraining): the codebook
 //     is trained on every stride-th token held when it started, every

@@ -204,9 +204,9 @@ type family interface {
 	// change of each document of the run, in docnum order. newRun is set
 	// when the run starts at another stride of the log (applyStride) than
 	// the last one applied: only there may the family rebuild, so that it
-	// does not depend on how the log was cut into Apply calls. bad lists
-	// the documents left out (their blob cannot be used); err stops
-	// Apply.
+	// does not depend on how the log was cut into Apply calls (a settler
+	// also settles before it is read). bad lists the documents left out
+	// (their blob cannot be used); err stops Apply.
 	apply(ctx context.Context, final []storage.Change, newRun bool) (bad []error, err error)
 	// search ranks the documents for query in so.Mode, best first, ties
 	// by ascending docnum.
@@ -226,6 +226,22 @@ type family interface {
 	save(ctx context.Context, seq uint64) error
 	// close frees what the family holds.
 	close() error
+}
+
+// settler is a family that, within a run of the log, may hold an index
+// that depends on how the run was cut into Apply calls (residual codes: a
+// codebook trained on the first documents of the run, the others coded
+// with it) until it settles. The Index settles it before it is searched
+// and before it is saved, so that every search and every snapshot sees the
+// index the documents applied call for, however the log was cut.
+type settler interface {
+	// settleDue reports whether a search should settle the family first
+	// (under at least the read lock).
+	settleDue() bool
+	// settleLocked settles the family (under the write lock). A failure
+	// leaves it searchable; settleDue is false after one, until the next
+	// apply.
+	settleLocked(ctx context.Context) error
 }
 
 // collector is a family whose token search shards can run apart and
@@ -474,14 +490,19 @@ type Stats struct {
 	MemoryBytes   int64
 	BytesPerToken float64
 	// Centroids is the number of centroids of the residual codes, and
-	// Drift the mean residual norm over that of the training sample.
+	// Drift the mean residual norm over that of the training sample: of
+	// the codes in use, which for a provisional codebook applied to since
+	// it was trained are those of before the next search settles it (see
+	// WaitRetrain).
 	Centroids int
 	Drift     float64
 	// Retrains counts the residual codes' retrainings started since Open
 	// (a provisional codebook's aside). Retraining is set while one runs
 	// in the background; searches and Apply use the codes in use until it
 	// swaps its own in. RetrainErr is why the last one failed, if it did
-	// (the next run of the log that calls for one starts it again).
+	// (the next run of the log that calls for one starts it again), or
+	// why the last settling of a provisional codebook failed (see
+	// WaitRetrain; the next search after an Apply tries again).
 	Retrains   int
 	Retraining bool
 	RetrainErr error
@@ -518,6 +539,49 @@ func (x *Index) Stats() (Stats, error) {
 		s.BytesPerToken = float64(s.MemoryBytes) / float64(s.Tokens)
 	}
 	return s, nil
+}
+
+// settle settles the family (see settler); nothing when the index is
+// closed.
+func (x *Index) settle(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.settleLocked(ctx)
+}
+
+func (x *Index) settleLocked(ctx context.Context) error {
+	s, ok := x.mu.fam.(settler)
+	if x.mu.closed || !ok {
+		return nil
+	}
+	if err := s.settleLocked(ctx); err != nil {
+		return fmt.Errorf("latecollect: %w", err)
+	}
+	return nil
+}
+
+// rLockSettled takes the read lock on the open index once no settling is
+// due (settling under the write lock first when one is); it returns an
+// error, without the lock, when the index is closed or ctx ends. A
+// settling that fails otherwise does not fail the search, which uses the
+// codes in use (see settler).
+func (x *Index) rLockSettled(ctx context.Context) error {
+	for {
+		x.mu.RLock()
+		if x.mu.closed {
+			x.mu.RUnlock()
+			return ErrClosed
+		}
+		if s, ok := x.mu.fam.(settler); !ok || !s.settleDue() {
+			return nil
+		}
+		x.mu.RUnlock()
+		// An Apply may come between settling and the read lock: then
+		// settle again.
+		if err := x.settle(ctx); err != nil && ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // Close frees the token index. It is idempotent and does not close the

@@ -556,3 +556,131 @@ func testApplyCut(t *testing.T, desc string) {
 		sameHits(t, fmt.Sprint("query ", q), h2, h1)
 	}
 }
+
+// TestApplyCutDoesNotMatterFirstRun applies a log shorter than one run
+// (applyStride), so that no later run retrains the provisional codebook,
+// with an update and a delete at its end, to indexes that cut it
+// differently into Apply calls: one call, calls of
+// 8, calls of one with a search after each, and calls of 37 with a
+// snapshot and a reopen half-way. Every one must end with the codebook and
+// the codes an index built from the store trains, and rank alike down to
+// the residual-code scores (ExactCap < 0), whether a search or WaitRetrain
+// comes first.
+func TestApplyCutDoesNotMatterFirstRun(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	opts := &Options{Model: testModel, Dim: 16, SnapshotEvery: -1, Description: "Residual"}
+	// Opened on the empty store, so that each applies the log.
+	one, eights, ones, reopened := openIndex(t, st, opts), openIndex(t, st, opts), openIndex(t, st, opts), openIndex(t, st, opts)
+	c := newSynth(200, 16, 31)
+	ids := slices.Sorted(mapsKeys(c.vecs))
+	for i := 0; i < len(ids); i += 10 {
+		c.write(t, st, F16, ids[i:min(i+10, len(ids))]...)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	c.changeAfterSnapshot(t, st, r) // an update, a new document, a delete
+	if st.LastSeq() >= applyStride {
+		t.Fatalf("the log reaches sequence %d: want it within the first run (%d)", st.LastSeq(), applyStride)
+	}
+	queries := make([][]float32, 8)
+	for i := range queries {
+		queries[i] = randomUnit(r, 6, 16)
+	}
+	// applyIn applies the log to x in calls of n changes, calling after
+	// each (nil: nothing), until x has applied sequence upTo.
+	applyIn := func(x *Index, n int, upTo uint64, after func()) {
+		t.Helper()
+		for x.AppliedSeq() < upTo {
+			ch, err := st.Changes(ctx, x.AppliedSeq(), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Apply(ctx, ch); err != nil {
+				t.Fatal(err)
+			}
+			if after != nil {
+				after()
+			}
+		}
+	}
+	codeScores := func(x *Index) [][]Hit {
+		t.Helper()
+		var out [][]Hit
+		for _, q := range queries {
+			hits, err := x.Search(ctx, q, &SearchOptions{K: 20, ExactCap: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, hits)
+		}
+		return out
+	}
+	last := st.LastSeq()
+	applyIn(one, 4096, last, nil)
+	applyIn(eights, 8, last, nil)
+	applyIn(ones, 1, last, func() { codeScores(ones) })
+	built := openIndex(t, st, opts) // before any snapshot: built from the store
+	if built.LoadedSnapshot() {
+		t.Fatal("the reference index loaded a snapshot")
+	}
+	applyIn(reopened, 37, last/2, nil)
+	if err := reopened.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopened.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened = openIndex(t, st, opts) // loads the snapshot, applies the rest in one call
+	if !reopened.LoadedSnapshot() {
+		t.Fatal("the snapshot saved half-way was not loaded")
+	}
+
+	want := codeScores(built)
+	for _, tc := range []struct {
+		name string
+		x    *Index
+	}{{"one call", one}, {"calls of 8", eights}, {"calls of 1", ones}, {"reopened", reopened}} {
+		// eights is searched before WaitRetrain, the others after.
+		if tc.x != eights {
+			if err := tc.x.WaitRetrain(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, hits := range codeScores(tc.x) {
+			sameHits(t, fmt.Sprintf("%s, query %d", tc.name, i), hits, want[i])
+		}
+		sameCodes(t, tc.name, residualOf(tc.x), residualOf(built))
+	}
+}
+
+// sameCodes fails the test unless got holds the codebook and the codes of
+// want, bit for bit (the codebook's provisional mark aside).
+func sameCodes(t *testing.T, what string, got, want *residualFamily) {
+	t.Helper()
+	g, w := got.rc, want.rc
+	if g == nil || w == nil {
+		t.Fatalf("%s: residual index %v, want %v", what, g != nil, w != nil)
+	}
+	gc, wc := g.cb, w.cb
+	if gc.nlist != wc.nlist || gc.trained != wc.trained || gc.meanRes != wc.meanRes {
+		t.Fatalf("%s: codebook of %d centroids trained on %d tokens, mean residual %v; want %d, %d, %v",
+			what, gc.nlist, gc.trained, gc.meanRes, wc.nlist, wc.trained, wc.meanRes)
+	}
+	for _, v := range []struct {
+		name      string
+		got, want []float32
+	}{{"centroids", gc.cent, wc.cent}, {"cut-offs", gc.cutoff, wc.cutoff}, {"low values", gc.lo, wc.lo}, {"high values", gc.hi, wc.hi}} {
+		if !slices.Equal(v.got, v.want) {
+			t.Fatalf("%s: the codebooks' %s differ", what, v.name)
+		}
+	}
+	if len(g.docs) != len(w.docs) || g.tokens != w.tokens {
+		t.Fatalf("%s: %d documents, %d tokens; want %d, %d", what, len(g.docs), g.tokens, len(w.docs), w.tokens)
+	}
+	for num, wd := range w.docs {
+		gd, ok := g.docs[num]
+		if !ok || !slices.Equal(gd.cids, wd.cids) || !slices.Equal(gd.codes, wd.codes) || gd.normSum != wd.normSum || gd.blob != wd.blob {
+			t.Fatalf("%s: document %d coded differently (held %v)", what, num, ok)
+		}
+	}
+}

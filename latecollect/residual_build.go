@@ -38,6 +38,14 @@ type residualFamily struct {
 	exactStale      atomic.Int64
 	exactReadErrors atomic.Int64
 	exactReadErr    atomic.Pointer[error]
+	// unsettled is set when documents were applied to a provisional
+	// codebook since it was trained on every document held: until
+	// settleLocked retrains it, the codes depend on how the log was cut
+	// into Apply calls. settleErr is why the last settling failed (a
+	// blob that cannot be read); searches do not try again before the
+	// next Apply.
+	unsettled bool
+	settleErr error
 
 	// Retraining in the background (residual_retrain.go). lock is the
 	// Index's, which the family's fields are read and written under, and
@@ -45,7 +53,7 @@ type residualFamily struct {
 	lock       *sync.RWMutex
 	onSwap     func()
 	job        *retrainJob // running, nil when none
-	retrainErr error       // why the last job failed
+	retrainErr error       // why the last job, or settling, failed
 	wg         sync.WaitGroup
 }
 
@@ -246,15 +254,18 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 
 // apply applies one run of changes (see family). Documents are coded
 // against the current centroids; where a new run starts, a provisional
-// codebook is retrained, and so is one the documents no longer fit
-// (shouldRetrainLocked).
+// codebook is retrained (unless it is settled: trained on every document
+// held), and so is one the documents no longer fit (shouldRetrainLocked).
+// The first documents train a provisional codebook (applyFirst).
 func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newRun bool) ([]error, error) {
 	if newRun && f.rc != nil {
-		// A provisional codebook was trained on whatever part of a run
-		// came first; retraining it where the next run starts (now: it
-		// holds one run at most) makes the index the same however the
-		// caller cut the log. Others retrain in the background.
+		// A provisional codebook holds one run at most. Trained on every
+		// document held (settled), it is what retraining them would give;
+		// otherwise it is retrained now, under the lock (its retraining is
+		// small). Others retrain in the background.
 		switch {
+		case f.rc.cb.provisional && !f.unsettled:
+			f.rc.cb.provisional = false
 		case f.rc.cb.provisional:
 			if err := f.retrainNowLocked(ctx); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: %w", err)
@@ -263,6 +274,10 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 			f.startRetrainLocked()
 			f.retrains++
 		}
+		f.unsettled, f.settleErr = false, nil
+	}
+	if f.rc == nil {
+		return f.applyFirst(ctx, final)
 	}
 	var bad []error
 	// One encoder, kept between runs: gathering each run's rows into a new
@@ -274,9 +289,7 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		if f.job != nil {
 			f.job.changed[num] = struct{}{}
 		}
-		if f.rc != nil {
-			f.rc.drop(num)
-		}
+		f.rc.drop(num)
 		if num > maxResidualDoc && c.Op == storage.OpPut {
 			bad = append(bad, fmt.Errorf("document %d: %w: the residual-code index holds docnums below 2^32", num, ErrBadOptions))
 			continue
@@ -288,48 +301,73 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		if ok {
 			pend.add(num, e)
 		}
-		if f.rc != nil && pend.full(f.opts.Dim) {
+		if pend.full(f.opts.Dim) {
 			if err := pend.flush(f.rc); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
 			}
 		}
 	}
-	if f.rc == nil && len(pend.rows) > 0 {
-		// The first tokens: train on them.
-		nlist := f.configuredCentroids()
-		if nlist == 0 {
-			nlist = autoCentroids(int64(len(pend.rows) / f.opts.Dim))
+	if err := pend.flush(f.rc); err != nil {
+		return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
+	}
+	if f.rc.cb.provisional {
+		// Trained on fewer documents, or others, than it now holds.
+		f.unsettled, f.settleErr = true, nil
+	}
+	return bad, nil
+}
+
+// applyFirst applies a run to a family that holds no tokens: it trains a
+// provisional codebook on the run's documents and codes them with
+// trainAndCode, as retraining them would (settleLocked), so that the
+// codebook of a run's documents is the same whether they came in one
+// Apply call or in several and a settling.
+func (f *residualFamily) applyFirst(ctx context.Context, final []storage.Change) ([]error, error) {
+	var (
+		bad   []error
+		held  []heldDoc
+		total int64
+	)
+	for _, c := range final {
+		num := c.DocNum
+		if num > maxResidualDoc && c.Op == storage.OpPut {
+			bad = append(bad, fmt.Errorf("document %d: %w: the residual-code index holds docnums below 2^32", num, ErrBadOptions))
+			continue
 		}
-		sample := pend.rows
-		if want := kmeansPerCentroid * nlist * f.opts.Dim; len(sample) > want {
-			sample = everyNthRow(sample, f.opts.Dim, len(sample)/want)
-		}
-		cb, err := trainCodebook(ctx, sample, f.opts.Dim, nlist, int64(len(pend.rows)/f.opts.Dim))
+		e, ok, err := f.changedEntry(c, &bad)
 		if err != nil {
-			return nil, fmt.Errorf("latecollect: apply: %w", err)
+			return nil, err
 		}
-		cb.provisional = true
-		f.rc = newResidualIndex(cb)
-	}
-	if f.rc != nil {
-		if err := pend.flush(f.rc); err != nil {
-			return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
+		if ok {
+			held = append(held, heldDoc{num: num, count: e.h.count, held: true})
+			total += int64(e.h.count)
 		}
 	}
+	if total == 0 {
+		return bad, nil
+	}
+	nlist := f.configuredCentroids()
+	if nlist == 0 {
+		nlist = autoCentroids(total)
+	}
+	next, missing, err := f.trainAndCode(ctx, held, nlist, total)
+	if err != nil {
+		return nil, fmt.Errorf("latecollect: apply: %w", err)
+	}
+	// A blob gone since it was read above belongs to a change not applied
+	// yet, which applies it.
+	f.skipGone(missing)
+	if next.tokens == 0 {
+		next.close()
+		return bad, nil
+	}
+	next.cb.provisional = true
+	f.rc, f.unsettled, f.settleErr = next, false, nil
 	return bad, nil
 }
 
 // maxResidualDoc is the largest docnum the residual-code lists hold.
 const maxResidualDoc = 1<<32 - 1
-
-// everyNthRow returns every n-th row of rows.
-func everyNthRow(rows []float32, dim, n int) []float32 {
-	var out []float32
-	for i := 0; i*dim < len(rows); i += n {
-		out = append(out, rows[i*dim:(i+1)*dim]...)
-	}
-	return out
-}
 
 // description is the description of the residual index in use.
 func (f *residualFamily) description() string {

@@ -111,8 +111,9 @@ func (f *residualFamily) heldLocked(nums []uint64) []heldDoc {
 	return out
 }
 
-// retrainNowLocked retrains in place, under the lock: for a provisional
-// codebook, trained on the first documents, whose retraining is small.
+// retrainNowLocked retrains in place, under the lock, on every document
+// held: for a provisional codebook, whose retraining is small (it holds one
+// run of the log, at most applyStride documents).
 func (f *residualFamily) retrainNowLocked(ctx context.Context) error {
 	if f.job != nil {
 		f.job.cancel()
@@ -133,6 +134,42 @@ func (f *residualFamily) retrainNowLocked(ctx context.Context) error {
 		return err
 	}
 	f.swapLocked(next)
+	return nil
+}
+
+// settleDue reports whether a search should settle first: documents were
+// applied to a provisional codebook since it was trained on every
+// document held, and no settling failed since.
+func (f *residualFamily) settleDue() bool { return f.unsettled && f.settleErr == nil }
+
+// settleLocked retrains an unsettled provisional codebook on every document
+// held and codes them again (retrainNowLocked), as where the next run
+// starts, keeping it provisional: the codebook and the codes are then those
+// the same documents applied in one call would have (applyFirst trains the
+// same way), however the run was cut into Apply calls. It costs one
+// training, on one run's documents at most.
+//
+// A failure leaves the codes in use, which stay valid. When ctx ended,
+// nothing else changes; any other failure (a blob that cannot be read) is
+// kept in settleErr and Stats.RetrainErr, and searches use the codes in
+// use until the next Apply (settleDue).
+func (f *residualFamily) settleLocked(ctx context.Context) error {
+	if !f.unsettled {
+		return nil
+	}
+	if f.rc != nil && f.rc.cb.provisional {
+		if err := f.retrainNowLocked(ctx); err != nil {
+			err = fmt.Errorf("settle the provisional codebook: %w", err)
+			if ctx.Err() == nil {
+				f.settleErr, f.retrainErr = err, err
+			}
+			return err
+		}
+		if f.rc != nil {
+			f.rc.cb.provisional = true
+		}
+	}
+	f.unsettled, f.settleErr, f.retrainErr = false, nil, nil
 	return nil
 }
 
@@ -380,9 +417,15 @@ type backgrounder interface {
 
 var _ backgrounder = (*residualFamily)(nil)
 
-// WaitRetrain waits until no retraining runs in the background (see
-// Stats.Retraining), or ctx ends.
+// WaitRetrain settles a provisional codebook that documents were applied
+// to since it was trained (as the next search would: see settler; a
+// failure is Stats.RetrainErr), then waits until no retraining runs in the
+// background (see Stats.Retraining), or ctx ends. After it, at rest, Stats
+// describe the codes that every search uses.
 func (x *Index) WaitRetrain(ctx context.Context) error {
+	if err := x.settle(ctx); err != nil && ctx.Err() != nil {
+		return err
+	}
 	for {
 		x.mu.RLock()
 		var done <-chan struct{}

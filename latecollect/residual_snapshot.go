@@ -20,7 +20,8 @@ import (
 // configured description (u16 length, bytes), centroids (u32; 0 when no
 // document has tokens, and nothing follows but the document count), mean
 // training residual norm (f32), tokens when trained (i64; the top bit
-// marks a provisional codebook, provisionalBit), centroids
+// marks a provisional codebook, provisionalBit, the next one a settled
+// provisional codebook, settledBit), centroids
 // (centroids × dim f32), cut-offs, low and high values (dim f32 each),
 // document count (u64), then per document in docnum order: docnum (u64),
 // token count (u32), residual norm sum (f32), the length (u32) and
@@ -38,14 +39,25 @@ import (
 //	   for byte; a zero length, a document the file lacked, is an unknown
 //	   stamp); the file is removed (removeTokenFiles).
 //	2: no token file: the exact stage reads the store, and each document
-//	   records the stamp of the blob it was coded from.
+//	   records the stamp of the blob it was coded from. Later, without a
+//	   new version: settledBit (below); a provisional codebook saved
+//	   before it loads as unsettled.
 //
 // provisionalBit, set in the snapshot's count of tokens when trained,
 // marks a provisional codebook (one trained on the first part of a run,
 // retrained where the next run starts): a reopened index keeps retraining
 // it as the index that was never closed would, not in the background.
 // Snapshots without it read as before.
-const provisionalBit = 1 << 63
+//
+// settledBit, set beside provisionalBit, marks a provisional codebook
+// trained on every document the snapshot holds (settled: save settles
+// first). A provisional codebook saved without it, before settledBit
+// existed or when settling failed, loads unsettled: the first search,
+// snapshot or WaitRetrain retrains it (settleLocked).
+const (
+	provisionalBit = 1 << 63
+	settledBit     = 1 << 62
+)
 
 const (
 	residualMagic   = "TLCR"
@@ -53,8 +65,14 @@ const (
 	residualVersion = 2
 )
 
-// save writes the residual-code snapshot (format residualVersion).
+// save writes the residual-code snapshot (format residualVersion), settled
+// first (settleLocked) so that it holds the codes the documents call for.
+// A settling that fails for another reason than ctx leaves the codes in
+// use, which are saved as unsettled.
 func (f *residualFamily) save(ctx context.Context, seq uint64) error {
+	if err := f.settleLocked(ctx); err != nil && ctx.Err() != nil {
+		return err
+	}
 	return f.st.SaveSnapshot(ctx, f.snapshotName(), seq, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
 		le := binary.LittleEndian
@@ -81,6 +99,9 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 		trained := uint64(cb.trained)
 		if cb.provisional {
 			trained |= provisionalBit
+			if !f.unsettled {
+				trained |= settledBit
+			}
 		}
 		b = le.AppendUint64(b, trained)
 		for _, v := range [][]float32{cb.cent, cb.cutoff, cb.lo, cb.hi} {
@@ -156,13 +177,14 @@ func (f *residualFamily) load() (bool, uint64, error) {
 		if n := rd.u64(); n != 0 || string(rd.bytes(4)) != residualEnd || rd.err != nil {
 			return false, 0, corrupt("empty index", fmt.Errorf("%d documents: %v", n, rd.err))
 		}
-		f.rc = nil
+		f.rc, f.unsettled = nil, false
 		return true, seq, nil
 	}
 	cb := &codebook{dim: dim, nlist: nlist}
 	cb.meanRes = math.Float32frombits(rd.u32())
 	trained := rd.u64()
-	cb.trained, cb.provisional = int64(trained&^provisionalBit), trained&provisionalBit != 0
+	cb.trained, cb.provisional = int64(trained&^(provisionalBit|settledBit)), trained&provisionalBit != 0
+	unsettled := cb.provisional && trained&settledBit == 0
 	cb.cent = rd.f32s(nlist * dim)
 	cb.cutoff, cb.lo, cb.hi = rd.f32s(dim), rd.f32s(dim), rd.f32s(dim)
 	if version == 1 {
@@ -209,7 +231,7 @@ func (f *residualFamily) load() (bool, uint64, error) {
 		idx.close()
 		return false, 0, corrupt("end", fmt.Errorf("no end mark: %v", rd.err))
 	}
-	f.rc = idx
+	f.rc, f.unsettled = idx, unsettled
 	return true, seq, nil
 }
 

@@ -264,6 +264,83 @@ func TestResidualDamagedBlobs(t *testing.T) {
 	}
 }
 
+// TestSettleFailureKeepsSearching damages the blob segment under a
+// provisional codebook that is due to settle: the settling fails (it reads
+// every blob), the search does not, using the codes in use, and the error
+// is Stats.RetrainErr; a snapshot is still saved, as unsettled. With the
+// segment repaired, the reopened index settles at its first search, to the
+// codes of an index built from the store.
+func TestSettleFailureKeepsSearching(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	opts := &Options{Model: testModel, Dim: 32, Description: "Residual", SnapshotEvery: -1}
+	x := openIndex(t, st, opts)
+	// 40 tokens of 32 float32: 5 KiB blobs, which go to a segment.
+	r := rand.New(rand.NewPCG(12, 12))
+	c := &synthCorpus{dim: 32, vecs: map[string][]float32{}}
+	for i := range 60 {
+		c.vecs[fmt.Sprintf("d%03d", i)] = randomUnit(r, 40, 32)
+	}
+	ids := slices.Sorted(mapsKeys(c.vecs))
+	for i := 0; i < len(ids); i += 10 {
+		c.write(t, st, F32, ids[i:i+10]...)
+		if err := x.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := residualOf(x); !f.settleDue() {
+		t.Fatal("after six Apply calls the provisional codebook is not due to settle")
+	}
+	built := openIndex(t, st, opts) // no snapshot yet: built from the store
+
+	seg := filepath.Join(dir, "blobs", "000001.blob")
+	intact, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := slices.Clone(intact)
+	for i := 100; i < len(b); i += 997 {
+		b[i] ^= 0x20
+	}
+	if err := os.WriteFile(seg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q := randomUnit(r, 4, 32)
+	so := everything
+	so.K = 60
+	for range 2 {
+		if got, err := x.Search(ctx, q, &so); err != nil || len(got) != 60 {
+			t.Fatalf("search with a damaged segment, due to settle: %d hits, %v; want 60", len(got), err)
+		}
+	}
+	if s, _ := x.Stats(); !errors.Is(s.RetrainErr, storage.ErrCorruption) {
+		t.Errorf("Stats.RetrainErr %v, want the settling's corruption", s.RetrainErr)
+	}
+	if f := residualOf(x); !f.unsettled || f.settleDue() {
+		t.Errorf("after a failed settling: unsettled %v, due %v; want unsettled, not due before the next Apply", f.unsettled, f.settleDue())
+	}
+	if err := x.Snapshot(ctx); err != nil {
+		t.Fatalf("snapshot with a damaged segment: %v", err)
+	}
+	x.Close()
+
+	if err := os.WriteFile(seg, intact, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	y := openIndex(t, st, opts)
+	if !y.LoadedSnapshot() || !residualOf(y).settleDue() {
+		t.Fatalf("reopened: loaded %v, due to settle %v; want both", y.LoadedSnapshot(), residualOf(y).settleDue())
+	}
+	if _, err := y.Search(ctx, q, &so); err != nil {
+		t.Fatal(err)
+	}
+	sameCodes(t, "settled after the repair", residualOf(y), residualOf(built))
+	if s, _ := y.Stats(); s.RetrainErr != nil {
+		t.Errorf("Stats.RetrainErr %v after settling, want none", s.RetrainErr)
+	}
+}
+
 // TestResidualStoreClosedDuringSearch closes the store while searches
 // read blobs on several workers: Close returns, and each search either
 // completes or fails with storage.ErrClosed, none hangs.
@@ -423,6 +500,69 @@ func TestResidualSnapshotFormat1(t *testing.T) {
 		t.Fatalf("format 2 snapshot: loaded %v, SavedSeq %d, want %d", z.LoadedSnapshot(), z.SavedSeq(), saved)
 	}
 	check("format 2", z)
+}
+
+// TestUnsettledSnapshotSettles saves, as snapshots were saved before
+// settledBit, a provisional codebook trained on the first Apply call's
+// documents with later calls' coded with it (here in format 1, which has
+// no settledBit either): reopened from it, the index settles before its
+// first search, to the codebook and codes of an index built from the
+// store.
+func TestUnsettledSnapshotSettles(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	opts := &Options{Model: testModel, Dim: 16, SnapshotEvery: -1, Description: "Residual"}
+	x := openIndex(t, st, opts)
+	c := newSynth(120, 16, 41)
+	c.write(t, st, F16)
+	for x.AppliedSeq() < st.LastSeq() {
+		ch, err := st.Changes(ctx, x.AppliedSeq(), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Apply(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := residualOf(x)
+	if !f.unsettled || !f.rc.cb.provisional {
+		t.Fatalf("after Apply calls of 8: unsettled %v, provisional %v; want both", f.unsettled, f.rc.cb.provisional)
+	}
+	old := encodeSnapshotV1(f, 0, 0, func(num uint64) v1Loc {
+		d := f.rc.docs[num]
+		return v1Loc{size: d.blob.size, crc: d.blob.crc}
+	})
+	oldCent := slices.Clone(f.rc.cb.cent)
+	seq := x.AppliedSeq()
+	x.Close()
+	built := openIndex(t, st, opts) // no snapshot yet: built from the store
+	if slices.Equal(oldCent, residualOf(built).rc.cb.cent) {
+		t.Fatal("the codebook of the first call's documents is that of them all: nothing to settle")
+	}
+	if err := st.SaveSnapshot(ctx, "late-"+testModel, seq, func(w io.Writer) error {
+		_, err := w.Write(old)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	y := openIndex(t, st, opts)
+	if g := residualOf(y); !y.LoadedSnapshot() || !g.unsettled || !g.rc.cb.provisional {
+		t.Fatalf("reopened: loaded %v, unsettled %v, provisional %v; want all", y.LoadedSnapshot(), g.unsettled, g.rc.cb.provisional)
+	}
+	q := randomUnit(rand.New(rand.NewPCG(4, 4)), 6, 16)
+	got, err := y.Search(ctx, q, &SearchOptions{K: 20, ExactCap: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := built.Search(ctx, q, &SearchOptions{K: 20, ExactCap: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHits(t, "residual-code scores after settling", got, want)
+	sameCodes(t, "settled", residualOf(y), residualOf(built))
+	if !residualOf(y).rc.cb.provisional {
+		t.Error("settling ended the provisional codebook: only the next run does")
+	}
 }
 
 // TestResidualDescriptions checks that residual descriptions parse and bad

@@ -80,11 +80,10 @@ func (x *Index) Search(ctx context.Context, query []float32, opts *SearchOptions
 	if err != nil || len(query) == 0 {
 		return nil, err
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if x.mu.closed {
-		return nil, ErrClosed
+	if err := x.rLockSettled(ctx); err != nil {
+		return nil, err
 	}
+	defer x.mu.RUnlock()
 	return x.mu.fam.search(ctx, query, so)
 }
 

@@ -157,11 +157,12 @@ func (x *Index) Rescore(ctx context.Context, query []float32, docs []uint64, opt
 	if err != nil {
 		return nil, err
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if x.mu.closed {
-		return nil, ErrClosed
+	// Settled, as for Search: a document whose blob changed since it was
+	// applied is scored from its codes.
+	if err := x.rLockSettled(ctx); err != nil {
+		return nil, err
 	}
+	defer x.mu.RUnlock()
 	if len(query) == 0 {
 		return nil, nil
 	}
