@@ -17,6 +17,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestCatchUpFromSnapshot stops a node, writes on while the others
@@ -24,8 +25,7 @@ import (
 // replicas must restore a snapshot (a backup of another replica's store),
 // then follow the log, and end with the others' documents.
 func TestCatchUpFromSnapshot(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	root := t.TempDir()
 	nodes, start := snapshotNodes(t, root, 4)
 	defer closeNodes(nodes)
@@ -69,21 +69,7 @@ func TestCatchUpFromSnapshot(t *testing.T) {
 	var want [2]Digest
 	for s := range 2 {
 		c0, _ := nodes[0].collection("c")
-		r0 := c0.replicas[s]
-		deadline := time.Now().Add(time.Minute)
-		for {
-			d0, err0 := r0.digest(ctx)
-			r2 := c2.replicas[s]
-			d2, err2 := r2.digest(ctx)
-			if err0 == nil && err2 == nil && d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
-				want[s] = d2
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("shard %d: restarted replica at %d (%d docs, %v), the others at %d (%d docs, %v)", s, d2.Applied, len(d2.Docs), err2, d0.Applied, len(d0.Docs), err0)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		want[s] = sameDigest(t, ctx, time.Minute, fmt.Sprintf("shard %d: the restarted replica catches up", s), c0.replicas[s], c2.replicas[s])
 	}
 	restored := 0
 	for s := range 2 {
@@ -101,19 +87,29 @@ func TestCatchUpFromSnapshot(t *testing.T) {
 	write(nodes[2], 400, 430)
 	for s := range 2 {
 		c0, _ := nodes[0].collection("c")
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			d0, _ := c0.replicas[s].digest(ctx)
-			d2, _ := c2.replicas[s].digest(ctx)
-			if d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("shard %d: after more writes the restarted replica is at %d, the others at %d", s, d2.Applied, d0.Applied)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		sameDigest(t, ctx, 30*time.Second, fmt.Sprintf("shard %d: after more writes, the restarted replica follows", s), c0.replicas[s], c2.replicas[s])
 	}
+}
+
+// sameDigest waits, up to d scaled (testtime.Until), until replica b has
+// applied as far as a and holds the same documents, and returns b's
+// digest.
+func sameDigest(t *testing.T, ctx context.Context, d time.Duration, what string, a, b *replica) Digest {
+	t.Helper()
+	var db Digest
+	testtime.Until(t, d, 50*time.Millisecond, what, func() error {
+		da, erra := a.digest(ctx)
+		var errb error
+		db, errb = b.digest(ctx)
+		if err := errors.Join(erra, errb); err != nil {
+			return err
+		}
+		if da.Applied != db.Applied || !equalDocs(da.Docs, db.Docs) {
+			return fmt.Errorf("at %d with %d documents, want %d with %d", db.Applied, len(db.Docs), da.Applied, len(da.Docs))
+		}
+		return nil
+	})
+	return db
 }
 
 func equalDocs(a, b map[string]string) bool {
@@ -128,23 +124,25 @@ func equalDocs(a, b map[string]string) bool {
 	return true
 }
 
+// waitCollection waits until n holds a replica of every shard of
+// collection name, and returns it.
 func waitCollection(t *testing.T, n *Node, name string) *collection {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if c, err := n.collection(name); err == nil {
-			n.mu.RLock()
-			ok := len(c.replicas) == c.shards
-			n.mu.RUnlock()
-			if ok {
-				return c
-			}
+	var c *collection
+	testtime.Until(t, time.Minute, 20*time.Millisecond, fmt.Sprintf("%s reopens %s", n.ID(), name), func() error {
+		var err error
+		if c, err = n.collection(name); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not reopen %s", n.ID(), name)
+		n.mu.RLock()
+		held := len(c.replicas)
+		n.mu.RUnlock()
+		if held != c.shards {
+			return fmt.Errorf("%d of %d shards open", held, c.shards)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return c
 }
 
 func freeLoopback(t testing.TB) string {
@@ -168,8 +166,7 @@ func freeLoopback(t testing.TB) string {
 // that n2 catches up from it without another snapshot, which would hide
 // the loss.)
 func TestRestartAfterUnappliedSnapshot(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	root := t.TempDir()
 	nodes, start := snapshotNodes(t, root, 1000)
 	defer closeNodes(nodes)
@@ -187,7 +184,7 @@ func TestRestartAfterUnappliedSnapshot(t *testing.T) {
 		}
 	}
 	write(nodes[0], 0, 40)
-	waitApplied(t, ctx, nodes, 3)
+	waitApplied(t, nodes, 3)
 	if err := nodes[2].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,18 +235,7 @@ func TestRestartAfterUnappliedSnapshot(t *testing.T) {
 	nodes[2] = start(2)
 	c2 := waitCollection(t, nodes[2], "c")
 	write(nodes[1], 200, 210)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		d0, err0 := c0.replicas[0].digest(ctx)
-		d2, err2 := c2.replicas[0].digest(ctx)
-		if err0 == nil && err2 == nil && d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted replica at %d with %d documents (%v), n0 at %d with %d (%v)", d2.Applied, len(d2.Docs), err2, d0.Applied, len(d0.Docs), err0)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sameDigest(t, ctx, time.Minute, "the restarted replica catches up with n0", c0.replicas[0], c2.replicas[0])
 	if got := c2.replicas[0].restores.Load(); got != 1 {
 		t.Errorf("n2 restored %d snapshots when it opened, want 1", got)
 	}
@@ -262,23 +248,19 @@ func TestRestartAfterUnappliedSnapshot(t *testing.T) {
 
 // waitApplied waits until every node's replicas of shard 0 of "c" have
 // applied as far as each other.
-func waitApplied(t *testing.T, ctx context.Context, nodes []*Node, n int) {
+func waitApplied(t *testing.T, nodes []*Node, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testtime.Until(t, 30*time.Second, 20*time.Millisecond, "the replicas of shard 0 apply as far as each other", func() error {
 		var applied []uint64
 		for _, nd := range nodes[:n] {
 			c, _ := nd.collection("c")
 			applied = append(applied, c.replicas[0].applied.Load())
 		}
-		if slices.Min(applied) == slices.Max(applied) {
-			return
+		if slices.Min(applied) != slices.Max(applied) {
+			return fmt.Errorf("applied %v", applied)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas applied %v", applied)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // snapshotNodes starts 3 nodes in this process, under root, whose groups
@@ -292,8 +274,8 @@ func snapshotNodes(t *testing.T, root string, trailing uint64) (nodes []*Node, s
 	}
 	start = func(i int) *Node {
 		t.Helper()
-		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
-			SnapshotThreshold: 8, TrailingLogs: trailing, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
+		nd, err := Start(testRaft(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+			SnapshotThreshold: 8, TrailingLogs: trailing, Engine: engine.Options{NoSync: true}, Log: testLog{t}}))
 		if err != nil {
 			t.Fatal(err)
 		}

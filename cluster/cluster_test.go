@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/fusion"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // testCluster starts n nodes in this process, each with its own Raft and
@@ -31,6 +34,13 @@ func testCluster(t *testing.T, n int, eopts engine.Options) []*Node {
 // testClusterWith starts a node per credentials in this process, node i
 // holding creds[i].
 func testClusterWith(t *testing.T, creds []Credentials, eopts engine.Options) []*Node {
+	t.Helper()
+	return testClusterConfig(t, creds, eopts, nil)
+}
+
+// testClusterConfig is testClusterWith, with set (when not nil) adjusting
+// node i's configuration before it starts.
+func testClusterConfig(t *testing.T, creds []Credentials, eopts engine.Options, set func(i int, cfg *Config)) []*Node {
 	t.Helper()
 	n := len(creds)
 	var peers []Peer
@@ -50,8 +60,12 @@ func testClusterWith(t *testing.T, creds []Credentials, eopts engine.Options) []
 	root := t.TempDir()
 	var nodes []*Node
 	for i := range n {
-		nd, err := Start(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
+		cfg := testRaft(Config{ID: peers[i].ID, Dir: filepath.Join(root, peers[i].ID), Peers: peers,
 			RaftListener: rls[i], HTTPListener: hls[i], Engine: eopts, Log: testLog{t}, Credentials: creds[i]})
+		if set != nil {
+			set(i, &cfg)
+		}
+		nd, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,6 +73,15 @@ func testClusterWith(t *testing.T, creds []Credentials, eopts engine.Options) []
 		t.Cleanup(func() { nd.Close() })
 	}
 	return nodes
+}
+
+// testRaft gives cfg Raft's default timeouts (Config, 500 ms), stretched
+// by the test time scale (internal/testtime): a starved node on a slow or
+// busy machine misses heartbeats as late as its scale allows before its
+// group holds an election. Every node a test starts goes through it.
+func testRaft(cfg Config) Config {
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = testtime.D(500*time.Millisecond), testtime.D(500*time.Millisecond)
+	return cfg
 }
 
 type testLog struct{ t *testing.T }
@@ -154,6 +177,32 @@ func withVectors(t *testing.T, e *engine.Engine, docs []tandem.Doc) []tandem.Doc
 	return out
 }
 
+// encoded is the corpus's first encodedDocs documents with their
+// vectors, and its queries, computed once per test binary by the first
+// test that asks (encodedCorpus): encoding them is the costliest step of
+// TestEquivalence and TestEquivalenceResidual, which use the same ones.
+var encoded struct {
+	sync.Mutex
+	docs    []tandem.Doc
+	queries []string
+}
+
+const encodedDocs = 400
+
+// encodedCorpus returns corpus(t, encodedDocs) with the vectors its
+// model computes for each document: e's, the first time (every engine
+// with encoder.DefaultModel computes the same).
+func encodedCorpus(t *testing.T, e *engine.Engine) ([]tandem.Doc, []string) {
+	t.Helper()
+	encoded.Lock()
+	defer encoded.Unlock()
+	if encoded.docs == nil {
+		docs, queries := corpus(t, encodedDocs)
+		encoded.docs, encoded.queries = withVectors(t, e, docs), queries
+	}
+	return slices.Clone(encoded.docs), slices.Clone(encoded.queries)
+}
+
 // TestEquivalence indexes the same documents, with the same vectors, into
 // one engine and into a 3-node cluster as 3 shards, once with 3 replicas
 // (every node holds every shard: searches read local replicas) and once
@@ -167,10 +216,7 @@ func TestEquivalence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: encodes and indexes a collection four times")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	docs, queries := corpus(t, 400)
-	queries = queries[:min(len(queries), 8)]
+	ctx := testtime.Context(t)
 	eopts := engine.Options{NoSync: true, EncoderThreads: 2}
 	single, err := engine.Open(t.TempDir(), &engine.Options{Schema: testSchema(), Dense: []string{encoder.DefaultModel},
 		Late: []string{encoder.DefaultModel}, LateIndex: "Flat", NoSync: true, EncoderThreads: 2})
@@ -178,7 +224,8 @@ func TestEquivalence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer single.Close()
-	docs = withVectors(t, single, docs)
+	docs, queries := encodedCorpus(t, single)
+	queries = queries[:min(len(queries), 8)]
 	// Updates and deletes after the first pass, so that indexes hold dead
 	// documents and statistics move.
 	updated := make([]tandem.Doc, 0, 40)
@@ -206,6 +253,8 @@ func TestEquivalence(t *testing.T) {
 	}
 	write(func(d []tandem.Doc) error { _, err := single.Index(ctx, d); return err },
 		func(ids []string) error { _, err := single.Delete(ctx, ids); return err })
+	// What one engine answers, once for both collections.
+	cases := equivalenceCases(t, ctx, single, queries)
 
 	nodes := testCluster(t, 3, eopts)
 	for _, replicas := range []int{3, 1} {
@@ -231,16 +280,29 @@ func TestEquivalence(t *testing.T) {
 		})
 		t.Logf("%s written: %v", name, pos)
 		t.Run(name, func(t *testing.T) {
-			checkEquivalent(t, ctx, single, nodes, name, queries, pos)
+			checkEquivalent(t, ctx, single, nodes, name, cases, pos)
 		})
 	}
 }
 
-func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, nodes []*Node, coll string, queries []string, pos Position) {
+// equivalenceCase is one search TestEquivalence compares, and what one
+// engine answers to it.
+type equivalenceCase struct {
+	qi, fi int // query and filter positions
+	req    engine.Request
+	want   *engine.Result
+}
+
+// equivalenceCases are the searches TestEquivalence compares, each with
+// its query encoded by single (a cluster search given an encoded query
+// does not encode it again) and single's answer: every query with every
+// mode and fusion method, with and without filters, some with highlights,
+// all with equivalenceFacets, half over the results scope.
+func equivalenceCases(t *testing.T, ctx context.Context, single *engine.Engine, queries []string) []equivalenceCase {
+	t.Helper()
 	modes := [][]string{{"bm25"}, {"dense"}, {"late"}, {"late-exact"}, {"bm25", "dense"}, {"bm25", "dense", "late"}}
 	filters := []string{"", `{"term":{"group":"red"}}`, `{"range":{"year":{"gte":1985}}}`}
-	compared := 0
-	facetsCompared, facetsTied, highlightsCompared := 0, 0, 0
+	var cases []equivalenceCase
 	for qi, q := range queries {
 		for _, mode := range modes {
 			methods := []string{""}
@@ -262,7 +324,6 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 					if (qi+fi)%2 == 0 {
 						req.Highlight = &engine.HighlightRequest{}
 					}
-					// The query is encoded once, for both.
 					req, _, err := single.Shard().EncodeQuery(ctx, req)
 					if err != nil {
 						t.Fatal(err)
@@ -271,35 +332,51 @@ func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, n
 					if err != nil {
 						t.Fatal(err)
 					}
-					node := nodes[(qi+fi)%len(nodes)]
-					got, err := node.Search(ctx, coll, req, &SearchOptions{MinPosition: pos})
-					if err != nil {
-						t.Fatalf("%s: query %d %v %s filter %q: %v", node.ID(), qi, mode, method, f, err)
-					}
-					if msg := sameRanking(got.Hits, want.Hits); msg != "" {
-						t.Errorf("query %d %q, %v %s, filter %q: %s", qi, q, mode, method, f, msg)
-					}
-					if req.Highlight != nil {
-						highlightsCompared += sameHighlights(t, got.Hits, want.Hits)
-					}
-					// The results scope counts windows of rankings that
-					// may keep different documents tied at their cut:
-					// compared when the windows hold the same documents.
-					if req.FacetScope == "" || sameWindows(t, ctx, single, node, coll, req, pos) {
-						gj, _ := json.Marshal(got.Facets)
-						wj, _ := json.Marshal(want.Facets)
-						if len(want.Facets) != len(req.Facets) || string(gj) != string(wj) {
-							t.Errorf("query %d %q, %v %s, filter %q, scope %q: facets\n%s\nwant\n%s", qi, q, mode, method, f, req.FacetScope, gj, wj)
-						}
-						facetsCompared++
-					} else {
-						facetsTied++
-					}
-					if len(want.Hits) > 0 {
-						compared++
-					}
+					cases = append(cases, equivalenceCase{qi: qi, fi: fi, req: req, want: want})
 				}
 			}
+		}
+	}
+	return cases
+}
+
+// checkEquivalent runs each case's search through the cluster's
+// collection coll, through node (qi+fi) mod 3, and compares it with one
+// engine's answer: ranking, highlights and facets.
+func checkEquivalent(t *testing.T, ctx context.Context, single *engine.Engine, nodes []*Node, coll string, cases []equivalenceCase, pos Position) {
+	compared := 0
+	facetsCompared, facetsTied, highlightsCompared := 0, 0, 0
+	for _, c := range cases {
+		req, want := c.req, c.want
+		what := fmt.Sprintf("query %d %q, %v %s, filter %q", c.qi, req.Text, req.Retrievers, req.Fusion, req.Filter)
+		node := nodes[(c.qi+c.fi)%len(nodes)]
+		got, err := node.Search(ctx, coll, req, &SearchOptions{MinPosition: pos})
+		if err != nil {
+			t.Fatalf("%s: %s: %v", node.ID(), what, err)
+		}
+		if msg := sameRanking(got.Hits, want.Hits); msg != "" {
+			t.Errorf("%s: %s", what, msg)
+		}
+		if req.Highlight != nil {
+			highlightsCompared += sameHighlights(t, got.Hits, want.Hits)
+		}
+		// The results scope counts windows of rankings that may keep
+		// different documents tied at their cut: facets that differ
+		// there are an error only when the windows hold the same
+		// documents (asked only then: it costs a search per window).
+		gj, _ := json.Marshal(got.Facets)
+		wj, _ := json.Marshal(want.Facets)
+		switch {
+		case len(want.Facets) == len(req.Facets) && string(gj) == string(wj):
+			facetsCompared++
+		case req.FacetScope == "" || sameWindows(t, ctx, single, node, coll, req, pos):
+			t.Errorf("%s, scope %q: facets\n%s\nwant\n%s", what, req.FacetScope, gj, wj)
+			facetsCompared++
+		default:
+			facetsTied++
+		}
+		if len(want.Hits) > 0 {
+			compared++
 		}
 	}
 	if compared == 0 {
@@ -464,8 +541,7 @@ func ids(hs []tandem.Hit) string {
 // a schema that no shard could open is refused before it is replicated.
 func TestCreateExisting(t *testing.T) {
 	nodes := testCluster(t, 3, engine.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 1, Replicas: 3, Schema: testSchema()}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 const (
@@ -156,8 +158,7 @@ func TestClusterCredentials(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := testClusterWith(t, tc.creds, engine.Options{})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx := testtime.Context(t)
 			// One replica per shard: most shards of a write and a search
 			// are on another node, reached over HTTPS.
 			if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 3, Replicas: 1, Schema: testSchema()}); err != nil {
@@ -211,24 +212,34 @@ func TestClusterRefusesStrangers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			good := tc.good()
 			nodes := testClusterWith(t, []Credentials{good, tc.good(), tc.stranger()}, engine.Options{})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx := testtime.Context(t)
 			if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 1, Replicas: 3, Schema: testSchema()}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := nodes[1].Index(ctx, "c", credDocs(9)); err != nil {
+			w, err := nodes[1].Index(ctx, "c", credDocs(9))
+			if err != nil {
 				t.Fatal(err)
 			}
-			// Long enough for several elections and heartbeats.
-			time.Sleep(4 * nodes[0].cfg.ElectionTimeout)
+			// Node 0, whose digest is read below, has applied the write.
+			c0 := waitCollection(t, nodes[0], "c")
+			if err := c0.replicas[0].waitApplied(ctx, w.Position[0]); err != nil {
+				t.Fatal(err)
+			}
+			// The stranger calls elections and the leader sends it
+			// heartbeats: both sides refuse the other's connections. Once
+			// each has, the stranger has tried to take part, and must
+			// not have joined.
+			testtime.Until(t, time.Minute, 20*time.Millisecond, "both sides refuse each other's connections", func() error {
+				if got := value(t, nodes[0].refusals.WithLabelValues("raft", tc.strangerReason)); got == 0 {
+					return errors.New("node 0 has counted no refused Raft connection of the stranger")
+				}
+				if got := refused(t, nodes[2]); got == 0 {
+					return errors.New("the stranger has counted no refused connection of the cluster")
+				}
+				return nil
+			})
 			if st := nodes[2].Status(); st.MetaLeader != "" || len(st.Collections) != 0 {
 				t.Errorf("the stranger joined: it sees metadata leader %q and %d collections", st.MetaLeader, len(st.Collections))
-			}
-			if got := value(t, nodes[0].refusals.WithLabelValues("raft", tc.strangerReason)); got == 0 {
-				t.Errorf("node 0 counted no refused Raft connection of the stranger")
-			}
-			if got := refused(t, nodes[2]); got == 0 {
-				t.Errorf("the stranger counted no refused connection of the cluster")
 			}
 
 			// Every /_cluster/ route refuses a client without the

@@ -1,15 +1,14 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // A cluster collection's schema is strict (CreateCollection), so every
@@ -19,8 +18,7 @@ import (
 // only that document is skipped.
 func TestRefusedDocumentNamesItsInputPosition(t *testing.T) {
 	nodes := testCluster(t, 1, engine.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	schema := &tandem.Schema{Fields: []tandem.Field{{Name: "text", Type: tandem.Text}}} // not strict
 	schema.Fill()
 	if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 2, Replicas: 1, Schema: schema}); err != nil {

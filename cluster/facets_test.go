@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestFacetsEquivalence indexes the same documents into one engine and
@@ -24,8 +24,7 @@ import (
 // cut may keep different ones). A bad facet request is refused with
 // ErrBadRequest naming the field.
 func TestFacetsEquivalence(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	schema := &tandem.Schema{Strict: true, Fields: []tandem.Field{
 		{Name: "text", Type: tandem.Text},
 		{Name: "group", Type: tandem.Keyword}, {Name: "tags", Type: tandem.Keywords},

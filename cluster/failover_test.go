@@ -29,6 +29,7 @@ import (
 	"github.com/tandemsearch/tandem/cluster"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testtime"
 	"github.com/tandemsearch/tandem/server"
 )
 
@@ -48,11 +49,15 @@ type nodeSpec struct {
 	// defaults).
 	Join                            string
 	SnapshotThreshold, TrailingLogs uint64
+	// RaftTimeout is Raft's heartbeat and election timeout, and
+	// RequestTimeout the server's --timeout: serve's defaults (500 ms
+	// and server.DefaultTimeout), stretched by the test time scale.
+	RaftTimeout, RequestTimeout time.Duration
 }
 
 // TestClusterNodeProcess runs a node of TestClusterFailover as tandem
-// serve --cluster does (cluster.Serve), with serve's defaults, no API key
-// and the default Raft timeouts, until the test kills it.
+// serve --cluster does (cluster.Serve), with serve's defaults, no API key,
+// and the spec's Raft and request timeouts, until the test kills it.
 func TestClusterNodeProcess(t *testing.T) {
 	env := os.Getenv(clusterNodeEnv)
 	if env == "" {
@@ -79,9 +84,9 @@ func TestClusterNodeProcess(t *testing.T) {
 	}
 	err = cluster.Serve(context.Background(), cluster.ServeConfig{
 		Node: cluster.Config{ID: spec.ID, Dir: spec.Dir, Peers: spec.Peers, Join: spec.Join, Engine: eopts, Log: os.Stderr, Dial: dial,
-			Credentials: creds, RequestTimeout: server.DefaultTimeout,
+			Credentials: creds, RequestTimeout: spec.RequestTimeout, HeartbeatTimeout: spec.RaftTimeout, ElectionTimeout: spec.RaftTimeout,
 			SnapshotThreshold: spec.SnapshotThreshold, TrailingLogs: spec.TrailingLogs},
-		Server: server.Config{Engine: eopts, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), ReleaseAfterTimeout: true},
+		Server: server.Config{Engine: eopts, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), ReleaseAfterTimeout: true, Timeout: spec.RequestTimeout},
 		Shards: 3,
 		Listening: func(addr string) {
 			fmt.Printf("node %s listening on http://%s (data %s)\n", spec.ID, addr, spec.Dir)
@@ -135,9 +140,10 @@ func newGrowingCluster(t *testing.T, n, members int, snapshots, trailing uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A call that hangs fails after 30 s (scaled); until polls again.
 	c := &failoverCluster{t: t, root: root, proxy: map[[2]int][]*toxiproxy.Proxy{}, key: key, members: members, snapshots: snapshots, trailing: trailing,
-		client: &http.Client{Timeout: 5 * time.Second},
-		peer:   &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
+		client: &http.Client{Timeout: testtime.D(30 * time.Second)},
+		peer:   &http.Client{Timeout: testtime.D(30 * time.Second), Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
 	var raftAddrs []string
 	addrs := freeAddrs(t, 2*n)
 	for i := range n {
@@ -177,7 +183,8 @@ func newGrowingCluster(t *testing.T, n, members int, snapshots, trailing uint64)
 
 func (c *failoverCluster) start(i int) {
 	ns := nodeSpec{ID: c.peers[i].ID, Dir: filepath.Join(c.root, c.peers[i].ID), Key: c.key, Peers: c.peers[:c.members], Dial: c.dial[i],
-		SnapshotThreshold: c.snapshots, TrailingLogs: c.trailing}
+		SnapshotThreshold: c.snapshots, TrailingLogs: c.trailing,
+		RaftTimeout: testtime.D(500 * time.Millisecond), RequestTimeout: testtime.D(server.DefaultTimeout)}
 	if i >= c.members {
 		ns.Peers, ns.Join = c.peers[i:i+1], c.web[0]
 	}
@@ -265,20 +272,11 @@ func (c *failoverCluster) call(ctx context.Context, i int, method, path string, 
 	return resp.StatusCode, nil
 }
 
-// until calls f every 50 ms until it returns nil, failing after d.
+// until calls f every 50 ms until it returns nil, failing after d
+// stretched by the test time scale (testtime.Until).
 func (c *failoverCluster) until(d time.Duration, what string, f func() error) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not within %v: %v", what, d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testtime.Until(c.t, d, 50*time.Millisecond, what, f)
 }
 
 // op is one write of the ledger: a put of version v, or a delete (v 0).
@@ -350,10 +348,7 @@ func TestClusterFailover(t *testing.T) {
 	})
 	ctx := context.Background()
 	for i := range 3 {
-		c.until(60*time.Second, fmt.Sprintf("n%d ready", i), func() error {
-			_, err := c.call(ctx, i, "GET", "/readyz", nil, nil)
-			return err
-		})
+		c.ready(i)
 	}
 	c.until(30*time.Second, "create", func() error {
 		code, err := c.call(ctx, 0, "PUT", "/v1/collections/c", map[string]any{"schema": map[string]any{"strict": true,
@@ -387,7 +382,10 @@ func TestClusterFailover(t *testing.T) {
 		})
 		return d
 	}
-	var status struct {
+	// status is a node's view of the shards' leaders; each poll decodes
+	// into a new one, as Unmarshal would keep a leader the last poll saw
+	// and this one omits.
+	type status struct {
 		Collections []struct {
 			Shards []struct {
 				Shard  int    `json:"shard"`
@@ -398,6 +396,7 @@ func TestClusterFailover(t *testing.T) {
 	leaderOf := func(shard int) int {
 		var l int
 		c.until(20*time.Second, fmt.Sprintf("shard %d leader", shard), func() error {
+			var status status
 			if _, err := c.call(ctx, alive()[0], "GET", "/_cluster/status", nil, &status); err != nil {
 				return err
 			}
@@ -409,10 +408,13 @@ func TestClusterFailover(t *testing.T) {
 		})
 		return l
 	}
-	time.Sleep(2 * time.Second)
+	// Each step below lets the writers go on for a number of writes
+	// rather than for a time: as many happen on a slow machine.
+	const steps = 25
+	c.acked(led, time.Time{}, steps, "the writers under way")
 
 	// 1. SIGKILL the leader of each shard in turn while the writers run,
-	// restarting it after a second.
+	// restarting it once more writes are acknowledged without it.
 	var recoveries []time.Duration
 	for shard := range 3 {
 		leader := leaderOf(shard)
@@ -421,9 +423,10 @@ func TestClusterFailover(t *testing.T) {
 		d := recovery(t0, shard)
 		recoveries = append(recoveries, d)
 		t.Logf("killed n%d, the leader of shard %d: a write to it sent after the kill was acknowledged %v later", leader, shard, d.Round(time.Millisecond))
-		time.Sleep(time.Second)
+		c.acked(led, t0, steps, fmt.Sprintf("writes while n%d is down", leader))
 		c.start(leader)
-		time.Sleep(2 * time.Second)
+		c.ready(leader)
+		c.acked(led, time.Now(), steps, fmt.Sprintf("writes after n%d restarted", leader))
 	}
 	slices.Sort(recoveries)
 	t.Logf("writes recovered after a leader's SIGKILL in %v (min), %v (median), %v (max)", recoveries[0].Round(time.Millisecond), recoveries[1].Round(time.Millisecond), recoveries[2].Round(time.Millisecond))
@@ -433,18 +436,37 @@ func TestClusterFailover(t *testing.T) {
 	t0 := time.Now()
 	c.kill(follower)
 	t.Logf("killed n%d, a follower of shard 0: a write to it was acknowledged %v later", follower, recovery(t0, 0).Round(time.Millisecond))
-	time.Sleep(time.Second)
+	c.acked(led, t0, steps, fmt.Sprintf("writes while n%d is down", follower))
 	c.start(follower)
+	c.ready(follower)
 
 	// 3. Cut a node off, then heal it.
-	time.Sleep(2 * time.Second)
+	c.acked(led, time.Now(), steps, fmt.Sprintf("writes after n%d restarted", follower))
 	cut := leaderOf(0)
 	c.cut(cut, true)
 	t0 = time.Now()
 	t.Logf("cut n%d (leading shard 0) off: a write to shard 0 was acknowledged %v later", cut, recovery(t0, 0).Round(time.Millisecond))
-	time.Sleep(3 * time.Second)
+	// The cut-off leader, which the test still reaches (its links to the
+	// other nodes are cut, not the test's), sees it leads no more.
+	c.until(30*time.Second, fmt.Sprintf("n%d, cut off, steps down from leading shard 0", cut), func() error {
+		var status status
+		if _, err := c.call(ctx, cut, "GET", "/_cluster/status", nil, &status); err != nil {
+			return err
+		}
+		if len(status.Collections) == 0 {
+			return fmt.Errorf("no collection")
+		}
+		if l := status.Collections[0].Shards[0].Leader; l == fmt.Sprint("n", cut) {
+			return fmt.Errorf("it takes itself for the leader")
+		}
+		return nil
+	})
+	// A write sent through the cut-off node waits out its 3 s: while it
+	// is cut off, and until it has caught up, writes come slower.
+	const cutSteps = 10
+	c.acked(led, t0, cutSteps, fmt.Sprintf("writes while n%d is cut off", cut))
 	c.cut(cut, false)
-	time.Sleep(2 * time.Second)
+	c.acked(led, time.Now(), cutSteps, fmt.Sprintf("writes after n%d is healed", cut))
 	writes, failures := stopWriters()
 	t.Logf("writers: %d writes acknowledged, %d failed (in doubt)", writes, failures)
 	if writes < 20 {
@@ -535,6 +557,34 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("%d ids written, %d live at the end, %d with a version their acknowledged writes do not allow", len(led.ops), len(final), lost)
 }
 
+// ready waits until node i's API answers /readyz.
+func (c *failoverCluster) ready(i int) {
+	c.t.Helper()
+	c.until(60*time.Second, fmt.Sprintf("n%d ready", i), func() error {
+		_, err := c.call(context.Background(), i, "GET", "/readyz", nil, nil)
+		return err
+	})
+}
+
+// acked waits until n writes sent at or after since are acknowledged.
+func (c *failoverCluster) acked(led *writeLedger, since time.Time, n int, what string) {
+	c.t.Helper()
+	c.until(60*time.Second, fmt.Sprintf("%s: %d writes acknowledged", what, n), func() error {
+		led.mu.Lock()
+		defer led.mu.Unlock()
+		got := 0
+		for _, a := range led.acks {
+			if !a.start.Before(since) {
+				got++
+			}
+		}
+		if got < n {
+			return fmt.Errorf("%d so far", got)
+		}
+		return nil
+	})
+}
+
 // alive lists the nodes whose processes run.
 func (c *failoverCluster) alive() []int {
 	c.mu.Lock()
@@ -552,7 +602,8 @@ func (c *failoverCluster) alive() []int {
 // the returned function stops them and counts the writes acknowledged
 // and failed. Each writer has ids of its own (so that each id's writes
 // are ordered), and sends each write through a random node of nodes()
-// within 3 s: one stuck behind a lost node leaves the others writing.
+// within 3 s (scaled): one stuck behind a lost node leaves the others
+// writing.
 func (c *failoverCluster) write(ctx context.Context, led *writeLedger, nodes func() []int) func() (writes, failures int) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -576,7 +627,7 @@ func (c *failoverCluster) write(ctx context.Context, led *writeLedger, nodes fun
 						ids = append(ids, id)
 					}
 				}
-				wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				wctx, cancel := context.WithTimeout(ctx, testtime.D(3*time.Second))
 				start := time.Now()
 				var err error
 				var vs []int
@@ -615,9 +666,13 @@ func (c *failoverCluster) write(ctx context.Context, led *writeLedger, nodes fun
 			}
 		})
 	}
-	return func() (int, int) {
+	halt := sync.OnceFunc(func() {
 		close(stop)
 		wg.Wait()
+	})
+	c.t.Cleanup(halt) // when the test fails before it stops them
+	return func() (int, int) {
+		halt()
 		return writes, failures
 	}
 }

@@ -38,12 +38,7 @@ func TestClusterMembership(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	ready := func(i int) {
-		c.until(60*time.Second, fmt.Sprintf("n%d ready", i), func() error {
-			_, err := c.call(ctx, i, "GET", "/readyz", nil, nil)
-			return err
-		})
-	}
+	ready := c.ready
 	for i := range 3 {
 		ready(i)
 	}
@@ -87,7 +82,10 @@ func TestClusterMembership(t *testing.T) {
 		}
 		return out
 	})
-	time.Sleep(time.Second)
+	// The writers go on for a number of writes rather than for a time
+	// between steps: as many happen on a slow machine.
+	const steps = 25
+	c.acked(led, time.Time{}, steps, "the writers under way")
 
 	type status struct {
 		Collections []struct {
@@ -126,9 +124,10 @@ func TestClusterMembership(t *testing.T) {
 		return nil
 	})
 	time.Sleep(100 * time.Millisecond)
+	t0 := time.Now()
 	c.kill(3)
 	t.Logf("killed n3 while shard %d was copied to it from %s", copying.Shard, copying.From)
-	time.Sleep(time.Second)
+	c.acked(led, t0, steps, "writes while n3 is down")
 	c.start(3)
 	ready(3)
 	balanced := func(what string, want map[string][2]int) status {
@@ -169,8 +168,9 @@ func TestClusterMembership(t *testing.T) {
 		t.Errorf("draining n0 too, which would leave 2 nodes for 3 replicas: %d %v, want 422", code, err)
 	}
 	st := balanced("n1 drained", map[string][2]int{"n0": {3, 3}, "n2": {3, 3}, "n3": {3, 3}})
+	t0 = time.Now()
 	c.kill(1)
-	time.Sleep(time.Second)
+	c.acked(led, t0, steps, "writes after n1 left")
 	writes, failures := stopWriters()
 	t.Logf("writers: %d writes acknowledged, %d failed (in doubt)", writes, failures)
 	if writes < 20 {

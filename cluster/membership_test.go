@@ -14,12 +14,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestNodeWithoutReplica writes and searches through a node that holds no
@@ -28,8 +31,7 @@ import (
 // engine, and reads the shards from the nodes that hold them.
 func TestNodeWithoutReplica(t *testing.T) {
 	nodes := testCluster(t, 3, engine.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 2, Replicas: 1, Schema: testSchema()}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +99,8 @@ func startJoining(t *testing.T, id string, root string, via *Node) *Node {
 		t.Fatal(err)
 	}
 	self := Peer{ID: id, Raft: rl.Addr().String(), HTTP: hl.Addr().String()}
-	nd, err := Start(Config{ID: id, Dir: filepath.Join(root, id), Peers: []Peer{self}, Join: via.self.HTTP,
-		RaftListener: rl, HTTPListener: hl, Log: testLog{t}})
+	nd, err := Start(testRaft(Config{ID: id, Dir: filepath.Join(root, id), Peers: []Peer{self}, Join: via.self.HTTP,
+		RaftListener: rl, HTTPListener: hl, Log: testLog{t}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +159,7 @@ func (l *ledger) allowed(id string) []int {
 // same documents, no acknowledged write is lost, and a search through
 // every member returns exactly the live documents.
 func TestAddAndDrainNode(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	nodes := testCluster(t, 3, engine.Options{NoSync: true})
 	root := t.TempDir()
 	if err := nodes[0].CreateCollection(ctx, CollectionSpec{Name: "c", Shards: 3, Replicas: 2, Schema: testSchema()}); err != nil {
@@ -168,8 +169,22 @@ func TestAddAndDrainNode(t *testing.T) {
 	var mu sync.Mutex
 	l := &ledger{ops: map[string][]ledgerOp{}}
 	wctx, stopWriter := context.WithCancel(ctx)
-	writes := 0
+	var writes atomic.Int64
+	// wrote waits until n more writes are acknowledged: the writer goes
+	// on for a number of writes rather than for a time, as many on a
+	// slow machine.
+	wrote := func(n int64, what string) {
+		t.Helper()
+		from := writes.Load()
+		testtime.Until(t, time.Minute, 10*time.Millisecond, what, func() error {
+			if got := writes.Load() - from; got < n {
+				return fmt.Errorf("%d of %d writes acknowledged", got, n)
+			}
+			return nil
+		})
+	}
 	var wg sync.WaitGroup
+	defer func() { stopWriter(); wg.Wait() }() // also when a wait fails
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for v := 1; wctx.Err() == nil; v++ {
@@ -188,7 +203,7 @@ func TestAddAndDrainNode(t *testing.T) {
 				done(err == nil)
 			}
 			if err == nil {
-				writes++
+				writes.Add(1)
 			} else if wctx.Err() == nil {
 				t.Logf("write through %s: %v", via.ID(), err)
 			}
@@ -196,25 +211,25 @@ func TestAddAndDrainNode(t *testing.T) {
 		}
 	})
 
-	time.Sleep(300 * time.Millisecond)
+	wrote(20, "writes before n3 joins")
 	n3 := startJoining(t, "n3", root, nodes[0])
 	mu.Lock()
 	members = append(members, n3)
 	mu.Unlock()
 	balanced := func(what string, check func(Status) error) Status {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			st := nodes[0].Status()
-			err := check(st)
-			if err == nil && len(st.Moves) == 0 {
-				return st
+		var st Status
+		testtime.Until(t, 2*time.Minute, 100*time.Millisecond, what, func() error {
+			st = nodes[0].Status()
+			if err := check(st); err != nil {
+				return fmt.Errorf("%w; status: %+v", err, st)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v; status: %+v", what, err, st)
+			if len(st.Moves) > 0 {
+				return fmt.Errorf("a move in progress; status: %+v", st)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
+		return st
 	}
 	st := balanced("after n3 joined", func(st Status) error {
 		for _, ns := range st.Nodes {
@@ -237,22 +252,18 @@ func TestAddAndDrainNode(t *testing.T) {
 	if err := n3.Close(); err != nil {
 		t.Fatal(err)
 	}
-	n3, err := Start(Config{ID: "n3", Dir: filepath.Join(root, "n3"), Peers: []Peer{self}, Join: nodes[0].self.HTTP, Log: testLog{t}})
+	n3, err := Start(testRaft(Config{ID: "n3", Dir: filepath.Join(root, "n3"), Peers: []Peer{self}, Join: nodes[0].self.HTTP, Log: testLog{t}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n3.Close() })
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testtime.Until(t, time.Minute, 50*time.Millisecond, "the restarted n3 sees the cluster as n0 does", func() error {
 		a, b := nodes[0].Status(), n3.Status()
 		if fmt.Sprint(a.Nodes) == fmt.Sprint(b.Nodes) && len(b.Collections) == 1 && fmt.Sprint(a.Collections[0].Spec.Placement) == fmt.Sprint(b.Collections[0].Spec.Placement) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted n3 sees nodes %+v, n0 %+v", b.Nodes, a.Nodes)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("n3 sees nodes %+v, n0 %+v", b.Nodes, a.Nodes)
+	})
 	mu.Lock()
 	members = append(members, n3)
 	mu.Unlock()
@@ -280,11 +291,11 @@ func TestAddAndDrainNode(t *testing.T) {
 	mu.Lock()
 	members = []*Node{nodes[0], nodes[2], n3}
 	mu.Unlock()
-	time.Sleep(300 * time.Millisecond) // writes on, to the new placement
+	wrote(20, "writes to the new placement")
 	stopWriter()
 	wg.Wait()
-	if writes < 50 {
-		t.Fatalf("only %d writes acknowledged", writes)
+	if writes.Load() < 50 {
+		t.Fatalf("only %d writes acknowledged", writes.Load())
 	}
 
 	// Every replica of each shard holds the same documents, which the
@@ -299,33 +310,30 @@ func TestAddAndDrainNode(t *testing.T) {
 			c, _ := byNode[id].collection("c")
 			reps = append(reps, c.replicas[s])
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testtime.Until(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("shard %d: the replicas hold the same documents", s), func() error {
 			var ds []Digest
 			same := true
 			for _, r := range reps {
 				d, err := r.digest(ctx)
 				if err != nil {
-					t.Fatal(err)
+					return err
 				}
 				ds = append(ds, d)
 				same = same && d.Applied == ds[0].Applied && equalDocs(d.Docs, ds[0].Docs)
 			}
-			if same {
-				for id := range ds[0].Docs {
-					live[id] = true
-				}
-				break
-			}
-			if time.Now().After(deadline) {
+			if !same {
+				var b strings.Builder
 				for i, r := range reps {
 					st := r.raft.Stats()
-					t.Logf("%s: state %s applied %d (%d documents) commit %s last-log %s config %s", nodes[0].placement(c0, s)[i], st["state"], ds[i].Applied, len(ds[i].Docs), st["commit_index"], st["last_log_index"], st["latest_configuration"])
+					fmt.Fprintf(&b, "\n%s: state %s applied %d (%d documents) commit %s last-log %s config %s", nodes[0].placement(c0, s)[i], st["state"], ds[i].Applied, len(ds[i].Docs), st["commit_index"], st["last_log_index"], st["latest_configuration"])
 				}
-				t.Fatalf("shard %d: the replicas differ", s)
+				return fmt.Errorf("they differ:%s", b.String())
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			for id := range ds[0].Docs {
+				live[id] = true
+			}
+			return nil
+		})
 		eng, err := reps[0].engine()
 		if err != nil {
 			t.Fatal(err)
@@ -371,7 +379,7 @@ func TestAddAndDrainNode(t *testing.T) {
 			t.Errorf("the drained n1 still holds %d replicas", held)
 		}
 	}
-	t.Logf("%d writes acknowledged, %d live documents", writes, len(live))
+	t.Logf("%d writes acknowledged, %d live documents", writes.Load(), len(live))
 }
 
 // TestPlacementRule checks planMove against the rule: every node that is
@@ -464,8 +472,7 @@ func TestPlacementRule(t *testing.T) {
 // lead the metadata: it is gone from every node, with its files, and a
 // new collection of the same name starts empty.
 func TestDropCollection(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	nodes := testCluster(t, 3, engine.Options{NoSync: true})
 	spec := CollectionSpec{Name: "c", Shards: 2, Replicas: 2, Schema: testSchema()}
 	if err := nodes[0].CreateCollection(ctx, spec); err != nil {
@@ -483,19 +490,15 @@ func TestDropCollection(t *testing.T) {
 	}
 	for _, n := range nodes {
 		dir := filepath.Join(n.cfg.Dir, "collections", "c")
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat(dir); len(n.Collections()) == 0 && errors.Is(err, fs.ErrNotExist) {
-				break
+		testtime.Until(t, 10*time.Second, 20*time.Millisecond, fmt.Sprintf("%s drops the collection and its files", n.ID()), func() error {
+			if got := n.Collections(); len(got) != 0 {
+				return fmt.Errorf("it still has %d collections", len(got))
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if got := n.Collections(); len(got) != 0 {
-			t.Errorf("%s still has %d collections", n.ID(), len(got))
-		}
-		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s: the dropped collection's directory: %v", n.ID(), err)
-		}
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("the dropped collection's directory: %v", err)
+			}
+			return nil
+		})
 	}
 	if err := (Catalog{Node: nodes[2]}).Drop(ctx, "c"); !errors.Is(err, ErrNoCollection) {
 		t.Errorf("dropping it again: %v, want ErrNoCollection", err)

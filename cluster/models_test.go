@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestReplicasShareModel checks that a node's shard replicas, one engine
@@ -17,8 +16,7 @@ func TestReplicasShareModel(t *testing.T) {
 	if _, err := encoder.Find(""); err != nil {
 		t.Skipf("default model not installed: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	base := engine.LoadedModels()
 	nodes := testCluster(t, 1, engine.Options{NoSync: true})
 	spec := CollectionSpec{Name: "shared", Shards: 3, Replicas: 1, Schema: testSchema(), Dense: []string{encoder.DefaultModel}}

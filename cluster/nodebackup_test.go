@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestBackupRestoreNode backs a node up while the cluster runs, writes
@@ -23,8 +23,7 @@ import (
 // restored), votes again once caught up, and ends with the others'
 // documents.
 func TestBackupRestoreNode(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testtime.Context(t)
 	root := t.TempDir()
 	nodes, _ := snapshotNodes(t, root, 1000)
 	defer closeNodes(nodes)
@@ -70,7 +69,7 @@ func TestBackupRestoreNode(t *testing.T) {
 	if err := RestoreNode(backup, dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{ID: "n2", Dir: dir, Peers: []Peer{self}, Engine: engine.Options{NoSync: true}, Log: testLog{t}}
+	cfg := testRaft(Config{ID: "n2", Dir: dir, Peers: []Peer{self}, Engine: engine.Options{NoSync: true}, Log: testLog{t}})
 	if _, err := Start(cfg); err == nil || !strings.Contains(err.Error(), "restored from a backup") {
 		t.Fatalf("a restored node started without --join: %v", err)
 	}
@@ -104,8 +103,7 @@ func TestBackupRestoreNode(t *testing.T) {
 		t.Error("n2 voted in every shard group as soon as it had rejoined")
 	}
 	// It votes again once caught up, and holds the others' documents.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testtime.Until(t, time.Minute, 50*time.Millisecond, "n2 rejoins as a voter", func() error {
 		done := suffrage(nodes[0].meta) == raft.Voter
 		for _, ns := range nodes[0].Status().Nodes {
 			done = done && !ns.Rejoining
@@ -113,29 +111,15 @@ func TestBackupRestoreNode(t *testing.T) {
 		for s := range 2 {
 			done = done && suffrage(c0.replicas[s].raft) == raft.Voter
 		}
-		if done {
-			break
+		if !done {
+			return fmt.Errorf("status %+v", nodes[0].Status())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n2 has not rejoined: %+v", nodes[0].Status())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	write(nodes[2], 250, 300)
 	c2 := waitCollection(t, nodes[2], "c")
 	for s := range 2 {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			d0, err0 := c0.replicas[s].digest(ctx)
-			d2, err2 := c2.replicas[s].digest(ctx)
-			if err0 == nil && err2 == nil && d0.Applied == d2.Applied && equalDocs(d0.Docs, d2.Docs) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("shard %d: restored n2 at %d with %d documents (%v), n0 at %d with %d (%v)", s, d2.Applied, len(d2.Docs), err2, d0.Applied, len(d0.Docs), err0)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		sameDigest(t, ctx, 30*time.Second, fmt.Sprintf("shard %d: the restored n2 catches up with n0", s), c0.replicas[s], c2.replicas[s])
 		if r := c2.replicas[s].restores.Load(); r != 0 {
 			t.Errorf("shard %d: n2 restored %d snapshots; it should have followed the log from its restored store", s, r)
 		}

@@ -1,14 +1,13 @@
 package cluster
 
 import (
-	"context"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestEquivalenceResidual: with the default late-interaction index
@@ -25,10 +24,7 @@ func TestEquivalenceResidual(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: encodes a collection and indexes it twice")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	docs, queries := corpus(t, 400)
-	queries = queries[:min(len(queries), 8)]
+	ctx := testtime.Context(t)
 	single, err := engine.Open(t.TempDir(), &engine.Options{Schema: testSchema(), Dense: []string{encoder.DefaultModel},
 		Late: []string{encoder.DefaultModel}, NoSync: true, EncoderThreads: 2})
 	if err != nil {
@@ -38,7 +34,8 @@ func TestEquivalenceResidual(t *testing.T) {
 	if s, err := single.Stats(); err != nil || len(s.Late) != 1 {
 		t.Fatalf("stats %+v, %v", s, err)
 	}
-	docs = withVectors(t, single, docs)
+	docs, queries := encodedCorpus(t, single)
+	queries = queries[:min(len(queries), 8)]
 	for i := 0; i < len(docs); i += 100 {
 		if _, err := single.Index(ctx, docs[i:min(i+100, len(docs))]); err != nil {
 			t.Fatal(err)
