@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -185,53 +186,99 @@ func (n *Node) applyShard(ctx context.Context, c *collection, s int, b []byte) (
 }
 
 // forwardToLeader sends an entry to the node this node takes for the
-// shard's leader. A leader cut off from the others never answers, so the
-// attempt ends as soon as this node's replica sees another leader (or, on
-// a node without a replica of the shard, after a few election timeouts),
-// and the caller tries the new one. An attempt given up may still commit:
-// a write is applied at least once.
+// shard's leader, and waits for its answer as long as ctx lasts and that
+// node still leads: an apply may take long (a large batch on a slow
+// machine), and giving up on one that will commit only sends it again.
+// A leader cut off from the others never answers, so the attempt ends,
+// and the caller tries the new leader, as soon as leaderGone says so. An
+// attempt given up may still commit: a write is applied at least once.
 func (n *Node) forwardToLeader(ctx context.Context, c *collection, s int, leader string, b []byte, ar *applyReply) error {
 	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var moved atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if n.leaderGone(actx, c, s, leader) {
+			moved.Store(true)
+			cancel()
+		}
+	})
+	err := n.forward(actx, leader, fmt.Sprintf("/_cluster/apply/%s/%d", c.name, s), b, ar)
+	cancel()
+	wg.Wait()
+	if err != nil && moved.Load() && ctx.Err() == nil {
+		return &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d: leadership moved from %s during the write", c.name, s, leader)}
+	}
+	return err
+}
+
+// leaderGone watches, until ctx ends, whether leader still leads shard
+// s, and reports true once it does not. A node holding a replica of the
+// shard sees it there: another leader. A node without one asks the
+// leader every election timeout: it is gone once it names another
+// leader, or has not said that it leads for 10 election timeouts (cut
+// off, or too slow even to answer that). A leader busy applying still
+// answers, so a slow apply is waited for.
+func (n *Node) leaderGone(ctx context.Context, c *collection, s int, leader string) bool {
 	n.mu.RLock()
 	r := c.replicas[s]
 	n.mu.RUnlock()
-	moved := make(chan struct{})
-	go func() {
-		limit := time.After(10 * n.cfg.ElectionTimeout)
+	if r != nil {
 		tick := time.NewTicker(n.cfg.HeartbeatTimeout / 4)
 		defer tick.Stop()
 		for {
 			select {
-			case <-actx.Done():
-				return
-			case <-limit:
-				if r == nil {
-					close(moved)
-					cancel()
-					return
-				}
+			case <-ctx.Done():
+				return false
 			case <-tick.C:
-				if r == nil {
-					continue
-				}
 				if _, id := r.raft.LeaderWithID(); id != "" && string(id) != leader {
-					close(moved)
-					cancel()
-					return
+					return true
 				}
 			}
 		}
-	}()
-	err := n.forward(actx, leader, fmt.Sprintf("/_cluster/apply/%s/%d", c.name, s), b, ar)
-	select {
-	case <-moved:
-		if ctx.Err() == nil {
-			return &remoteError{Status: 503, Msg: fmt.Sprintf("%s shard %d: leadership moved from %s during the write", c.name, s, leader)}
-		}
-	default:
 	}
-	return err
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	answers := make(chan string)
+	wg.Go(func() {
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-time.After(n.cfg.ElectionTimeout):
+			}
+			var st leaderReply
+			if err := n.forward(pctx, leader, fmt.Sprintf("/_cluster/leader/%s/%d", c.name, s), nil, &st); err != nil {
+				continue
+			}
+			select {
+			case answers <- st.Leader:
+			case <-pctx.Done():
+				return
+			}
+		}
+	})
+	silence := 10 * n.cfg.ElectionTimeout
+	limit := time.NewTimer(silence)
+	defer limit.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-limit.C:
+			return true
+		case id := <-answers:
+			switch id {
+			case leader:
+				limit.Reset(silence)
+			case "":
+				// Between leaders: the apply fails, or a leader is named.
+			default:
+				return true
+			}
+		}
+	}
 }
 
 // applyLocal commits an entry through this node's replica, which must
