@@ -14,9 +14,8 @@ import (
 )
 
 // bm25Rankings runs a few text searches with BM25 over every document
-// and returns each one's hits as id:score, sorted: Bleve breaks score
-// ties by its own index order, which a rebuilt index need not share, so
-// the hits are compared as a set, each with its exact score.
+// and returns each one's hits as id:score, sorted, compared as a set, each
+// with its exact score.
 func bm25Rankings(t *testing.T, e *Engine) map[string]string {
 	t.Helper()
 	out := map[string]string{}

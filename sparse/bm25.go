@@ -99,11 +99,12 @@ type bm25Clause struct {
 //
 // Its searcher scores term at a time, from each segment's postings into a
 // per-segment accumulator, then yields the matches in document order like
-// any Bleve searcher. With limit > 0 it yields only the documents scoring
-// at least the limit-th best score, ties included, so that a collector of
-// at most limit hits picks what it would pick from every match. So limit
-// is set only when nothing outside the query drops documents: a filter is
-// then the query's own, applied before the cut.
+// any Bleve searcher. With limit > 0 it yields only the top limit: the
+// documents scoring above the limit-th best score and, of those scoring
+// it, the ones with the smallest document numbers (topk.go), so that a
+// collector of at most limit hits keeps them all. So limit is set only
+// when nothing outside the query drops documents: a filter is then the
+// query's own, applied before the cut.
 //
 // With stats set, N, each field's total length and each term's df come
 // from stats (a sharded collection's, summed over its shards) instead of
@@ -114,6 +115,7 @@ type bm25Query struct {
 	k1, b   float64
 	filter  query.Query
 	limit   int
+	docNums *docNumCache // maps tied documents to their numbers for the cut
 	stats   *Stats
 }
 
@@ -244,7 +246,12 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 		}
 	}
 	if q.limit > 0 {
-		s.cut(q.limit)
+		nums := newSnapshotDocNums(q.docNums, tp.segs)
+		defer nums.retain()
+		if err := s.cut(ctx, q.limit, nums.docNum); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -356,7 +363,9 @@ func (a *accumulator) drain(size, base uint64, docs []uint64, scores []float64) 
 }
 
 // bm25Searcher yields scored documents in document order. Document
-// numbers are scorch's internal ids, 8-byte big-endian integers.
+// numbers are scorch's internal ids, 8-byte big-endian integers. A
+// cutQuery's searcher is one too, holding the top K of another
+// searcher's matches.
 type bm25Searcher struct {
 	docs   []uint64
 	scores []float64
@@ -367,8 +376,8 @@ type bm25Searcher struct {
 
 // matchBuffers are a searcher's slices, kept for the next searcher.
 type matchBuffers struct {
-	docs          []uint64
-	scores, order []float64
+	docs   []uint64
+	scores []float64
 }
 
 var buffers = sync.Pool{New: func() any { return new(matchBuffers) }}
@@ -415,57 +424,6 @@ func (s *bm25Searcher) keep(ctx context.Context, r index.IndexReader, m mapping.
 	}
 	s.docs, s.scores = s.docs[:n], s.scores[:n]
 	return nil
-}
-
-// cut keeps the documents scoring at least the limit-th best score.
-func (s *bm25Searcher) cut(limit int) {
-	if len(s.scores) <= limit {
-		return
-	}
-	min := kthLargest(s.scores, limit, s.buf.order[:0])
-	s.buf.order = s.buf.order[:0]
-	n := 0
-	for i, v := range s.scores {
-		if v >= min {
-			s.docs[n], s.scores[n] = s.docs[i], v
-			n++
-		}
-	}
-	s.docs, s.scores = s.docs[:n], s.scores[:n]
-}
-
-// kthLargest returns the k-th largest of v (1 ≤ k ≤ len(v)), keeping the
-// k largest in heap, a min-heap: most values are below its root and cost
-// one comparison.
-func kthLargest(v []float64, k int, heap []float64) float64 {
-	heap = append(heap, v[:k]...)
-	for i := k/2 - 1; i >= 0; i-- {
-		siftDown(heap, i)
-	}
-	for _, x := range v[k:] {
-		if x > heap[0] {
-			heap[0] = x
-			siftDown(heap, 0)
-		}
-	}
-	return heap[0]
-}
-
-func siftDown(h []float64, i int) {
-	for {
-		c := 2*i + 1
-		if c >= len(h) {
-			return
-		}
-		if c+1 < len(h) && h[c+1] < h[c] {
-			c++
-		}
-		if h[i] <= h[c] {
-			return
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
 }
 
 func (s *bm25Searcher) match(ctx *search.SearchContext) *search.DocumentMatch {

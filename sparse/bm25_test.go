@@ -2,7 +2,6 @@ package sparse
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -272,12 +270,12 @@ func TestOlderLayoutRebuilt(t *testing.T) {
 }
 
 // TestBM25TopKCut checks that the searcher's cut at K (it yields only the
-// documents scoring at least the K-th best) and its own filter change no
-// ranking: every top K, filtered or not, is the prefix of the full ranking
-// (filtered), up to the order of equal scores. That order is Bleve's index
-// order, which a background merge may change between two searches. The
-// collection has many exact ties and reaches its documents through several
-// batches and deletes, so the snapshot usually has several segments.
+// top K) and its own filter change no ranking: every top K, filtered or
+// not, is the prefix of the full ranking
+// (filtered), up to the order of equal scores (which TestTiesByDocNum
+// checks). The collection has many exact ties and reaches its documents
+// through several batches and deletes, so the snapshot usually has
+// several segments.
 func TestBM25TopKCut(t *testing.T) {
 	schema := &tandem.Schema{Fields: []tandem.Field{
 		{Name: "text", Type: tandem.Text},
@@ -397,22 +395,6 @@ func samePrefix(got, want, all []Hit) error {
 		seen[h.DocNum] = true
 	}
 	return nil
-}
-
-func TestKthLargest(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for trial := 0; trial < 200; trial++ {
-		v := make([]float64, 1+rng.IntN(300))
-		for i := range v {
-			v[i] = float64(rng.IntN(20)) // many ties
-		}
-		k := 1 + rng.IntN(len(v))
-		sorted := slices.Clone(v)
-		slices.SortFunc(sorted, func(a, b float64) int { return cmp.Compare(b, a) })
-		if got := kthLargest(v, k, nil); got != sorted[k-1] {
-			t.Fatalf("kthLargest(%v, %d) = %v, want %v", v, k, got, sorted[k-1])
-		}
-	}
 }
 
 func TestCheckAnalyzers(t *testing.T) {

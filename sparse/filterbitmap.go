@@ -293,6 +293,21 @@ func (f *segmentFilter) dict(field string) (segment.TermDictionary, error) {
 	return d, nil
 }
 
+// live returns the live documents of ss that b matches, by their
+// numbers in the segment.
+func (f *segmentFilter) live(ss *scorch.SegmentSnapshot, b *bitmapFilter) (*roaring.Bitmap, error) {
+	f.seg = ss.Segment()
+	clear(f.dicts)
+	bm, err := f.eval(b)
+	if err != nil {
+		return nil, err
+	}
+	if d := ss.Deleted(); d != nil {
+		bm.AndNot(d)
+	}
+	return bm, nil
+}
+
 // docNumBitmap collects the document numbers of a filter's matches in
 // one snapshot (segs).
 type docNumBitmap struct {
@@ -307,14 +322,9 @@ func (b *docNumBitmap) addFilter(ctx context.Context, bf *bitmapFilter) error {
 	f := &segmentFilter{ctx: ctx}
 	buf := make([]uint32, 1024)
 	for _, ss := range b.segs {
-		f.seg = ss.Segment()
-		clear(f.dicts)
-		bm, err := f.eval(bf)
+		bm, err := f.live(ss, bf)
 		if err != nil {
 			return err
-		}
-		if d := ss.Deleted(); d != nil {
-			bm.AndNot(d)
 		}
 		if bm.IsEmpty() {
 			continue

@@ -1,6 +1,7 @@
 package sparse
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -77,7 +78,7 @@ type Index struct {
 	}
 
 	// docNums maps the segments' documents to document numbers for
-	// FilterBitmap.
+	// FilterBitmap, and for Search's choice among equal scores.
 	docNums docNumCache
 }
 
@@ -713,7 +714,7 @@ func (x *Index) buildDoc(schema *tandem.Schema, id string, doc *tandem.Doc) (*bu
 type Query struct {
 	// Text is analysed and matched (any term) against the searched fields.
 	// Empty Text ranks every document the Filter matches (every document
-	// when Filter is nil) with one equal score, in index order.
+	// when Filter is nil) with one equal score, by document number.
 	Text string
 	// Fields are the text fields searched, each with its boost (0 means
 	// the schema's boost). Empty means CompositeField, the default.
@@ -740,11 +741,18 @@ type Hit struct {
 	Score  float64
 }
 
-// Search returns the top K documents for q, best first; equal scores keep
-// Bleve's index order.
+// Search returns the top K documents for q, best first, equal scores by
+// ascending document number. When more documents tie at the K-th best
+// score than fit, the ones with the smallest numbers are returned: the
+// hits depend on the live documents and their scores alone, never on how
+// the index was built or merged, and a page cut from the top K+Offset is
+// the same whichever index holds the documents (topk.go).
 func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]Hit, error) {
 	if q.K <= 0 {
 		return nil, nil
+	}
+	if strings.TrimSpace(q.Text) == "" {
+		return x.searchAll(ctx, schema, q.Filter, q.K)
 	}
 	var fq query.Query
 	if q.Filter != nil {
@@ -753,28 +761,25 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 			return nil, err
 		}
 	}
-	var tq query.Query
-	switch {
-	case strings.TrimSpace(q.Text) != "":
-		var err error
-		if tq, err = x.textQuery(schema, q.Text, q.Fields, q.Stats); err != nil {
-			return nil, err
-		}
-	default:
-		tq = query.NewMatchAllQuery()
+	tq, err := x.textQuery(schema, q.Text, q.Fields, q.Stats)
+	if err != nil {
+		return nil, err
 	}
 	if bq, ok := tq.(*bm25Query); ok {
-		// Textbook BM25 runs the filter itself, and yields only what
-		// can make the top K.
-		bq.filter, bq.limit = fq, q.K
-	} else if fq != nil {
-		// A boolean query with only Must and Filter runs Must's searcher and
-		// drops the documents the (unscored) filter searcher does not
-		// produce, so every surviving score is the unfiltered score.
-		bq := query.NewBooleanQuery(nil, nil, nil)
-		bq.Must = tq
-		bq.AddFilter(fq)
-		tq = bq
+		// Textbook BM25 runs the filter itself, and yields only the top K.
+		bq.filter, bq.limit, bq.docNums = fq, q.K, &x.docNums
+	} else {
+		if fq != nil {
+			// A boolean query with only Must and Filter runs Must's
+			// searcher and drops the documents the (unscored) filter
+			// searcher does not produce, so every surviving score is the
+			// unfiltered score.
+			bq := query.NewBooleanQuery(nil, nil, nil)
+			bq.Must = tq
+			bq.AddFilter(fq)
+			tq = bq
+		}
+		tq = &cutQuery{q: tq, limit: q.K, docNums: &x.docNums}
 	}
 	return x.search(ctx, tq, q.K, "")
 }
@@ -802,10 +807,18 @@ func (x *Index) search(ctx context.Context, q query.Query, k int, score string) 
 		}
 		hits = append(hits, Hit{DocNum: n, Score: h.Score})
 	}
-	// Bleve breaks score ties by index order (its hit number), which is
-	// fixed for a snapshot, so pages cut at K+Offset are consistent. It is
-	// kept: re-sorting ties by docnum would disagree with Bleve's choice of
-	// which tied documents make the cut at K.
+	// Bleve breaks score ties by its hit number, the order of the
+	// snapshot's documents, which merges change. Search's queries yield
+	// at most k documents, the top k with ties cut by document number
+	// (cutQuery, bm25Query), so the collector kept them all and only
+	// their order is left to fix: the decimal ids, compared as strings,
+	// would put "10" before "9", so compare the numbers.
+	slices.SortFunc(hits, func(a, b Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.DocNum, b.DocNum)
+	})
 	return hits, nil
 }
 

@@ -250,6 +250,15 @@ func TestFilterHonoursContext(t *testing.T) {
 			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: ranges, K: 10})
 			return err
 		}, n / guardEvery},
+		// With no text, on the filter's bitmaps.
+		{"no text", func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Filter: terms, K: 10})
+			return err
+		}, 0},
+		{"no text, ranges", func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Filter: ranges, K: 10})
+			return err
+		}, 0},
 	}
 	for _, r := range runs {
 		count := &countdown{Context: context.Background()}
