@@ -2,7 +2,8 @@
 // tandem serve under load over HTTP, as a client sees it (JSON, HTTP and
 // the engine together). Concurrent searchers cycle through the search
 // modes with real queries while writers upsert documents, for a fixed
-// time. Queries come in turn, or, with Config.Zipf, from a Zipfian draw
+// time (or, with Config.MinPerMode, until every mode has had so many
+// requests answered). Queries come in turn, or, with Config.Zipf, from a Zipfian draw
 // that repeats a few of them often, as a query log does. The Report has
 // each mode's requests, QPS, p50/p95/p99 latency and errors, and what the
 // server's /metrics say of its query encodings over the run: cache hits

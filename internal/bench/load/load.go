@@ -48,6 +48,12 @@ type Config struct {
 	Zipf float64
 	// Seed seeds the Zipfian draws and the order of popularity; 0 means 1.
 	Seed uint64
+	// MinPerMode, when positive, ends the load as soon as every mode, and
+	// the upserts when writers run, has had that many requests answered
+	// (failed ones included); Duration still bounds it. It is for a run
+	// that must see each mode at work rather than load for a while: a
+	// test's, which then does not depend on the machine's speed.
+	MinPerMode int
 
 	// Log receives the progress lines (nil: nothing); Quiet leaves them out.
 	Log   io.Writer
@@ -93,13 +99,14 @@ func (r *Report) Failed() int {
 	return n
 }
 
-// Run loads the server for c.Duration (or until ctx ends) and reports
+// Run loads the server for c.Duration (or until ctx ends, or each mode
+// has c.MinPerMode answers) and reports
 // every request. A request that failed is in the report, not an error of
 // Run's: Run fails only when the load cannot start (bad files or modes,
 // a collection the server does not have).
 func Run(ctx context.Context, c Config) (*Report, error) {
-	if c.Collection == "" || c.QueriesFile == "" || c.Duration <= 0 || c.Searchers <= 0 || c.Writers < 0 || c.WriteBatch <= 0 {
-		return nil, errors.New("bench serve: Collection, QueriesFile, Duration, Searchers and WriteBatch are required, and Writers may not be negative")
+	if c.Collection == "" || c.QueriesFile == "" || c.Duration <= 0 || c.Searchers <= 0 || c.Writers < 0 || c.WriteBatch <= 0 || c.MinPerMode < 0 {
+		return nil, errors.New("bench serve: Collection, QueriesFile, Duration, Searchers and WriteBatch are required, and Writers and MinPerMode may not be negative")
 	}
 	if c.Zipf != 0 && !(c.Zipf > 1) {
 		return nil, fmt.Errorf("--zipf %v: the exponent must be above 1 (0 uses the queries in turn)", c.Zipf)
@@ -141,6 +148,22 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		stats[i] = &modeStats{name: m.name}
 	}
 	writes := &modeStats{name: "upsert"}
+	// enough ends the load once each mode has Config.MinPerMode answers.
+	counted := stats
+	if min(c.Writers, len(docs)) > 0 {
+		counted = append(slices.Clip(stats), writes)
+	}
+	enough := func() {
+		if c.MinPerMode <= 0 {
+			return
+		}
+		for _, s := range counted {
+			if ok, errs := s.counts(); ok+errs < c.MinPerMode {
+				return
+			}
+		}
+		cancel()
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for s := range c.Searchers {
@@ -151,6 +174,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 				q := queries[next(j)]
 				body, _ := json.Marshal(map[string]any{"text": q, "retrievers": modes[m].retrievers, "k": c.K, "ids_only": true})
 				stats[m].record(cl.post(ctx, "/search", "application/json", body))
+				enough()
 			}
 		})
 	}
@@ -164,6 +188,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 					buf.WriteByte('\n')
 				}
 				writes.record(cl.post(ctx, "/documents", "application/x-ndjson", buf.Bytes()))
+				enough()
 			}
 		})
 	}

@@ -66,8 +66,10 @@ type Config struct {
 	// ProgressEvery, and one at the end.
 	Progress      io.Writer
 	ProgressEvery time.Duration
-	// TargetWait bounds the wait for the phase a kill aims at; the kill
-	// happens anyway when it runs out.
+	// TargetWait bounds the wait for the phase a kill aims at, counted
+	// from the writer's start until it has opened, then again from its
+	// open (so that a slow open does not use it up); the kill happens
+	// anyway when it runs out.
 	TargetWait time.Duration
 	// WriterCommand returns the command of a writer process with the given
 	// arguments: a process that parses them with WriterFlags and calls
@@ -436,6 +438,7 @@ func killWriter(command func([]string) (*exec.Cmd, error), wc WriterConfig, targ
 				seen(l)
 				if aimFrom.IsZero() && l.name != "start" && l.name != "open:recover" {
 					aimFrom = l.at.Add(warmUp)
+					deadline = time.After(targetWait + warmUp)
 				}
 				if l.name == target && (target == "open:recover" || !aimFrom.IsZero() && !l.at.Before(aimFrom)) {
 					time.Sleep(est.delay(r, target))

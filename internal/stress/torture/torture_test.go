@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // writerEnv carries a writer's arguments to TestWriterProcess.
@@ -53,7 +55,7 @@ func TestTorture(t *testing.T) {
 		t.Skip("crash torture in short mode")
 	}
 	c := Config{Dir: t.TempDir(), Kills: 30, Seed: uint64(time.Now().UnixNano()), IDs: 300, MaxBatch: 120, CloseEvery: 10,
-		LateIndex: "Residual", ProgressEvery: time.Hour, TargetWait: 3 * time.Second, WriterCommand: testWriterCommand}
+		LateIndex: "Residual", ProgressEvery: time.Hour, TargetWait: testtime.D(3 * time.Second), WriterCommand: testWriterCommand}
 	t.Logf("seed %d (tandem torture --seed %d --kills 30 --ids 300 --max-batch 120 --close-every 10 replays its choices)", c.Seed, c.Seed)
 	s, err := Run(context.Background(), c)
 	if err != nil {
