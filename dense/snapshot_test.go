@@ -1,6 +1,7 @@
 package dense
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
 	"github.com/tandemsearch/tandem"
+	"github.com/tandemsearch/tandem/internal/testtime"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -218,7 +220,8 @@ var crashOptions = Options{Model: testModel, Dim: 32, ExactBelow: 400, SnapshotE
 
 // TestCrashChild is the child process of TestCrashRecovery: it writes
 // batches through storage and applies them to the index, snapshotting now
-// and then, until it is killed.
+// and then, until it is killed. It prints "open" once the index is open
+// and "snapshot" after each snapshot, for the parent to time its kill.
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashEnv)
 	if dir == "" {
@@ -235,9 +238,10 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fmt.Println("open")
 	s := newSynth(32, 8, seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	deadline := time.Now().Add(20 * time.Second) // never outlive a dead parent for long
+	deadline := time.Now().Add(testtime.D(time.Minute)) // never outlive a dead parent for long
 	for i := 0; time.Now().Before(deadline); i++ {
 		churn(t, st, s, rng, 1+rng.IntN(60), 3000)
 		catchUp(t, st, x)
@@ -245,6 +249,7 @@ func TestCrashChild(t *testing.T) {
 			if err := x.Snapshot(ctx); err != nil {
 				t.Fatal(err)
 			}
+			fmt.Println("snapshot")
 		}
 	}
 }
@@ -252,6 +257,10 @@ func TestCrashChild(t *testing.T) {
 // TestCrashRecovery kills a writing child process with SIGKILL at random
 // moments, then checks that the reopened index holds exactly the documents
 // with vectors in storage, with their current vectors (acceptance 4).
+// The moments are counted from the child's word, not from its start, so
+// that a slow start does not leave a round without writes: up to 700 ms
+// after the index is open, or, in every other round, after its first
+// snapshot, so that some round reopens from a snapshot.
 func TestCrashRecovery(t *testing.T) {
 	if os.Getenv(crashEnv) != "" {
 		t.Skip("in the child")
@@ -262,18 +271,48 @@ func TestCrashRecovery(t *testing.T) {
 	for round := range rounds {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir, crashEnv+"_SEED="+strconv.Itoa(round))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(150+rng.IntN(700)) * time.Millisecond)
+		after := "open"
+		if round%2 == 0 {
+			after = "snapshot"
+		}
+		reached, read := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(read)
+			seen := false
+			for sc := bufio.NewScanner(stdout); sc.Scan(); {
+				out.WriteString(sc.Text() + "\n")
+				if !seen && sc.Text() == after {
+					seen = true
+					close(reached)
+				}
+			}
+		}()
+		select {
+		case <-reached:
+		case <-read: // ended; the check that it was killed says so
+		case <-time.After(testtime.D(time.Minute)):
+			cmd.Process.Kill()
+			<-read
+			cmd.Wait()
+			t.Fatalf("round %d: no %q from the child within %v\n%s%s", round, after, testtime.D(time.Minute), out.String(), stderr.String())
+		}
+		time.Sleep(time.Duration(rng.IntN(700)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		err := cmd.Wait()
+		<-read
+		err = cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("round %d: child was not killed (it ended first: %v)\n%s", round, err, out.String())
+			t.Fatalf("round %d: child was not killed (it ended first: %v)\n%s%s", round, err, out.String(), stderr.String())
 		}
 		st, err := storage.Open(dir, nil)
 		if err != nil {
@@ -289,7 +328,7 @@ func TestCrashRecovery(t *testing.T) {
 		if stats.SnapshotSeq > 0 {
 			snapshots++
 		}
-		t.Logf("round %d: %d vectors (%s), snapshot seq %d, last seq %d", round, stats.Vectors, stats.Description, stats.SnapshotSeq, st.LastSeq())
+		t.Logf("round %d: killed after %q; %d vectors (%s), snapshot seq %d, last seq %d", round, after, stats.Vectors, stats.Description, stats.SnapshotSeq, st.LastSeq())
 		checkAgrees(t, st, x)
 		x.Close()
 		st.Close()

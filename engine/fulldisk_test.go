@@ -17,6 +17,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/dense"
+	"github.com/tandemsearch/tandem/internal/testtime"
 	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/storage"
 )
@@ -265,7 +266,7 @@ func testFullDisk(t *testing.T, lateIndex string) {
 			docs[i] = faultDoc(next, words)
 			next++
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testtime.D(30*time.Second))
 		defer cancel()
 		done := make(chan struct{})
 		var res IndexResult
@@ -276,7 +277,7 @@ func testFullDisk(t *testing.T, lateIndex string) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(60 * time.Second):
+		case <-time.After(testtime.D(60 * time.Second)):
 			t.Fatalf("Index hung after %d documents", next)
 		}
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -3,12 +3,14 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // The steps of TestPageInBrowser that check what the page asks the API
@@ -235,18 +238,55 @@ func pageCheckPreview(t *testing.T, d pageDriver, filter map[string]any) {
 }
 
 // pageHold holds the server's answers to the searches of one query text
-// for pageHoldFor, or until the client gives up on them: an answer that
-// comes after the page has moved on to a newer query.
+// until the page has moved on: until a search of another text reaches the
+// server after one of the held text did, or the client gives up on the
+// held one (the page aborts it when it starts a newer search). Holding
+// on that signal rather than for a while, the answer comes after the
+// page moved on however slowly the page types and searches.
 type pageHold struct {
-	text atomic.Pointer[string]
+	mu struct {
+		sync.Mutex
+		text    string        // the held text; "" holds nothing
+		arrived chan struct{} // closed once a search of text reached the server
+		release chan struct{} // closed once the page has moved on, or by stop
+	}
 	done atomic.Int64 // searches held, then answered or given up
 }
 
-const pageHoldFor = 1500 * time.Millisecond
+// hold holds the searches of text from now on. arrived is closed once
+// one reaches the server; stop holds nothing more and answers any held
+// search still waiting.
+func (h *pageHold) hold(text string) (arrived <-chan struct{}, stop func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.text, h.mu.arrived, h.mu.release = text, make(chan struct{}), make(chan struct{})
+	release := h.mu.release
+	return h.mu.arrived, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.mu.text = ""
+		closeOnce(release)
+	}
+}
+
+// closeOnce closes c unless it is closed; its caller holds the lock that
+// guards c.
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
 
 func (h *pageHold) wait(r *http.Request) {
-	text := h.text.Load()
-	if text == nil || r.Method != http.MethodPost {
+	if r.Method != http.MethodPost {
+		return
+	}
+	h.mu.Lock()
+	text, arrived, release := h.mu.text, h.mu.arrived, h.mu.release
+	h.mu.Unlock()
+	if text == "" {
 		return
 	}
 	body, err := io.ReadAll(r.Body)
@@ -254,40 +294,69 @@ func (h *pageHold) wait(r *http.Request) {
 	var b struct {
 		Text string `json:"text"`
 	}
-	if err != nil || json.Unmarshal(body, &b) != nil || b.Text != *text {
+	if err != nil || json.Unmarshal(body, &b) != nil {
+		return
+	}
+	h.mu.Lock()
+	if b.Text == text {
+		closeOnce(arrived)
+	} else if isClosed(arrived) {
+		closeOnce(release) // the page moved on
+	}
+	h.mu.Unlock()
+	if b.Text != text {
 		return
 	}
 	select {
-	case <-time.After(pageHoldFor):
+	case <-release:
 	case <-r.Context().Done():
 	}
 	h.done.Add(1)
 }
 
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // pageCheckTyping types a query key by key, a key every 50 ms as a quick
-// typist does, pausing once: after "stem", long enough for the page to
-// search it, and the server holds that answer until the rest is typed.
-// The page must send fewer searches than keys were pressed (two, the
-// pause's and the final text's, when no other pause reached its 250 ms),
-// and show the final text's results only, the API's: never the answer to
-// "stem", which comes after the page moved on.
+// typist does, pausing once: after "stem", until the page has searched
+// it, and the server holds that answer until the page has moved on to
+// the rest. The page must send fewer searches than keys were pressed
+// (two, the pause's and the final text's, when no other pause reached
+// its 250 ms), and show the final text's results only, the API's: never
+// the answer to "stem", which comes after the page moved on.
 func pageCheckTyping(t *testing.T, d pageDriver, base string, searches *atomic.Int64, hold *pageHold) {
 	t.Helper()
 	const first, rest = "stem", " cell"
 	text := first + rest
 	d.eval(`(q => { q.value = ''; return ''; })(document.querySelector('#query'))`)
 	// The page's searches are counted as it sends them (an aborted one
-	// may never reach the server), the keys as they reach it, and the
-	// answers as it shows them.
-	d.eval(`(() => { window.__shown = []; window.__sent = 0; window.__keys = [];
+	// may never reach the server) and noted, by text, once each ends
+	// (answered, or the error's name: AbortError when the page gave up
+	// on it), the keys as they reach it, and the answers as it shows them.
+	d.eval(`(() => { window.__shown = []; window.__sent = 0; window.__keys = []; window.__ended = {};
 		const r = document.querySelector('#results');
 		new MutationObserver(() => window.__shown.push(r.dataset.text)).observe(r, {attributes: true, attributeFilter: ['data-seq']});
 		document.querySelector('#query').addEventListener('input', () => window.__keys.push(performance.now()));
 		const fetch = window.fetch;
-		window.fetch = function (url) { if (String(url).endsWith('/search')) window.__sent++; return fetch.apply(this, arguments); };
+		window.fetch = function (url, init) {
+			const p = fetch.apply(this, arguments);
+			if (String(url).endsWith('/search')) {
+				window.__sent++;
+				let text = null;
+				try { text = JSON.parse(init.body).text; } catch (e) {}
+				p.then(r => r.clone().text()).then(() => 'answered', e => e.name).then(how => { window.__ended[text] = how; });
+			}
+			return p;
+		};
 		return ''; })()`)
-	hold.text.Store(ptr(first))
-	defer hold.text.Store(nil)
+	arrived, stop := hold.hold(first)
+	defer stop()
 	n0, held0, seq := searches.Load(), hold.done.Load(), d.seq()
 	d.do("focus the query", 10*time.Second, chromedp.Focus(chromedp.CSS("#query")))
 	typeKeys := func(s string) {
@@ -296,17 +365,27 @@ func pageCheckTyping(t *testing.T, d pageDriver, base string, searches *atomic.I
 		}
 	}
 	typeKeys(first)
-	d.do("pause", 10*time.Second, chromedp.Sleep(400*time.Millisecond))
+	// The pause: until the page's search of "stem" reaches the server.
+	select {
+	case <-arrived:
+	case <-time.After(testtime.D(30 * time.Second)):
+		t.Fatalf("typed %q and paused %v: the page's search of it has not reached the server", first, testtime.D(30*time.Second))
+	}
 	typeKeys(rest)
 	if state := d.answered("type", seq); state != "done" {
 		t.Fatalf("typed %q: state %q", text, state)
 	}
-	// Until the held answer to "stem" is given or given up, and a moment
-	// for the page to take it if it would.
-	for deadline := time.Now().Add(pageHoldFor + 2*time.Second); hold.done.Load() == held0 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	d.do("let the page take it", 5*time.Second, chromedp.Sleep(100*time.Millisecond))
+	// Until the held answer to "stem" is given or given up, and the
+	// page's search of it has ended, so that the page has taken its
+	// answer if it would.
+	testtime.Until(t, 30*time.Second, 20*time.Millisecond, fmt.Sprintf("the held answer to %q given or given up", first), func() error {
+		if hold.done.Load() == held0 {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	firstJS, _ := json.Marshal(first)
+	ended := pageRun(t, d.ctx, "wait for the page's search of "+first+" to end", chromedp.Poll[string](fmt.Sprintf(`window.__ended[%s] || null`, firstJS), chromedp.WithPollingInterval(20*time.Millisecond)))
 
 	sent := pageRun(t, d.ctx, "count searches", chromedp.Evaluate[int64](`window.__sent`))
 	n := searches.Load() - n0
@@ -317,7 +396,7 @@ func pageCheckTyping(t *testing.T, d pageDriver, base string, searches *atomic.I
 			gap = max(gap, keys[i]-keys[i-1])
 		}
 	}
-	t.Logf("typing %d keys, at most %.0f ms apart but for one pause: the page sent %d searches, %d reached the server", len(text), gap, sent, n)
+	t.Logf("typing %d keys, at most %.0f ms apart but for one pause: the page sent %d searches, %d reached the server; its search of %q ended: %s", len(text), gap, sent, n, first, ended)
 	quick := gap < 200 // else the page may rightly have searched once more
 	if sent < 2 || sent >= int64(len(text)) || n > sent || (quick && sent != 2) {
 		t.Errorf("typing %d keys with one pause: the page sent %d searches and the server saw %d, want 2 (at least 2 and fewer than the keys on a machine that stalled)", len(text), sent, n)

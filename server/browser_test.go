@@ -28,6 +28,7 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // The page test drives server/ui/index.html in Debian's chromium, headless,
@@ -367,8 +368,9 @@ const pageSetJS = `((sel, v) => {
 })(%s, %s)`
 
 // pageDriver drives the page in the browser for one test or subtest,
-// each step under its own timeout; a failure ends that test, naming the
-// step and what the page's error box says.
+// each step under its own timeout, scaled by the test time scale
+// (internal/testtime); a failure ends that test, naming the step and what
+// the page's error box says.
 type pageDriver struct {
 	t   *testing.T
 	ctx context.Context // the browser's
@@ -376,7 +378,7 @@ type pageDriver struct {
 
 func (d pageDriver) do(name string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	d.t.Helper()
-	sctx, cancel := context.WithTimeout(d.ctx, timeout)
+	sctx, cancel := context.WithTimeout(d.ctx, testtime.D(timeout))
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
 		d.t.Fatalf("%s: %v (the page's message: %q)", name, err, pageMessage(d.ctx))
@@ -526,8 +528,9 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("index: status %d %s, %+v of %d documents", status, msg, ingest, len(docs))
 	}
 
-	// The browser: headless Debian chromium, as root in a container.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The browser: headless Debian chromium, as root in a container, for
+	// as long as the test (each step has its own timeout).
+	ctx, cancel := context.WithCancel(testtime.Context(t))
 	defer cancel()
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.ExecPath(chrome),
@@ -830,11 +833,11 @@ func TestPageInBrowser(t *testing.T) {
 	}
 }
 
-// pageRun runs one action in the page under a timeout; a failure ends the
-// test, naming the step.
+// pageRun runs one action in the page under a timeout (30 s, scaled by
+// the test time scale); a failure ends the test, naming the step.
 func pageRun[T any](t *testing.T, ctx context.Context, name string, a chromedp.Action[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testtime.D(30*time.Second))
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
@@ -846,7 +849,7 @@ func pageRun[T any](t *testing.T, ctx context.Context, name string, a chromedp.A
 // pageMessage returns what #error shows, if anything, to explain a step
 // that failed.
 func pageMessage(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), testtime.D(5*time.Second))
 	defer cancel()
 	msg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector('#error');
 		return e && !e.hidden ? e.textContent.trim().replace(/\s+/g, ' ') : ''; })()`))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // The regressions of issue 27's findings, each answered with a 4xx that
@@ -138,9 +139,9 @@ func TestReleaseAfterTimeout(t *testing.T) {
 	a.must(http.StatusCreated, "PUT", "/v1/collections/docs", nil, nil)
 	before := forced()
 	a.fails(http.StatusGatewayTimeout, "timeout", "GET", "/v1/collections/docs/search?q=x", nil, "--timeout")
-	for deadline := time.Now().Add(5 * time.Second); forced() == before; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(testtime.D(5 * time.Second)); forced() == before; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no forced collection within 5s of a 504")
+			t.Fatalf("no forced collection within %v of a 504", testtime.D(5*time.Second))
 		}
 	}
 }

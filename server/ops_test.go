@@ -23,6 +23,7 @@ import (
 
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // syncBuffer is a log destination the test reads while the server writes.
@@ -136,7 +137,7 @@ func TestMetricsAndRequestLog(t *testing.T) {
 
 	// One structured line per request.
 	var search map[string]any
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testtime.D(5 * time.Second))
 	for search == nil && time.Now().Before(deadline) {
 		for _, l := range logs.lines() {
 			if l["msg"] == "request" && l["route"] == "POST /v1/collections/{name}/search" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // octet is the header of a backup sent as a restore's body.
@@ -195,10 +196,10 @@ func TestRestoreCutShort(t *testing.T) {
 	conn.Write(backup[:len(backup)/2])
 	time.Sleep(100 * time.Millisecond) // the server is receiving the body
 	conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testtime.D(10 * time.Second))
 	for !slices.ContainsFunc(logs.lines(), func(l map[string]any) bool { return l["collection"] == "cut" }) {
 		if time.Now().After(deadline) {
-			t.Fatal("the restore cut short was not answered within 10 s")
+			t.Fatalf("the restore cut short was not answered within %v", testtime.D(10*time.Second))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

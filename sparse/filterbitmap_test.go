@@ -22,6 +22,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testtime"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -298,16 +299,19 @@ func TestFilterBitmapDuringApply(t *testing.T) {
 	}
 
 	// With no change under way (merges aside), the cache has room for
-	// exactly the documents of the snapshot's segments.
-	for try := 0; ; try++ {
+	// exactly the documents of the snapshot's segments. The persister
+	// and merger go on replacing segments for a while, longer on a slow
+	// machine: the check is of a FilterBitmap during which the snapshot
+	// stayed the same, once there is one.
+	for deadline := time.Now().Add(testtime.D(time.Minute)); ; {
 		before, _ := segmentsOf(t, x)
 		if _, err := x.FilterBitmap(ctx, schema, all); err != nil {
 			t.Fatal(err)
 		}
 		after, n := segmentsOf(t, x)
 		if !slices.Equal(before, after) {
-			if try == 20 {
-				t.Fatal("the snapshot kept changing")
+			if time.Now().After(deadline) {
+				t.Fatalf("the snapshot kept changing for %v (TANDEM_TEST_TIMESCALE %g)", testtime.D(time.Minute), testtime.Scale())
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue

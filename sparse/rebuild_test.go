@@ -13,6 +13,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testtime"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -58,10 +59,10 @@ func TestPersistedSeq(t *testing.T) {
 	// reported.
 	t.Logf("SavedSeq behind AppliedSeq after %d of 200 batches", lagging)
 	// Nothing more is applied: the persister writes what is left.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testtime.D(30 * time.Second))
 	for x.SavedSeq() != seq {
 		if time.Now().After(deadline) {
-			t.Fatalf("SavedSeq %d 30 s after the last batch, want %d", x.SavedSeq(), seq)
+			t.Fatalf("SavedSeq %d %v after the last batch, want %d", x.SavedSeq(), testtime.D(30*time.Second), seq)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -284,12 +285,12 @@ func TestRebuildFromDocs(t *testing.T) {
 	}
 	// SavedSeq reaches the rebuilt sequence once Bleve has written the
 	// final batch.
-	for deadline := time.Now().Add(30 * time.Second); reb.SavedSeq() != reb.AppliedSeq(); {
+	for deadline := time.Now().Add(testtime.D(30 * time.Second)); reb.SavedSeq() != reb.AppliedSeq(); {
 		if s := reb.SavedSeq(); s != 0 {
 			t.Fatalf("rebuilt at %d: SavedSeq %d, want 0 until the final batch is on disk", reb.AppliedSeq(), s)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("rebuilt: SavedSeq still 0 after 30 s, want %d", reb.AppliedSeq())
+			t.Fatalf("rebuilt: SavedSeq still 0 after %v, want %d", testtime.D(30*time.Second), reb.AppliedSeq())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 const blobKillEnv = "TANDEM_STORAGE_BLOB_KILL"
@@ -32,9 +34,10 @@ type killOp struct {
 }
 
 // TestBlobKillWriter is the writer process of TestBlobKill: it runs only
-// when re-executed by it. It writes batches from the one its environment
-// names, with GC compacting all the while, logging "begin k" before batch
-// k and "ack k" once Write returned, until it is killed.
+// when re-executed by it. It prints "open" once the store is open, then
+// writes batches from the one its environment names, with GC compacting
+// all the while, logging "begin k" before batch k and "ack k" once Write
+// returned, until it is killed.
 func TestBlobKillWriter(t *testing.T) {
 	env := os.Getenv(blobKillEnv)
 	if env == "" {
@@ -54,6 +57,7 @@ func TestBlobKillWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fmt.Println("open")
 	go func() {
 		for {
 			if err := s.GC(); err != nil {
@@ -89,10 +93,11 @@ func writeKillBatches(s *Store, ledger *os.File, k int) {
 }
 
 // TestBlobKill SIGKILLs a writer of large blobs, with GC compacting
-// segments under it, at random moments, and after each kill reopens the
-// store: every acknowledged batch is there, the one in flight is there
-// whole or not at all, every blob reads back byte for byte, and the live
-// bytes the store counts are those of the live blobs.
+// segments under it, at random moments (100 to 500 ms after the writer
+// says it has opened the store, however long it took to start), and after
+// each kill reopens the store: every acknowledged batch is there, the one
+// in flight is there whole or not at all, every blob reads back byte for
+// byte, and the live bytes the store counts are those of the live blobs.
 func TestBlobKill(t *testing.T) {
 	dir := t.TempDir()
 	seed := uint64(time.Now().UnixNano())
@@ -108,13 +113,42 @@ func TestBlobKill(t *testing.T) {
 		cmd.Env = append(os.Environ(), blobKillEnv+"="+dir+"\x1f"+strconv.Itoa(next))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(100+r.IntN(400)) * time.Millisecond)
+		opened, read := make(chan struct{}), make(chan struct{})
+		var out strings.Builder // the writer's stdout, once read is closed
+		go func() {
+			defer close(read)
+			seen := false
+			for sc := bufio.NewScanner(stdout); sc.Scan(); {
+				if !seen && sc.Text() == "open" {
+					seen = true
+					close(opened)
+				}
+				out.WriteString(sc.Text() + "\n")
+			}
+		}()
+		select {
+		case <-opened:
+			time.Sleep(time.Duration(100+r.IntN(400)) * time.Millisecond)
+		case <-read: // it ended by itself: a failure, said below
+		case <-time.After(testtime.D(time.Minute)):
+		}
 		cmd.Process.Kill()
-		if err := cmd.Wait(); err != nil && cmd.ProcessState.ExitCode() != -1 {
-			t.Fatalf("kill %d: the writer failed: %v\n%s", kill, err, stderr.String())
+		<-read
+		err = cmd.Wait()
+		select {
+		case <-opened:
+		default:
+			t.Fatalf("kill %d: the writer did not open the store (within %v): %v\n%s%s", kill, testtime.D(time.Minute), err, out.String(), stderr.String())
+		}
+		if err != nil && cmd.ProcessState.ExitCode() != -1 {
+			t.Fatalf("kill %d: the writer failed: %v\n%s%s", kill, err, out.String(), stderr.String())
 		}
 		s, err := Open(filepath.Join(dir, "store"), nil)
 		if err != nil {

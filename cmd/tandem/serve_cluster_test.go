@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem/cluster"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 func freeAddr(t *testing.T) string {
@@ -36,7 +37,10 @@ type serveNodes struct {
 
 // startServeNodes starts n nodes on loopback, each given args besides its
 // --node, --peers and --data; they stop when the test ends, which fails
-// if one stops with an error.
+// if one stops with an error. Their --raft-timeout is the default 500 ms
+// scaled by the test time scale (internal/testtime), so that a node
+// starved on a slow or busy machine does not call elections it need not
+// (args may set another).
 func startServeNodes(t *testing.T, n int, args ...string) *serveNodes {
 	t.Helper()
 	c := &serveNodes{t: t}
@@ -51,7 +55,7 @@ func startServeNodes(t *testing.T, n int, args ...string) *serveNodes {
 	done := make(chan error, n)
 	for i := range n {
 		sc, err := parseServe(append([]string{"--cluster", "--node", fmt.Sprint("n", i), "--peers", strings.Join(peers, ","),
-			"--data", filepath.Join(c.root, fmt.Sprint("n", i))}, args...), io.Discard)
+			"--data", filepath.Join(c.root, fmt.Sprint("n", i)), "--raft-timeout", testtime.D(500 * time.Millisecond).String()}, args...), io.Discard)
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -74,11 +78,14 @@ func startServeNodes(t *testing.T, n int, args ...string) *serveNodes {
 }
 
 // call sends a request to node i, with key as a bearer key unless it is
-// "", and returns the body of its answer once the status is want; it
-// retries while the node is starting (503).
+// "", and returns the body of its answer once the status is want. While
+// the node is starting, or its cluster electing, it answers 503 or not at
+// all: call retries those for up to a minute (scaled by the test time
+// scale), and fails the test on any other status.
 func (c *serveNodes) call(key string, i int, method, path, body string, want int) string {
 	c.t.Helper()
-	for try := 0; ; try++ {
+	var last string
+	for deadline := time.Now().Add(testtime.D(time.Minute)); ; time.Sleep(20 * time.Millisecond) {
 		req, _ := http.NewRequest(method, "http://"+c.web[i]+path, strings.NewReader(body))
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
@@ -94,13 +101,16 @@ func (c *serveNodes) call(key string, i int, method, path, body string, want int
 			if resp.StatusCode == want {
 				return string(data)
 			}
-			if resp.StatusCode != http.StatusServiceUnavailable || try > 300 {
+			if resp.StatusCode != http.StatusServiceUnavailable {
 				c.t.Fatalf("%s %s on node %d: %d %s, want %d", method, path, i, resp.StatusCode, data, want)
 			}
-		} else if try > 300 {
-			c.t.Fatal(err)
+			last = fmt.Sprintf("%d %s", resp.StatusCode, data)
+		} else {
+			last = err.Error()
 		}
-		time.Sleep(20 * time.Millisecond)
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s %s on node %d: still %s after %v (TANDEM_TEST_TIMESCALE %g), want %d", method, path, i, last, testtime.D(time.Minute), testtime.Scale(), want)
+		}
 	}
 }
 
@@ -177,24 +187,19 @@ func TestServeCluster(t *testing.T) {
 	call(1, "GET", "/v1/collections/gone", "", 404)
 	// The others as soon as their metadata applies the drop.
 	for node := range 3 {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testtime.Until(t, 30*time.Second, 20*time.Millisecond, fmt.Sprintf("node %d drops the collection", node), func() error {
 			req, _ := http.NewRequest("GET", "http://"+web[node]+"/v1/collections/gone", nil)
 			req.Header.Set("Authorization", "Bearer "+admin)
 			resp, err := http.DefaultClient.Do(req)
-			status := 0
-			if err == nil {
-				resp.Body.Close()
-				status = resp.StatusCode
+			if err != nil {
+				return err
 			}
-			if status == http.StatusNotFound {
-				break
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				return fmt.Errorf("it still serves it: %d", resp.StatusCode)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d still serves the dropped collection: %d %v", node, status, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	call(2, "GET", "/v1/collections/nope", "", 404)
 	st := call(2, "GET", "/_cluster/status", "", 200)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // TestSoak is the short version of make soak: 20 seconds of searchers in
@@ -28,8 +30,12 @@ func TestSoak(t *testing.T) {
 	if res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" || res.Interrupted {
 		t.Fatalf("%d errors %v, %d violations %v, final check %q, interrupted %v", res.ErrorCount, res.Errors, res.ViolationCount, res.Violations, res.Final, res.Interrupted)
 	}
-	if len(res.Samples) < 8 {
-		t.Errorf("%d samples in 20 s at one per 2 s", len(res.Samples))
+	// One sample at the start, one at the end and one per 2 s between,
+	// of which a slow sample may make the ticker drop some: at least
+	// half of them, over the time the samples themselves say the soak ran.
+	elapsed := res.Samples[len(res.Samples)-1].Elapsed
+	if want := 2 + int(elapsed/c.Sample)/2; len(res.Samples) < want {
+		t.Errorf("%d samples in %v at one per %v, want at least %d", len(res.Samples), elapsed, c.Sample, want)
 	}
 	for _, s := range res.Samples {
 		if s.RSS <= 0 || s.HWM < s.RSS || s.Heap <= 0 || s.Goroutines <= 0 || s.Files <= 0 || s.Docs == 0 {
@@ -59,17 +65,17 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("second soak of the same collection: %v; %v %v %q", err, res.Errors, res.Violations, res.Final)
 	}
 
-	// A soak ended by its upserts, in batches of 50: it stops well before
-	// its duration, and each sample reads the change log.
-	c.Duration, c.Sample, c.Upserts, c.WriteBatch = 5*time.Minute, time.Second, 2000, 50
-	start := time.Now()
+	// A soak ended by its upserts, in batches of 50: it stops before its
+	// duration (a few seconds' work against 5 minutes, scaled by the test
+	// time scale), and each sample reads the change log.
+	c.Duration, c.Sample, c.Upserts, c.WriteBatch = testtime.D(5*time.Minute), time.Second, 2000, 50
 	res, err = Run(context.Background(), c)
 	if err != nil || res.ErrorCount != 0 || res.ViolationCount != 0 || res.Final != "" {
 		t.Fatalf("soak of 2,000 upserts: %v; %v %v %q", err, res.Errors, res.Violations, res.Final)
 	}
 	last := res.Samples[len(res.Samples)-1]
-	if res.Upserts < 2000 || time.Since(start) > 2*time.Minute || last.LogEntries == 0 || last.LogEntries > logBound {
-		t.Errorf("soak of 2,000 upserts: %d upserted in %s, %d log entries at the end", res.Upserts, time.Since(start), last.LogEntries)
+	if res.Upserts < 2000 || last.Elapsed >= c.Duration || last.LogEntries == 0 || last.LogEntries > logBound {
+		t.Errorf("soak of 2,000 upserts: %d upserted, ended after %s of %s, %d log entries at the end", res.Upserts, last.Elapsed, c.Duration, last.LogEntries)
 	}
 }
 
