@@ -23,6 +23,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	_ "github.com/blevesearch/bleve/v2/analysis/lang/en" // registers the "en" analyzer
 	"github.com/blevesearch/bleve/v2/document"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/registry"
@@ -952,25 +953,37 @@ func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filte
 	if err != nil {
 		return nil, err
 	}
+	out := &docNumBitmap{cache: &x.docNums}
+	err = x.withSegments("filter bitmap", func(segs []*scorch.SegmentSnapshot) error {
+		out.segs = segs
+		return out.addFilter(ctx, bf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.bitmap(), nil
+}
+
+// withSegments calls f with the segments of the index's current
+// snapshot, under the read lock; the docnum cache then keeps the entries
+// of those segments only, dropping those of segments merged away. what
+// names the caller in the error of an index that is not scorch's.
+func (x *Index) withSegments(what string, f func([]*scorch.SegmentSnapshot) error) error {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.mu.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	r, err := x.reader()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer r.Close()
 	snap, ok := r.(postingsSnapshot)
 	if !ok {
-		return nil, fmt.Errorf("sparse: filter bitmap needs scorch's index reader, got %T", r)
+		return fmt.Errorf("sparse: %s needs scorch's index reader, got %T", what, r)
 	}
 	segs := snap.Segments()
 	defer x.docNums.retain(segs)
-	out := &docNumBitmap{cache: &x.docNums, segs: segs}
-	if err := out.addFilter(ctx, bf); err != nil {
-		return nil, err
-	}
-	return out.bitmap(), nil
+	return f(segs)
 }

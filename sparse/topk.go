@@ -117,47 +117,37 @@ func (x *Index) searchAll(ctx context.Context, schema *tandem.Schema, e filter.E
 			return nil, err
 		}
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if x.mu.closed {
-		return nil, ErrClosed
-	}
-	r, err := x.reader()
+	top := &topK{limit: k}
+	err := x.withSegments("search", func(segs []*scorch.SegmentSnapshot) error {
+		f := &segmentFilter{ctx: ctx}
+		buf := make([]uint32, 1024)
+		for _, ss := range segs {
+			bm, err := f.live(ss, bf)
+			if err != nil {
+				return err
+			}
+			if bm.IsEmpty() {
+				continue
+			}
+			nums := x.docNums.segment(f.seg)
+			it := bm.ManyIterator()
+			for n := it.NextMany(buf); n > 0; n = it.NextMany(buf) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				for _, local := range buf[:n] {
+					num, err := nums.docNum(uint64(local))
+					if err != nil {
+						return err
+					}
+					top.add(ranked{score: matchAllScore, num: num, known: true})
+				}
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer r.Close()
-	snap, ok := r.(postingsSnapshot)
-	if !ok {
-		return nil, fmt.Errorf("sparse: search needs scorch's index reader, got %T", r)
-	}
-	segs := snap.Segments()
-	defer x.docNums.retain(segs)
-	top := &topK{limit: k}
-	f := &segmentFilter{ctx: ctx}
-	buf := make([]uint32, 1024)
-	for _, ss := range segs {
-		bm, err := f.live(ss, bf)
-		if err != nil {
-			return nil, err
-		}
-		if bm.IsEmpty() {
-			continue
-		}
-		nums := x.docNums.segment(f.seg)
-		it := bm.ManyIterator()
-		for n := it.NextMany(buf); n > 0; n = it.NextMany(buf) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			for _, local := range buf[:n] {
-				num, err := nums.docNum(uint64(local))
-				if err != nil {
-					return nil, err
-				}
-				top.add(ranked{score: matchAllScore, num: num, known: true})
-			}
-		}
 	}
 	slices.SortFunc(top.heap, func(a, b ranked) int { return cmp.Compare(a.num, b.num) })
 	hits := make([]Hit, len(top.heap))
