@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
 // distCorpus is a small collection with a metadata field, in the JSON
@@ -149,8 +150,8 @@ func TestReleaseArchive(t *testing.T) {
 			t.Errorf("serve: %v\n%s", err, log.String())
 		}
 	}()
-	client := &http.Client{Timeout: 5 * time.Minute}
-	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	client := &http.Client{Timeout: testtime.D(5 * time.Minute)}
+	for deadline := time.Now().Add(testtime.D(5 * time.Minute)); ; time.Sleep(100 * time.Millisecond) {
 		resp, err := client.Get("http://" + addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
