@@ -10,7 +10,8 @@
 #   scripts/setup-models.sh          the default model, bge-small-en-v1.5
 #   scripts/setup-models.sh --all    the three float32 models and the int8
 #                                    variant of each (what the tests use)
-#   scripts/setup-models.sh NAME...  the named models (--list lists them)
+#   scripts/setup-models.sh NAME...  the default model and the named ones
+#                                    (--list lists the names)
 #
 # An int8 variant NAME-int8 is made here from the float32 model NAME by
 # scripts/models/quantize.py, in the Python environment .native/venv that
@@ -137,7 +138,8 @@ unknown() {
 	exit 2
 }
 
-names=()
+# The default model always, as scripts/setup.sh promises; then the others.
+names=($DEFAULT)
 for arg in "$@"; do
 	case $arg in
 	--all) names+=($ALL) ;;
@@ -146,7 +148,6 @@ for arg in "$@"; do
 	*) names+=("$arg") ;;
 	esac
 done
-[ ${#names[@]} -gt 0 ] || names=($DEFAULT)
 mkdir -p "$MODELS"
 for name in "${names[@]}"; do
 	install_named "$name"
