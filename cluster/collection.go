@@ -187,10 +187,13 @@ const streamBatch = 256
 // (Node.Index). With opts.SkipBad a document the collection refuses is
 // reported to opts.OnSkip, as an *engine.DocError whose Index counts
 // from the stream's first document, and the others are written.
+// opts.Progress is called after each write, with Lines the documents
+// read so far, every one of them written or skipped.
 func (c *Collection) IndexStream(ctx context.Context, next func() (tandem.Doc, error), opts engine.StreamOptions) (engine.Progress, error) {
 	var p engine.Progress
 	var batch []tandem.Doc
 	var pos []int
+	read := 0 // documents next returned
 	flush := func() error {
 		for len(batch) > 0 {
 			r, err := c.n.Index(ctx, c.name, batch)
@@ -216,6 +219,11 @@ func (c *Collection) IndexStream(ctx context.Context, next func() (tandem.Doc, e
 			}
 			batch, pos = batch[:0], pos[:0]
 		}
+		// Every document read so far is committed or skipped.
+		p.Lines = read
+		if opts.Progress != nil {
+			opts.Progress(p)
+		}
 		return nil
 	}
 	for i := 0; ; i++ {
@@ -226,6 +234,7 @@ func (c *Collection) IndexStream(ctx context.Context, next func() (tandem.Doc, e
 		if err != nil {
 			return p, err
 		}
+		read++
 		batch = append(batch, d)
 		pos = append(pos, i)
 		if len(batch) == streamBatch {

@@ -148,8 +148,8 @@ func TestSpecAgreementFuzzFindings(t *testing.T) {
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
 	const search = "/v1/collections/docs/search"
 
-	// wait: only true; present but empty is no default.
-	for _, q := range []string{"?wait=", "?wait=false", "?wait=true&wait=1"} {
+	// wait: true or false; present but empty is no default.
+	for _, q := range []string{"?wait=", "?wait=no", "?wait=true&wait=1", "?wait=true&wait=false"} {
 		a.fails(http.StatusBadRequest, "bad_parameter", "POST", "/v1/collections/docs/documents"+q, ndjson(`{"_id":"w1","text":"x"}`), "wait=")
 	}
 	a.must(http.StatusOK, "POST", "/v1/collections/docs/documents?wait=true", ndjson(`{"_id":"w1","text":"x"}`), nil)

@@ -488,6 +488,13 @@ func (s *Server) hidePaths(err error, name string) error {
 
 func (s *Server) dropCollection(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if s.tasks != nil {
+		// A task holds its collection while it runs: stop it first.
+		if err := s.tasks.cancelCollection(r.Context(), name); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	if err := s.reg.drop(r.Context(), name); err != nil {
 		s.fail(w, err)
 		return
@@ -559,26 +566,13 @@ type upsertResult struct {
 	Errors  []lineError `json:"errors"`
 }
 
-// upsert stores documents given as NDJSON (one object per line) or as a
-// JSON array. The body is read whole first, so that a body or a line over
-// its limit is refused before anything is stored. Each document is then
-// decoded and checked on its own: the good ones are stored, the bad ones
-// reported by line (1-based; for an array, the element's index + 1).
-func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
-	c, err := s.reg.acquire(r.PathValue("name"))
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	defer c.release()
-	// wait given is true, or refused: wait= too, which the spec's enum
-	// does not admit, is no default.
-	for _, v := range r.URL.Query()["wait"] {
-		if v != "true" {
-			s.fail(w, errorf(http.StatusBadRequest, "bad_parameter", "parameter wait=%q: only wait=true is supported (an upsert answers once its documents are committed and indexed)", v))
-			return
-		}
-	}
+// upsertSync stores documents given as NDJSON (one object per line) or as
+// a JSON array, and answers once they are committed and indexed. The body
+// is read whole first, so that a body or a line over its limit is refused
+// before anything is stored. Each document is then decoded and checked on
+// its own: the good ones are stored, the bad ones reported by line
+// (1-based; for an array, the element's index + 1).
+func (s *Server) upsertSync(w http.ResponseWriter, r *http.Request, c *collection) {
 	data, err := s.readBody(r)
 	if err != nil {
 		s.fail(w, err)
@@ -660,6 +654,11 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		}})
 		res.Indexed = p.Docs
 		s.metrics.ingested.WithLabelValues(c.name).Add(float64(p.Docs))
+		if errors.Is(err, context.DeadlineExceeded) {
+			s.fail(w, &apiError{status: http.StatusGatewayTimeout, code: "timeout", err: err,
+				message: fmt.Sprintf("the upload took longer than the limit of %s (--timeout); %d documents were stored before it. Upload with wait=false to index it as a task (GET /v1/tasks/{id} follows it)", s.cfg.Timeout, p.Docs)})
+			return
+		}
 		if err != nil {
 			s.fail(w, fmt.Errorf("%w (%d documents were stored before the error)", err, p.Docs))
 			return

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -110,6 +111,14 @@ type Config struct {
 	// process, so it is for a process that is the server: `tandem serve`
 	// sets it.
 	ReleaseAfterTimeout bool
+	// AsyncAbove is the body size in bytes above which an upsert without
+	// wait= runs as a task (flag --async-above; default
+	// DefaultAsyncAbove); MaxQueued bounds the bytes of the bodies of
+	// unfinished tasks (--max-queued; default DefaultMaxQueued). Tasks
+	// live in DataDir's .tasks directory; a server without a DataDir has
+	// none.
+	AsyncAbove int64
+	MaxQueued  int64
 }
 
 // Route is an extra route of Config.Routes.
@@ -144,10 +153,16 @@ func (c *Config) fill() error {
 	if c.MaxRestore == 0 {
 		c.MaxRestore = DefaultMaxRestore
 	}
+	if c.AsyncAbove == 0 {
+		c.AsyncAbove = DefaultAsyncAbove
+	}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = DefaultMaxQueued
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 || c.MaxCollections < 0 || c.MaxRestore < 0 {
+	if c.MaxBody < 0 || c.MaxLine < 0 || c.MaxK < 0 || c.MaxQuery < 0 || c.Timeout < 0 || c.MaxCollections < 0 || c.MaxRestore < 0 || c.AsyncAbove < 0 || c.MaxQueued < 0 {
 		return errors.New("server: negative limit")
 	}
 	for _, k := range append(append([]string(nil), c.AdminKeys...), c.ReadKeys...) {
@@ -173,6 +188,7 @@ const (
 type Server struct {
 	cfg     Config
 	reg     *registry
+	tasks   *taskQueue // nil without a data directory
 	metrics *metrics
 	mux     *http.ServeMux
 	keys    map[[32]byte]role // SHA-256 of each key
@@ -228,6 +244,14 @@ func New(cfg *Config) (*Server, error) {
 		}
 	}
 	s.routes()
+	if c.DataDir != "" {
+		q, err := openTaskQueue(filepath.Join(c.DataDir, taskDirName), s)
+		if err != nil {
+			return nil, errors.Join(err, reg.closeAll())
+		}
+		s.tasks = q
+		s.metrics.reg.MustRegister(taskCollector{q})
+	}
 	s.release, s.stop, s.released = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	if c.ReleaseAfterTimeout {
 		go s.releaseLoop()
@@ -273,7 +297,7 @@ func (s *Server) routes() {
 	s.handle("PUT /v1/collections/{name}", roleAdmin, s.createCollection)
 	s.handle("GET /v1/collections/{name}", roleRead, s.getCollection)
 	s.handle("DELETE /v1/collections/{name}", roleAdmin, s.dropCollection)
-	s.handle("POST /v1/collections/{name}/documents", roleAdmin, s.upsert)
+	s.handleLimit("POST /v1/collections/{name}/documents", roleAdmin, -1, s.upsert) // upsert applies --max-body or --max-queued
 	s.handle("GET /v1/collections/{name}/documents/{id...}", roleRead, s.getDocument)
 	s.handle("DELETE /v1/collections/{name}/documents/{id...}", roleAdmin, s.deleteDocument)
 	s.handle("POST /v1/collections/{name}/delete", roleAdmin, s.deleteDocuments)
@@ -281,6 +305,9 @@ func (s *Server) routes() {
 	s.handleLimit("POST /v1/collections/{name}/restore", roleAdmin, s.cfg.MaxRestore, s.restoreCollection)
 	s.handle("POST /v1/collections/{name}/search", roleRead, s.searchPost)
 	s.handle("GET /v1/collections/{name}/search", roleRead, s.searchGet)
+	s.handle("GET /v1/tasks", roleRead, s.listTasks)
+	s.handle("GET /v1/tasks/{id}", roleRead, s.getTask)
+	s.handle("DELETE /v1/tasks/{id}", roleAdmin, s.cancelTask)
 	for _, r := range s.cfg.Routes {
 		need := roleRead
 		if r.Admin {
@@ -308,7 +335,7 @@ func (s *Server) handleLimit(pattern string, need role, limit int64, h http.Hand
 			s.fail(w, err)
 			return
 		}
-		if r.Body != nil {
+		if r.Body != nil && limit >= 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		h(w, r)
@@ -558,6 +585,9 @@ func (s *Server) Close() error {
 	s.ready.Store(false)
 	s.closeOnce.Do(func() { close(s.stop) })
 	<-s.released
+	if s.tasks != nil {
+		s.tasks.close()
+	}
 	return s.reg.closeAll()
 }
 

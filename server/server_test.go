@@ -339,7 +339,7 @@ func TestUpsertPerLineErrors(t *testing.T) {
 
 	a.fails(http.StatusBadRequest, "no_documents", "POST", "/v1/collections/docs/documents", "\n\n", "no documents")
 	a.fails(http.StatusBadRequest, "invalid_json", "POST", "/v1/collections/docs/documents", `[{"_id":"x"`, "invalid JSON")
-	a.fails(http.StatusBadRequest, "bad_parameter", "POST", "/v1/collections/docs/documents?wait=false", ndjson(`{"_id":"x","text":"x"}`), "wait")
+	a.fails(http.StatusBadRequest, "bad_parameter", "POST", "/v1/collections/docs/documents?wait=1", ndjson(`{"_id":"x","text":"x"}`), "wait")
 	a.fails(http.StatusNotFound, "collection_not_found", "POST", "/v1/collections/nope/documents", ndjson(`{"_id":"x","text":"x"}`), `"nope"`)
 	code, body := a.do("POST", "/v1/collections/docs/documents", `<doc/>`, "Content-Type", "application/xml")
 	if code != http.StatusUnsupportedMediaType || !strings.Contains(string(body), "application/xml") {

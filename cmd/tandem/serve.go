@@ -42,6 +42,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&sc.cfg.Engine.FilterLimits.MaxDepth, "max-filter-depth", filter.DefaultMaxDepth, "deepest nesting of a search's filter, one clause being 1 level and each and, or and not adding one (400 above)")
 	fs.DurationVar(&sc.cfg.Timeout, "timeout", server.DefaultTimeout, "longest time of a request: 504 past it, every stage of a search stopping with it, and 408 for a body not received within it")
 	fs.Int64Var(&sc.cfg.MaxRestore, "max-restore", server.DefaultMaxRestore, "largest backup a restore (POST /v1/collections/{name}/restore) takes in bytes, in place of --max-body (413 above)")
+	fs.Int64Var(&sc.cfg.AsyncAbove, "async-above", server.DefaultAsyncAbove, "an upload (POST .../documents) without wait= whose body is larger, in bytes, runs as a task: 202 and a task id once it is received, then indexed in the background (GET /v1/tasks/{id})")
+	fs.Int64Var(&sc.cfg.MaxQueued, "max-queued", server.DefaultMaxQueued, "most bytes of uploads queued as tasks and not yet indexed, kept in --data/.tasks: an upload beyond it answers 429 queue_full (413 when it alone is larger)")
 	fs.IntVar(&sc.cfg.MaxCollections, "max-collections", server.DefaultMaxCollections, "most collections the server holds, those already in --data (or in the cluster) included; creating one more answers 409 too_many_collections")
 	fs.IntVar(&sc.cfg.Engine.EncoderThreads, "encoder-threads", 0, "ONNX Runtime threads of one query's encoding (default min(cores, 4))")
 	fs.IntVar(&sc.cfg.Engine.DocumentThreads, "ingest-threads", max(1, runtime.NumCPU()/2), "one-thread runs that encode upserted documents at once, apart from the queries' threads, so that ingest never holds a search up; 0 lets documents share the queries' threads (faster ingest, slower searches meanwhile)")
@@ -77,7 +79,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		name  string
 		value int64
 	}{{"--max-body", sc.cfg.MaxBody}, {"--max-line", int64(sc.cfg.MaxLine)}, {"--max-k", int64(sc.cfg.MaxK)}, {"--max-query", int64(sc.cfg.MaxQuery)},
-		{"--max-filter-clauses", int64(sc.cfg.Engine.FilterLimits.MaxClauses)}, {"--max-filter-depth", int64(sc.cfg.Engine.FilterLimits.MaxDepth)}, {"--timeout", int64(sc.cfg.Timeout)}, {"--max-collections", int64(sc.cfg.MaxCollections)}, {"--max-restore", sc.cfg.MaxRestore}} {
+		{"--max-filter-clauses", int64(sc.cfg.Engine.FilterLimits.MaxClauses)}, {"--max-filter-depth", int64(sc.cfg.Engine.FilterLimits.MaxDepth)}, {"--timeout", int64(sc.cfg.Timeout)}, {"--max-collections", int64(sc.cfg.MaxCollections)}, {"--max-restore", sc.cfg.MaxRestore},
+		{"--async-above", sc.cfg.AsyncAbove}, {"--max-queued", sc.cfg.MaxQueued}} {
 		if v.value <= 0 {
 			return nil, fmt.Errorf("%s must be positive", v.name)
 		}
