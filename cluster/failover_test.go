@@ -642,7 +642,7 @@ func (c *failoverCluster) write(ctx context.Context, led *writeLedger, nodes fun
 						docs = append(docs, map[string]any{"_id": id, "text": fmt.Sprintf("note %s version %d", id, v), "v": v})
 					}
 					var res struct{ Indexed, Failed int }
-					_, err = c.call(wctx, node, "POST", "/v1/collections/c/documents", docs, &res)
+					_, err = c.call(wctx, node, "POST", "/v1/collections/c/documents?wait=true", docs, &res)
 					if err == nil && (res.Indexed != len(docs) || res.Failed != 0) {
 						err = fmt.Errorf("indexed %d of %d", res.Indexed, len(docs))
 					}

@@ -57,7 +57,7 @@ func TestClusterMembership(t *testing.T) {
 		for j := i; j < i+500; j++ {
 			docs = append(docs, map[string]any{"_id": fmt.Sprint("p", j), "text": fmt.Sprintf("note p%d version %d", j, -1), "v": -1})
 		}
-		if _, err := c.call(ctx, i/500%3, "POST", "/v1/collections/c/documents", docs, nil); err != nil {
+		if _, err := c.call(ctx, i/500%3, "POST", "/v1/collections/c/documents?wait=true", docs, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

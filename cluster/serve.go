@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/tandemsearch/tandem/engine"
@@ -24,7 +25,7 @@ type ServeConfig struct {
 	// /_cluster/nodes/{id}/drain and GET /_cluster/backup (behind the
 	// admin key) and its Collectors
 	// to the node's, and clears its DataDir: the node's Dir holds the
-	// data.
+	// data, and its tasks directory the uploads it takes as tasks.
 	Server server.Config
 	// Shards and Replicas are those of a collection created through this
 	// node (Catalog).
@@ -54,6 +55,10 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	sc := cfg.Server
 	sc.DataDir = ""
+	if sc.TaskDir == "" {
+		// Uploads as tasks are spooled on the node that takes them.
+		sc.TaskDir = filepath.Join(nc.Dir, "tasks")
+	}
 	sc.Catalog = serverCatalog{Catalog{Node: node, Shards: cfg.Shards, Replicas: cfg.Replicas}}
 	// The cluster's status, for an operator with the admin key (the other
 	// nodes read it with the cluster's credential).

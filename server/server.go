@@ -114,11 +114,13 @@ type Config struct {
 	// AsyncAbove is the body size in bytes above which an upsert without
 	// wait= runs as a task (flag --async-above; default
 	// DefaultAsyncAbove); MaxQueued bounds the bytes of the bodies of
-	// unfinished tasks (--max-queued; default DefaultMaxQueued). Tasks
-	// live in DataDir's .tasks directory; a server without a DataDir has
-	// none.
+	// unfinished tasks (--max-queued; default DefaultMaxQueued).
 	AsyncAbove int64
 	MaxQueued  int64
+	// TaskDir holds the tasks' bodies and records; "" means DataDir's
+	// .tasks directory. A server with neither keeps no tasks (a task
+	// upload answers 501).
+	TaskDir string
 }
 
 // Route is an extra route of Config.Routes.
@@ -244,8 +246,12 @@ func New(cfg *Config) (*Server, error) {
 		}
 	}
 	s.routes()
-	if c.DataDir != "" {
-		q, err := openTaskQueue(filepath.Join(c.DataDir, taskDirName), s)
+	if c.TaskDir == "" && c.DataDir != "" {
+		c.TaskDir = filepath.Join(c.DataDir, taskDirName)
+		s.cfg.TaskDir = c.TaskDir
+	}
+	if c.TaskDir != "" {
+		q, err := openTaskQueue(c.TaskDir, s)
 		if err != nil {
 			return nil, errors.Join(err, reg.closeAll())
 		}

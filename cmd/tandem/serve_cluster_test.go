@@ -91,7 +91,7 @@ func (c *serveNodes) call(key string, i int, method, path, body string, want int
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		if strings.HasSuffix(path, "/documents") {
+		if strings.HasSuffix(path, "/documents") || strings.Contains(path, "/documents?") {
 			req.Header.Set("Content-Type", "application/x-ndjson")
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -150,7 +150,7 @@ func TestServeCluster(t *testing.T) {
 			[]string{"glaciers carve valleys", "bees make honey", "trains run on rails"}[i%3], []string{"a", "b"}[i%2])
 	}
 	nd.WriteString(`{"_id":"bad","title":"x","colour":"red"}` + "\n") // not in the strict schema: line 61
-	up := call(1, "POST", "/v1/collections/c/documents", nd.String(), 200)
+	up := call(1, "POST", "/v1/collections/c/documents?wait=true", nd.String(), 200)
 	if up["indexed"] != 60.0 || up["failed"] != 1.0 || !strings.Contains(fmt.Sprint(up["errors"]), "line:61") {
 		t.Fatalf("upsert through node 1: %v", up)
 	}
@@ -177,9 +177,30 @@ func TestServeCluster(t *testing.T) {
 	if del := call(0, "POST", "/v1/collections/c/delete", `{"ids":["d1","d7","nope"]}`, 200); del["deleted"] != 2.0 {
 		t.Errorf("delete through node 0: %v", del)
 	}
+	// An upload as a task through node 0: acknowledged once spooled on
+	// that node, indexed into the shards in the background.
+	var tasked strings.Builder
+	for i := 100; i < 140; i++ {
+		fmt.Fprintf(&tasked, `{"_id":"d%d","title":"task note %d","text":"owls hunt at night","kind":"c"}`+"\n", i, i)
+	}
+	tasked.WriteString(`{"_id":"bad2","colour":"red"}` + "\n") // line 41
+	task := call(0, "POST", "/v1/collections/c/documents?wait=false", tasked.String(), 202)
+	taskPath := fmt.Sprintf("/v1/tasks/%v", task["id"])
+	testtime.Until(t, time.Minute, 20*time.Millisecond, "the task through node 0 to succeed", func() error {
+		if task = call(0, "GET", taskPath, "", 200); task["state"] != "succeeded" {
+			return fmt.Errorf("task %v", task)
+		}
+		return nil
+	})
+	if task["indexed"] != 40.0 || task["refused"] != 1.0 || task["committed_lines"] != 41.0 || !strings.Contains(fmt.Sprint(task["errors"]), "line:41") {
+		t.Fatalf("task through node 0: %v", task)
+	}
+	if res := call(2, "POST", "/v1/collections/c/search", `{"text":"owls","filter":{"term":{"kind":"c"}},"k":100}`, 200); len(res["hits"].([]any)) != 40 {
+		t.Fatalf("the task's documents through node 2: %d hits, want 40", len(res["hits"].([]any)))
+	}
 	list := call(1, "GET", "/v1/collections", "", 200)
-	if !strings.Contains(fmt.Sprint(list), "docs:58") {
-		t.Errorf("list through node 1: %v, want c with 58 documents", list)
+	if !strings.Contains(fmt.Sprint(list), "docs:98") { // 60 - 2 deleted + 40 by the task
+		t.Errorf("list through node 1: %v, want c with 98 documents", list)
 	}
 	// A collection dropped through one node is gone from every node.
 	call(2, "PUT", "/v1/collections/gone", `{"schema":{"strict":true,"fields":[{"name":"text","type":"text"}]}}`, 201)

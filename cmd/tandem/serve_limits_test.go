@@ -379,7 +379,7 @@ func TestServeClusterFilterLimits(t *testing.T) {
 	for i := range 20 {
 		fmt.Fprintf(&nd, `{"_id":"d%d","text":"note %d","kind":"%c"}`+"\n", i, i, 'a'+i%4)
 	}
-	if body := call("POST", "/v1/collections/c/documents", nd.String(), 200); !strings.Contains(body, `"indexed":20`) {
+	if body := call("POST", "/v1/collections/c/documents?wait=true", nd.String(), 200); !strings.Contains(body, `"indexed":20`) {
 		t.Fatalf("upsert: %s", body)
 	}
 	three := `{"terms":{"kind":["a","b","c"]}}`

@@ -187,7 +187,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 					buf.Write(docs[int(next.Add(1)-1)%len(docs)])
 					buf.WriteByte('\n')
 				}
-				writes.record(cl.post(ctx, "/documents", "application/x-ndjson", buf.Bytes()))
+				writes.record(cl.post(ctx, "/documents?wait=true", "application/x-ndjson", buf.Bytes())) // timed as synchronous upserts
 				enough()
 			}
 		})
@@ -440,7 +440,7 @@ func (c *loadClient) post(ctx context.Context, path, contentType string, body []
 	if ctx.Err() != nil {
 		return -1, nil
 	}
-	if err == nil && path == "/documents" {
+	if err == nil && strings.HasPrefix(path, "/documents") {
 		var r struct {
 			Failed int `json:"failed"`
 		}
