@@ -195,6 +195,14 @@ bench-peers: build ## Tandem beside Tantivy, bm25s, Lucene, FAISS, LanceDB and P
 bench-serve: build ## tandem serve under load on loopback
 	bash scripts/bench/serve.sh
 
+# SciFact posted to a default server in one request, as a task, followed
+# to the end with searches meanwhile, then ranked against the same corpus
+# indexed by `tandem index`: the run files must be byte-identical
+# (scripts/bench/task-scifact.sh; issue #44; about 15 minutes on 2 cores).
+.PHONY: check-task-scifact
+check-task-scifact: build ## SciFact uploaded through the server as a task, ranked as a local index
+	bash scripts/bench/task-scifact.sh
+
 # What collections cost `tandem serve` in memory (scripts/bench/collections.sh;
 # docs/server.md, Memory): COLLECTIONS (default 20) collections of the
 # default dense model with a few documents each, VmRSS before, after the
