@@ -273,7 +273,7 @@ demo: build ## index the Go standard library docs and run filtered hybrid search
 # indexed through one node and searched through another
 # (scripts/cluster-demo.sh; README "Running a cluster").
 .PHONY: cluster-demo
-cluster-demo: build ## start a 3-node cluster on loopback, index, search, kill a node
+cluster-demo: build ## start a 3-node cluster on loopback, upload the demo corpus as a task, search through another node
 	@bash scripts/cluster-demo.sh
 
 # A 3-node cluster (nodes in one process on loopback, 3 shards x 3

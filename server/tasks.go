@@ -78,7 +78,7 @@ const (
 // errTaskCancelled and errCollectionDropped end a running task as
 // cancelled.
 var (
-	errTaskCancelled     = errors.New("cancelled by DELETE /v1/tasks/{id}")
+	errTaskCancelled     = errors.New("cancelled by DELETE /v1/tasks/") // the id follows
 	errCollectionDropped = errors.New("the collection was dropped")
 )
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -384,7 +385,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	if s.noTasks(w) {
 		return
 	}
-	v, ok, err := s.tasks.cancel(r.Context(), id, errTaskCancelled)
+	v, ok, err := s.tasks.cancel(r.Context(), id, fmt.Errorf("%w%d", errTaskCancelled, id))
 	if !ok {
 		s.fail(w, taskNotFound(id))
 		return

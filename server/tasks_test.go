@@ -249,7 +249,7 @@ func TestTaskCancel(t *testing.T) {
 	second := a.postTask("c", taskLines(50, 2)...)
 	var v taskView
 	a.must(http.StatusOK, "DELETE", fmt.Sprintf("/v1/tasks/%d", second.ID), nil, &v)
-	if v.State != taskCancelled || v.Indexed != 0 || !strings.Contains(v.Error, "DELETE") {
+	if v.State != taskCancelled || v.Indexed != 0 || v.Error != fmt.Sprintf("cancelled by DELETE /v1/tasks/%d", second.ID) {
 		t.Fatalf("enqueued task cancelled: %+v", v)
 	}
 	if _, err := os.Stat(filepath.Join(a.dir, taskDirName, fmt.Sprint(second.ID)+".body")); !os.IsNotExist(err) {

@@ -71,9 +71,11 @@ def server_error(response):
     try:
         doc = json.loads(decode(response.get("content") or response.get("body")))
         err = doc["error"]
-        return err.get("code", ""), err.get("message", "")
     except (ValueError, KeyError, TypeError):
         return "", ""
+    if not isinstance(err, dict):
+        return "", ""  # not an API error: a task's own "error", a string
+    return str(err.get("code", "")), str(err.get("message", ""))
 
 
 def blank(message):

@@ -4,10 +4,11 @@
 #
 # It starts bin/tandem serve on a free loopback port over a temporary data
 # directory, with an admin key made for the run; creates a collection with
-# the default model for dense retrieval and late interaction and indexes the
+# the default model for dense retrieval and late interaction and uploads the
 # demo corpus into it (scripts/gendemo: the Go standard library's package
-# docs), so that searches of every mode run real BM25, FAISS and ONNX
-# Runtime; then runs Schemathesis on the server's own /openapi.json with
+# docs) as one task (wait=false), followed until it succeeds (scripts/apicall
+# prints its progress), so that searches of every mode run real BM25, FAISS
+# and ONNX Runtime; then runs Schemathesis on the server's own /openapi.json with
 # every check and every phase (examples, coverage, fuzzing, stateful) for
 # APIFUZZ_TIME. The server and the directory are removed on exit, also on a
 # failure or an interrupt.
@@ -17,6 +18,8 @@
 #   APIFUZZ_DOCS  documents of the corpus to index, 0 for all (default 0: 185 or so)
 #   APIFUZZ_OUT   report directory, emptied first (default bin/apifuzz)
 #   APIFUZZ_SEED  Schemathesis's seed, to repeat a run's generation
+#   APIFUZZ_TASK_WAIT  seconds hooks.py waits for the task of an upsert
+#                 answered 202 to end (default 120)
 #
 # Output: Schemathesis's progress and summary (operations, test cases,
 # failures by check, failures dropped as false positives), then those
@@ -82,7 +85,7 @@ trap 'exit 143' TERM
 say() { echo "apifuzz: $*" >&2; }
 
 # The corpus.
-go run "$ROOT/scripts/gendemo" -o "$tmp/corpus.jsonl"
+go -C "$ROOT" run ./scripts/gendemo -o "$tmp/corpus.jsonl" || { say "FAIL: generating the corpus (scripts/gendemo) failed"; exit 1; }
 if [ "$docs" -gt 0 ]; then
 	head -n "$docs" "$tmp/corpus.jsonl" >"$tmp/corpus.part" && mv "$tmp/corpus.part" "$tmp/corpus.jsonl"
 fi
@@ -101,27 +104,20 @@ for _ in $(seq 300); do
 done
 [ -n "$url" ] || { say "tandem serve did not listen within 30 s"; exit 1; }
 
-api() { # METHOD PATH [curl args]: the answer's body; fails on a status >= 400
-	local method=$1 path=$2
-	shift 2
-	curl -sS --fail-with-body -X "$method" -H "Authorization: Bearer $key" "$url$path" "$@"
-}
+# scripts/apicall: each call prints the server's own error message when
+# it fails; the key goes in its environment, not on a command line.
+CGO_ENABLED=0 go -C "$ROOT" build -o "$tmp/apicall" ./scripts/apicall ||
+	{ say "building scripts/apicall failed"; exit 1; }
+api() { TANDEM_API_KEY=$key "$tmp/apicall" "$@"; }
 say "indexing $ndocs documents into $COLLECTION (bm25, dense and late interaction with $MODEL) on $url"
 start=$(date +%s)
-res=$(api PUT "/v1/collections/$COLLECTION" -d "{\"dense\":[\"$MODEL\"],\"late\":[\"$MODEL\"]}") ||
-	{ say "creating $COLLECTION failed: $res"; exit 1; }
-# In batches of 20, so that no request nears --timeout on a busy machine.
-split -l 20 "$tmp/corpus.jsonl" "$tmp/batch."
-indexed=0
-for batch in "$tmp"/batch.*; do
-	n=$(wc -l <"$batch")
-	res=$(api POST "/v1/collections/$COLLECTION/documents" -H 'Content-Type: application/x-ndjson' --data-binary "@$batch") ||
-		{ say "indexing failed: $res"; exit 1; }
-	case "$res" in
-	*"\"indexed\":$n,\"failed\":0"*) indexed=$((indexed + n)) ;;
-	*) say "indexing failed: $res"; exit 1 ;;
-	esac
-done
+api -t 'apifuzz: created {{.name}}: {{join .retrievers ", "}}{{"\n"}}' PUT "$url/v1/collections/$COLLECTION" "{\"dense\":[\"$MODEL\"],\"late\":[\"$MODEL\"]}" >&2 ||
+	{ say "FAIL: creating $COLLECTION failed (above; server.log in $out)"; exit 1; }
+# One upload as a task (wait=false), followed until it ends: however slow
+# the machine, no request waits for the encoding (a synchronous upsert is
+# bounded by --timeout and answers 504 past it).
+api upload -report 15s -deadline 60m "$url/v1/collections/$COLLECTION" "$tmp/corpus.jsonl" >&2 ||
+	{ say "FAIL: indexing $COLLECTION failed (above; server.log in $out)"; exit 1; }
 say "indexed in $(($(date +%s) - start)) s; server RSS $(ps -o rss= -p "$server" | awk '{printf "%d MB", $1/1024}')"
 
 # Schemathesis, on the spec the server serves. /openapi.json takes a key
@@ -130,7 +126,8 @@ say "indexed in $(($(date +%s) - start)) s; server RSS $(ps -o rss= -p "$server"
 # could not send one without it. The working directory is the temporary
 # one, so that what Schemathesis caches between runs stays out of the
 # checkout.
-api GET /openapi.json >"$tmp/openapi.json"
+api -raw GET "$url/openapi.json" >"$tmp/openapi.json" ||
+	{ say "FAIL: fetching $url/openapi.json failed (above)"; exit 1; }
 args=(--config-file "$HERE/schemathesis.toml" run "$tmp/openapi.json" --url "$url"
 	--checks all --continue-on-failure --max-time "$secs" --request-timeout 60
 	--report junit,ndjson --report-junit-path "$out/junit.xml" --report-ndjson-path "$out/events.ndjson"

@@ -9,6 +9,7 @@ import {cutUTF8, filterOverLimits, serverLimits} from './limits.js';
 import {facetRequests, renderFacets} from './facets.js';
 import {Chips, paint} from './late.js';
 import {renderHit} from './hits.js';
+import {TaskPanel} from './tasks.js';
 
 (() => {
   const KEY_STORE = 'tandem.apiKey';
@@ -73,6 +74,7 @@ import {renderHit} from './hits.js';
     inflight: null,  // the AbortController of the search under way
     views: [],       // the shown hits' views (late.js), for the query words
   };
+  const tasks = new TaskPanel($('tasks'), (method, path) => api(method, path), taskEnded);
   const chips = new Chips($('query-word-list'), (word) => {
     for (const v of state.views) paint(v, word);
     el.wordStatus.textContent = word ? `Each hit lists the words “${word.text}” matched.` : '';
@@ -168,11 +170,33 @@ import {renderHit} from './hits.js';
       return;
     }
     for (const c of list) {
-      el.collection.append(option(c.name, `${c.name} (${c.docs} docs)`));
+      el.collection.append(option(c.name, collectionLabel(c)));
     }
     const last = localStorage.getItem(COLLECTION_STORE);
     if (last && list.some((c) => c.name === last)) el.collection.value = last;
     await loadInfo();
+  }
+
+  const collectionLabel = (c) => `${c.name} (${c.docs} docs)`;
+
+  // taskEnded updates the counts of documents once a task has ended: the
+  // collection list's and the shown description's, leaving the search
+  // as it is.
+  async function taskEnded() {
+    let list;
+    try {
+      list = (await api('GET', 'v1/collections')).collections || [];
+    } catch (e) {
+      return; // the next listing says what is wrong
+    }
+    for (const c of list) {
+      const o = [...el.collection.options].find((o) => o.value === c.name);
+      if (o) o.textContent = collectionLabel(c);
+      if (state.info && state.info.name === c.name) {
+        state.info.docs = c.docs;
+        el.info.textContent = infoLine(state.info);
+      }
+    }
   }
 
   // loadInfo describes the picked collection. body[data-info] names the
@@ -217,15 +241,21 @@ import {renderHit} from './hits.js';
     if (rets.length > 1) el.mode.append(option('hybrid', 'hybrid — ' + rets.join(' + ')));
     for (const r of rets) el.mode.append(option(r, r));
     syncFusion();
-    const external = ((info.schema && info.schema.models) || []).filter((m) => m.external).map((m) => m.name);
-    el.info.textContent = `${info.docs} documents · retrievers: ${rets.join(', ')}` +
-      (external.length ? ` · external models (bring query vectors): ${external.join(', ')}` : '');
+    el.info.textContent = infoLine(info);
     const meta = metaFields();
     el.filterNone.hidden = meta.length > 0;
     el.filterAdd.disabled = meta.length === 0;
     el.summary.textContent = 'Type a query: the page searches as you type.';
     el.facetSkipped.textContent = skippedFacetNote();
     updateFilterPreview();
+  }
+
+  // infoLine says what a collection's description holds.
+  function infoLine(info) {
+    const rets = info.retrievers && info.retrievers.length ? info.retrievers : ['bm25'];
+    const external = ((info.schema && info.schema.models) || []).filter((m) => m.external).map((m) => m.name);
+    return `${info.docs} documents · retrievers: ${rets.join(', ')}` +
+      (external.length ? ` · external models (bring query vectors): ${external.join(', ')}` : '');
   }
 
   // limits are the server's search limits (GET /v1/collections/{name}).
@@ -751,12 +781,14 @@ import {renderHit} from './hits.js';
     else localStorage.removeItem(KEY_STORE);
     el.keyState.textContent = k ? 'saved' : 'cleared';
     loadCollections();
+    tasks.keyChanged();
   });
   el.keyClear.addEventListener('click', () => {
     el.key.value = '';
     localStorage.removeItem(KEY_STORE);
     el.keyState.textContent = 'cleared';
     loadCollections();
+    tasks.keyChanged();
   });
 
   for (const [v, label] of FUSIONS) el.fusion.append(option(v, label));
@@ -770,4 +802,5 @@ import {renderHit} from './hits.js';
     showError(new APIError('page_error', 'The page failed: ' + String((r && r.message) || r), 0), 'page');
   });
   loadCollections();
+  tasks.refresh();
 })();
