@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,8 +31,35 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	external := repeated(fs, "external", "new collection: an external model, whose vectors every line brings under \"_vectors\", as NAME:dense=DIM,tokens=DIM,similarity=cosine|dot (dense or tokens or both); repeatable", tandem.ParseExternalModel)
 	quiet := fs.Bool("quiet", false, "no progress output")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	var up upload
+	fs.StringVar(&up.server, "server", "", "upload through this server's API (e.g. http://127.0.0.1:7700) as a task into --collection, instead of indexing --dir here; bad lines are refused one by one and listed, and any makes the command fail unless --skip-bad (the other documents are stored either way)")
+	fs.StringVar(&up.collection, "collection", "", "with --server: the collection, created as a new collection here would be when it does not exist")
+	fs.StringVar(&up.key, "key", cmp.Or(os.Getenv("TANDEM_API_KEY"), strings.Split(os.Getenv("TANDEM_API_KEYS"), ",")[0]), "with --server: admin API key (default $TANDEM_API_KEY, else the first of $TANDEM_API_KEYS)")
+	fs.BoolVar(&up.noWait, "no-wait", false, "with --server: print the task and return once the server has the file, instead of following the task to its end")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if up.server != "" {
+		if *dir != "" || *batch != 0 || *cpuProfile != "" || up.collection == "" || *corpus == "" || fs.NArg() > 0 {
+			fmt.Fprintln(stderr, "usage: tandem index --server URL --collection NAME --corpus FILE.jsonl [flags] (not --dir, --batch or --cpuprofile: the server indexes)")
+			fs.PrintDefaults()
+			return errUsage
+		}
+		schema, err := buildSchema(*schemaFile, *idField, *strict, *fields)
+		if err != nil {
+			return err
+		}
+		schema.Models = append(schema.Models, *external...)
+		up.create.Schema = schema
+		up.create.LateIndex = *lateIndex
+		if len(*external) == 0 || *models != "" {
+			if up.create.Dense, up.create.Late, err = serverModels(*models); err != nil {
+				return err
+			}
+		}
+		up.creating = *schemaFile != "" || *idField != "" || *strict || len(*fields) > 0 || *models != "" || len(*external) > 0 || *lateIndex != ""
+		up.corpus, up.skipBad, up.quiet = *corpus, *skipBad, *quiet
+		return up.run(stdout, stderr)
 	}
 	stopProfile, err := bench.StartCPUProfile(*cpuProfile)
 	if err != nil {
