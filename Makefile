@@ -270,7 +270,7 @@ demo: build ## index the Go standard library docs and run filtered hybrid search
 
 # A 3-node cluster on loopback (tandem serve --cluster, ports 7711-7713
 # and 7811-7813): a collection of 3 shards x 3 replicas, the demo corpus
-# indexed through one node and searched through another
+# uploaded through one node as a task and searched through another
 # (scripts/cluster-demo.sh; README "Running a cluster").
 .PHONY: cluster-demo
 cluster-demo: build ## start a 3-node cluster on loopback, upload the demo corpus as a task, search through another node

@@ -39,17 +39,23 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if up.server != "" {
-		if *dir != "" || *batch != 0 || *cpuProfile != "" || up.collection == "" || *corpus == "" || fs.NArg() > 0 {
-			fmt.Fprintln(stderr, "usage: tandem index --server URL --collection NAME --corpus FILE.jsonl [flags] (not --dir, --batch or --cpuprofile: the server indexes)")
-			fs.PrintDefaults()
-			return errUsage
-		}
-		schema, err := buildSchema(*schemaFile, *idField, *strict, *fields)
-		if err != nil {
-			return err
-		}
-		schema.Models = append(schema.Models, *external...)
+	local := up.server == ""
+	if !local && (*dir != "" || *batch != 0 || *cpuProfile != "" || up.collection == "") {
+		fmt.Fprintln(stderr, "usage: tandem index --server URL --collection NAME --corpus FILE.jsonl [flags] (not --dir, --batch or --cpuprofile: the server indexes)")
+		fs.PrintDefaults()
+		return errUsage
+	}
+	if local && *dir == "" || *corpus == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: tandem index --dir DIR --corpus FILE.jsonl [flags], or --server URL --collection NAME in place of --dir")
+		fs.PrintDefaults()
+		return errUsage
+	}
+	schema, err := buildSchema(*schemaFile, *idField, *strict, *fields)
+	if err != nil {
+		return err
+	}
+	schema.Models = append(schema.Models, *external...)
+	if !local {
 		up.create.Schema = schema
 		up.create.LateIndex = *lateIndex
 		if len(*external) == 0 || *models != "" {
@@ -66,16 +72,6 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
-	if *dir == "" || *corpus == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: tandem index --dir DIR --corpus FILE.jsonl [flags]")
-		fs.PrintDefaults()
-		return errUsage
-	}
-	schema, err := buildSchema(*schemaFile, *idField, *strict, *fields)
-	if err != nil {
-		return err
-	}
-	schema.Models = append(schema.Models, *external...)
 	var in io.Reader = os.Stdin
 	var size int64
 	if *corpus != "-" {
