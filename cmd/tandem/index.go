@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "collection directory (created if absent)")
 	corpus := fs.String("corpus", "", "JSONL file to index ('-' for stdin)")
 	batch := fs.Int("batch", 0, "documents per atomic batch (default 1000, or 256 when encoding)")
-	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed or --external is given)")
+	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed or --external is given; with --server, the default model, which a server without it refuses)")
 	lateIndex := fs.String("late-index", "", "new collection: late-interaction index, 'Residual' for residual codes (centroid ids and 1-bit residuals in memory, full-precision tokens on disk; the default), 'FAISS' or a FAISS factory string for FAISS over every token key")
 	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
@@ -34,7 +35,9 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	var up upload
 	fs.StringVar(&up.server, "server", "", "upload through this server's API (e.g. http://127.0.0.1:7700) as a task into --collection, instead of indexing --dir here; bad lines are refused one by one and listed, and any makes the command fail unless --skip-bad (the other documents are stored either way)")
 	fs.StringVar(&up.collection, "collection", "", "with --server: the collection, created as a new collection here would be when it does not exist")
-	fs.StringVar(&up.key, "key", cmp.Or(os.Getenv("TANDEM_API_KEY"), strings.Split(os.Getenv("TANDEM_API_KEYS"), ",")[0]), "with --server: admin API key (default $TANDEM_API_KEY, else the first of $TANDEM_API_KEYS)")
+	// The key from the environment is read after parsing, so that -h
+	// never prints it as the default.
+	fs.StringVar(&up.key, "key", "", "with --server: admin API key (default $TANDEM_API_KEY, else the first of $TANDEM_API_KEYS)")
 	fs.BoolVar(&up.noWait, "no-wait", false, "with --server: print the task and return once the server has the file, instead of following the task to its end")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -65,7 +68,11 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 		}
 		up.creating = *schemaFile != "" || *idField != "" || *strict || len(*fields) > 0 || *models != "" || len(*external) > 0 || *lateIndex != ""
 		up.corpus, up.skipBad, up.quiet = *corpus, *skipBad, *quiet
-		return up.run(stdout, stderr)
+		up.key = cmp.Or(up.key, os.Getenv("TANDEM_API_KEY"), strings.Split(os.Getenv("TANDEM_API_KEYS"), ",")[0])
+		// Ctrl-C stops following the task, never the task.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return up.run(ctx, stdout, stderr)
 	}
 	stopProfile, err := bench.StartCPUProfile(*cpuProfile)
 	if err != nil {
