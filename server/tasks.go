@@ -417,8 +417,9 @@ func (q *taskQueue) counts() (states map[string]int, docs int, bytes int64) {
 }
 
 // cancel cancels a task: an enqueued one at once, a running one once its
-// batch in progress is committed (it waits for that, within ctx). It
-// returns the task's view, and false when there is no such task.
+// batch in progress is committed. It waits for that within ctx, and
+// returns errCancelPending with the view of a task still running when ctx
+// ends. It returns false when there is no such task.
 func (q *taskQueue) cancel(ctx context.Context, id int64, cause error) (taskView, bool, error) {
 	q.mu.Lock()
 	t := q.mu.tasks[id]
@@ -442,11 +443,17 @@ func (q *taskQueue) cancel(ctx context.Context, id int64, cause error) (taskView
 	select {
 	case <-t.finished:
 	case <-ctx.Done():
-		return taskView{}, true, ctx.Err()
+		// The batch in progress outlasts the caller: the task stops
+		// after it all the same.
+		v, _ := q.get(id)
+		return v, true, errCancelPending
 	}
 	v, _ := q.get(id)
 	return v, true, nil
 }
+
+// errCancelPending: a running task was told to stop, and has not yet.
+var errCancelPending = errors.New("cancel pending")
 
 // cancelCollection cancels every unfinished task of a collection that is
 // being dropped, and waits for a running one to stop.
@@ -461,7 +468,9 @@ func (q *taskQueue) cancelCollection(ctx context.Context, name string) error {
 	q.mu.Unlock()
 	slices.Sort(ids)
 	for _, id := range ids {
-		if _, _, err := q.cancel(ctx, id, errCollectionDropped); err != nil {
+		if _, _, err := q.cancel(ctx, id, errCollectionDropped); errors.Is(err, errCancelPending) {
+			return ctx.Err()
+		} else if err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) && ae.code == "task_finished" {
 				continue

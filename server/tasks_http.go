@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -375,7 +376,8 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 
 // cancelTask answers DELETE /v1/tasks/{id}: an enqueued task is cancelled
 // at once; a running one stops after the batch it is committing, which
-// stays committed, and the answer waits for that.
+// stays committed, and the answer (200) waits for that within nine tenths
+// of --timeout, after which it is 202 with the task still processing.
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err != nil {
@@ -385,9 +387,21 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	if s.noTasks(w) {
 		return
 	}
-	v, ok, err := s.tasks.cancel(r.Context(), id, fmt.Errorf("%w%d", errTaskCancelled, id))
+	// Wait for a running task to stop within most of --timeout; past
+	// that, answer 202: it stops after its batch all the same.
+	ctx := r.Context()
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/10))
+		defer cancel()
+	}
+	v, ok, err := s.tasks.cancel(ctx, id, fmt.Errorf("%w%d", errTaskCancelled, id))
 	if !ok {
 		s.fail(w, taskNotFound(id))
+		return
+	}
+	if errors.Is(err, errCancelPending) {
+		writeJSON(w, http.StatusAccepted, v)
 		return
 	}
 	if err != nil {

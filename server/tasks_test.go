@@ -357,3 +357,34 @@ func TestTaskQueueBound(t *testing.T) {
 	}
 	a.must(http.StatusOK, "DELETE", fmt.Sprintf("/v1/tasks/%d", first.ID), nil, nil)
 }
+
+// TestTaskCancelSlowBatch: a DELETE whose task's batch outlasts most of
+// --timeout answers 202 with the task still processing, not 504, and the
+// task stops after that batch all the same.
+func TestTaskCancelSlowBatch(t *testing.T) {
+	cfg := &Config{Timeout: testtime.D(3 * time.Second)}
+	cfg.Engine.BatchSize = 10
+	a := newAPIServer(t, cfg)
+	a.must(http.StatusCreated, "PUT", "/v1/collections/c", map[string]any{}, nil)
+	reached := make(chan int64, 1)
+	gate := make(chan struct{})
+	taskBatchHook = func(ctx context.Context, id int64) {
+		select {
+		case reached <- id:
+		default:
+		}
+		<-gate // a batch that does not look at its context
+	}
+	t.Cleanup(func() { taskBatchHook = nil })
+	v := a.postTask("c", taskLines(100, 1)...)
+	<-reached
+	var got taskView
+	a.must(http.StatusAccepted, "DELETE", fmt.Sprintf("/v1/tasks/%d", v.ID), nil, &got)
+	if got.State != taskProcessing {
+		t.Fatalf("a cancel that outlasts its wait: %+v", got)
+	}
+	close(gate)
+	if done := a.waitTask(v.ID); done.State != taskCancelled || done.Indexed >= 100 {
+		t.Fatalf("the task after its slow batch: %+v", done)
+	}
+}
