@@ -107,6 +107,11 @@ var (
 	queryCacheCapacityDesc  = prometheus.NewDesc("tandem_query_cache_capacity_bytes", "Bound on the memory of the model's cache of query encodings (0: no cache).", []string{"model"}, nil)
 	queryRunsDesc           = prometheus.NewDesc("tandem_query_encoder_runs_total", "Model runs that encoded queries; queries_total over it is the mean batch.", []string{"model"}, nil)
 	queryQueriesDesc        = prometheus.NewDesc("tandem_query_encoder_queries_total", "Queries encoded by model runs (cache misses that ran).", []string{"model"}, nil)
+
+	// The retrainings of each late-interaction index's residual codes,
+	// which run in the background while searches and writes go on.
+	retrainingDesc = prometheus.NewDesc("tandem_index_retraining", "1 while the index retrains in the background (searches and writes go on), else 0.", []string{"collection", "retriever"}, nil)
+	retrainsDesc   = prometheus.NewDesc("tandem_index_retrains_total", "Retrainings of the index started since it was opened.", []string{"collection", "retriever"}, nil)
 )
 
 // collectionsCollector reads document counts and sizes from the open
@@ -115,7 +120,7 @@ type collectionsCollector struct{ reg *registry }
 
 func (c collectionsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{docsDesc, sizeDesc, queryCacheHitsDesc, queryCacheMissesDesc, queryCacheEvictionsDesc,
-		queryCacheEntriesDesc, queryCacheBytesDesc, queryCacheCapacityDesc, queryRunsDesc, queryQueriesDesc} {
+		queryCacheEntriesDesc, queryCacheBytesDesc, queryCacheCapacityDesc, queryRunsDesc, queryQueriesDesc, retrainingDesc, retrainsDesc} {
 		ch <- d
 	}
 }
@@ -130,6 +135,14 @@ func (c collectionsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for part, n := range st.DiskBytes {
 			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
+		}
+		for _, l := range st.Late {
+			retraining := 0.0
+			if l.Retraining {
+				retraining = 1
+			}
+			ch <- prometheus.MustNewConstMetric(retrainingDesc, prometheus.GaugeValue, retraining, col.name, "late:"+l.Model)
+			ch <- prometheus.MustNewConstMetric(retrainsDesc, prometheus.CounterValue, float64(l.Retrains), col.name, "late:"+l.Model)
 		}
 		for _, q := range st.QueryEncoding {
 			if models[q.Model] {

@@ -731,6 +731,12 @@ func TestExternalLateInteraction(t *testing.T) {
 		map[string]any{"retrievers": []string{"late"}, "vectors": map[string]any{"tok": map[string]any{"tokens": [][]float32{{1, 0, 0}}}}}, "tok.tokens[0]", "dimension 3, want 4")
 	a.fails(http.StatusBadRequest, "bad_request", "POST", "/v1/collections/late/search",
 		map[string]any{"retrievers": []string{"late"}, "vectors": q, "depth": map[string]int{"dense": 5}}, `"dense"`)
+	_, metrics := a.do("GET", "/metrics", nil)
+	for _, want := range []string{`tandem_index_retraining{collection="late",retriever="late:tok"} 0`, `tandem_index_retrains_total{collection="late",retriever="late:tok"} 0`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(metrics), "retrain"))
+		}
+	}
 }
 
 // TestExtraRoutes: Config.Routes are served behind the same keys as the
