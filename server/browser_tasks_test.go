@@ -309,38 +309,3 @@ func TestPageTasksInBrowser(t *testing.T) {
 	}
 	d.screenshot("tasks-cancelled.png")
 }
-
-// pageOpen starts headless Chromium for the test (each step with its own
-// timeout); stop ends it and reports the page's uncaught JavaScript
-// errors.
-func pageOpen(t *testing.T, chrome string) (d pageDriver, stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(testtime.Context(t))
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(chrome),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	stopAll := func() {
-		cancelBrowser()
-		cancelAlloc()
-		cancel()
-	}
-	if err := chromedp.Do(bctx); err != nil {
-		stopAll()
-		t.Fatalf("start %s: %v", chrome, err)
-	}
-	jsErrors := pageExceptions(bctx)
-	return pageDriver{t, bctx}, func() {
-		if errs := jsErrors(); len(errs) > 0 {
-			t.Errorf("uncaught JavaScript errors in the page: %q", errs)
-		}
-		stopAll()
-	}
-}

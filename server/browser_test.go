@@ -371,6 +371,41 @@ const pageSetJS = `((sel, v) => {
 // each step under its own timeout, scaled by the test time scale
 // (internal/testtime); a failure ends that test, naming the step and what
 // the page's error box says.
+// pageOpen starts headless Chromium for the test (each step with its own
+// timeout); stop ends it and reports the page's uncaught JavaScript
+// errors.
+func pageOpen(t *testing.T, chrome string) (d pageDriver, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testtime.Context(t))
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(chrome),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	stopAll := func() {
+		cancelBrowser()
+		cancelAlloc()
+		cancel()
+	}
+	if err := chromedp.Do(bctx); err != nil {
+		stopAll()
+		t.Fatalf("start %s: %v", chrome, err)
+	}
+	jsErrors := pageExceptions(bctx)
+	return pageDriver{t, bctx}, func() {
+		if errs := jsErrors(); len(errs) > 0 {
+			t.Errorf("uncaught JavaScript errors in the page: %q", errs)
+		}
+		stopAll()
+	}
+}
+
 type pageDriver struct {
 	t   *testing.T
 	ctx context.Context // the browser's
@@ -530,32 +565,9 @@ func TestPageInBrowser(t *testing.T) {
 
 	// The browser: headless Debian chromium, as root in a container, for
 	// as long as the test (each step has its own timeout).
-	ctx, cancel := context.WithCancel(testtime.Context(t))
-	defer cancel()
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(chrome),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	// The first Do starts the browser, which lives as long as bctx.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", chrome, err)
-	}
-	jsErrors := pageExceptions(bctx)
-	defer func() {
-		if errs := jsErrors(); len(errs) > 0 {
-			t.Errorf("uncaught JavaScript errors in the page: %q", errs)
-		}
-	}()
-	d := pageDriver{t, bctx}
+	d, stopPage := pageOpen(t, chrome)
+	defer stopPage()
+	bctx := d.ctx
 
 	// The page lists the collection and, once it is picked, its
 	// retrievers; it keeps k within the server's --max-k.
