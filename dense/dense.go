@@ -188,14 +188,22 @@ type Hit struct {
 // for each of them, the vector stored in its blob as of some sequence at
 // or after applied; and every change up to applied is reflected.
 //
-// An Index is safe for concurrent use. Searches run in parallel; Apply,
-// Snapshot and rebuilds take the write lock.
+// An Index is safe for concurrent use. Searches run in parallel under the
+// read lock. Writers (Apply, Snapshot, a retraining's last pass) take wmu
+// first, one at a time; Apply and Snapshot then take the write lock. A
+// retraining (retrain.go) trains and fills its new index under no lock,
+// and swaps it in under the write lock: searches never wait for it.
 type Index struct {
 	st         Store
 	opts       Options
 	blob       string
 	needsTrain bool // opts.Description needs training
 	nlistRe    int  // lists of an explicit IVF description, else 0
+
+	// wmu orders writers; it is always taken before mu.
+	wmu sync.Mutex
+	// wg counts the running retraining job's goroutine.
+	wg sync.WaitGroup
 
 	mu struct {
 		sync.RWMutex
@@ -211,6 +219,11 @@ type Index struct {
 		snapErr   error // last automatic snapshot failure
 		invalid   int   // invalid vector blobs met since the last rebuild
 		closed    bool
+
+		job        *retrainJob // the retraining running in the background
+		retrains   int         // retrainings started since Open
+		retrainErr error       // the last retraining's failure, until one succeeds
+		failedAt   int         // vectors held when the last retraining failed
 	}
 }
 
@@ -310,6 +323,20 @@ type Stats struct {
 	Invalid int `json:"invalid,omitempty"`
 	// SnapshotError is the last automatic snapshot's failure, if any.
 	SnapshotError string `json:"snapshot_error,omitempty"`
+	// Retraining is true while a new index is trained and filled in the
+	// background (searches and writes go on against the current one);
+	// RetrainPhase is its step ("sample", "train", "fill", "catch up"),
+	// RetrainTarget the vectors it fills, RetrainFilled those filled so
+	// far, RetrainBytes the new index's native memory so far.
+	Retraining    bool   `json:"retraining,omitempty"`
+	RetrainPhase  string `json:"retrain_phase,omitempty"`
+	RetrainTarget int    `json:"retrain_target,omitempty"`
+	RetrainFilled int    `json:"retrain_filled,omitempty"`
+	RetrainBytes  uint64 `json:"retrain_bytes,omitempty"`
+	// Retrains counts the retrainings started since the index was opened.
+	Retrains int `json:"retrains"`
+	// RetrainError is the last retraining's failure, until one succeeds.
+	RetrainError string `json:"retrain_error,omitempty"`
 }
 
 // Stats returns the index's current statistics.
@@ -327,12 +354,31 @@ func (x *Index) Stats() Stats {
 	if x.mu.snapErr != nil {
 		s.SnapshotError = x.mu.snapErr.Error()
 	}
+	s.Retrains = x.mu.retrains
+	if x.mu.retrainErr != nil {
+		s.RetrainError = x.mu.retrainErr.Error()
+	}
+	if j := x.mu.job; j != nil {
+		s.Retraining = true
+		s.RetrainPhase = j.phase.Load().(string)
+		s.RetrainTarget = j.target
+		s.RetrainFilled = int(j.filled.Load())
+		s.RetrainBytes = j.bytes.Load()
+	}
 	return s
 }
 
-// Close frees the FAISS index. It does not snapshot: call Snapshot first
-// on a clean shutdown to make the next Open fast. It is idempotent.
+// Close cancels a running retraining, waits for it to stop, and frees the
+// FAISS index. It does not snapshot: call Snapshot first on a clean
+// shutdown to make the next Open fast (a cancelled retraining starts again
+// there). It is idempotent.
 func (x *Index) Close() error {
+	x.mu.Lock()
+	x.stopRetrainLocked()
+	x.mu.Unlock()
+	x.wg.Wait() // without the locks, which the job may be waiting for
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.closeLocked()
@@ -380,9 +426,18 @@ func (x *Index) wantDescription(n int) (string, int) {
 // growing fourfold since its IVF was trained (the list count follows
 // 4·√n); an explicit trainable description once there are enough vectors
 // to train it.
+//
+// When the current index can be updated (Flat or IVF), the new one is
+// built in the background (startRetrainLocked) while the current one goes
+// on serving; otherwise (HNSW, or no index yet) it is rebuilt here. While
+// a retraining runs, nothing else starts: the next Apply after its swap
+// looks again. After a failed retraining, the next waits for 10% growth.
 func (x *Index) retypeLocked(ctx context.Context) error {
+	if x.mu.job != nil {
+		return nil
+	}
 	n := int(x.mu.ids.GetCardinality())
-	want, _ := x.wantDescription(n)
+	want, nlist := x.wantDescription(n)
 	cur := x.mu.desc
 	switch {
 	case x.opts.Description != "":
@@ -403,6 +458,13 @@ func (x *Index) retypeLocked(ctx context.Context) error {
 			return nil
 		}
 	}
+	if x.mu.fx != nil && updatable(x.mu.desc) {
+		if x.mu.retrainErr != nil && n < x.mu.failedAt+x.mu.failedAt/10 {
+			return nil
+		}
+		x.startRetrainLocked(want, nlist, n)
+		return nil
+	}
 	return x.rebuildLocked(ctx)
 }
 
@@ -411,6 +473,7 @@ func (x *Index) retypeLocked(ctx context.Context) error {
 // to the LastSeq read before the scan; later changes it may also include
 // are re-applied idempotently by the catch-up.
 func (x *Index) rebuildLocked(ctx context.Context) error {
+	x.stopRetrainLocked() // its work is replaced by this one
 	seq := x.st.LastSeq()
 	// First pass: count, and sample for training if needed.
 	d := x.opts.Dim
@@ -557,6 +620,8 @@ func (x *Index) trainSample(ctx context.Context, n, nlist int) ([]float32, error
 // (Doc nil) or has no vector for this model removes the docnum; an update
 // replaces the old vector; a delete removes it.
 func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.mu.closed {
@@ -584,6 +649,10 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		nums = append(nums, n)
 	}
 	slices.Sort(nums)
+	if j := x.mu.job; j != nil {
+		// The retraining re-reads them into its new index (retrain.go).
+		j.dirty.AddMany(nums)
+	}
 	d := x.opts.Dim
 	// One reader and one buffer for the batch's blobs, and the vectors
 	// decoded into one slice sized at once: the apply path allocated
@@ -676,7 +745,10 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		// the index.
 		return bad
 	}
-	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery {
+	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.job == nil {
+		// Not while a retraining runs: two indexes and the serialised one
+		// would then be in memory at once. The first Apply after the swap
+		// saves the new index.
 		// The changes are applied whatever happens here: a snapshot only
 		// makes the next Open faster, so its failure (an in-memory store,
 		// a full disk) is reported in Stats and retried later.

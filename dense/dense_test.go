@@ -300,6 +300,9 @@ func TestConcurrentSearchAndApply(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := x.WaitRetrain(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if d := x.Stats().Description; d == "Flat" {
 		t.Errorf("2000 vectors with ExactBelow 500: still %s", d)
 	}

@@ -54,9 +54,13 @@
 //     an earlier default built as IVF-Flat is rebuilt as SQ8 once.
 //   - The type follows the size: crossing ExactBelow rebuilds as IVF,
 //     falling under ExactBelow/2 rebuilds as Flat, and growing fourfold
-//     since training retrains IVF with more lists. Rebuilds read every
-//     stored vector and run inside Apply; the old index is freed before
-//     the new one fills, so a rebuild never holds two.
+//     since training retrains IVF with more lists. A Flat or IVF index
+//     retrains in the background (retrain.go): searches and writes go on
+//     against it while the next is trained and filled from storage, the
+//     writes made meanwhile are applied to the next, and the two swap
+//     under the lock; until then both are in memory (Stats.RetrainBytes).
+//     Only an index that cannot remove vectors (HNSW), or none at all,
+//     is rebuilt inside Apply or Open.
 //
 // For every IVF index the Index keeps each vector's place in the lists,
 // list and offset, in a paged array by docnum (8 bytes a docnum, where

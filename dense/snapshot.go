@@ -32,6 +32,8 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // only catches up the changes after AppliedSeq. It holds the write lock
 // while the FAISS index is serialised, so searches wait for it.
 func (x *Index) Snapshot(ctx context.Context) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.mu.closed {

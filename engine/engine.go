@@ -681,13 +681,16 @@ func (e *Engine) Stats() (Stats, error) {
 	return s, nil
 }
 
-// Retraining returns the names of the late-interaction indexes whose
-// residual codes are retraining in the background ("late:<model>"), none
-// when none is or the engine is closed. It takes no engine lock (the
-// models are fixed at Open), so an ingest's Progress callback may call it.
+// Retraining returns the names of the indexes retraining in the
+// background ("dense:<model>", "late:<model>"), none when none is or the
+// engine is closed. It takes no engine lock (the models are fixed at
+// Open), so an ingest's Progress callback may call it.
 func (e *Engine) Retraining() []string {
 	var out []string
 	for _, m := range e.models {
+		if m.dense != nil && m.dense.Stats().Retraining {
+			out = append(out, m.dense.Name())
+		}
 		if m.late == nil {
 			continue
 		}
@@ -698,24 +701,33 @@ func (e *Engine) Retraining() []string {
 	return out
 }
 
-// WaitRetrain waits until no late-interaction index retrains in the
-// background, or ctx ends. Close cancels a retraining (the next Open starts
-// it again); a batch load that should leave the collection finished, such
-// as tandem index, waits first.
+// retrainer is an index that may retrain in the background.
+type retrainer interface {
+	Name() string
+	WaitRetrain(ctx context.Context) error
+}
+
+// WaitRetrain waits until no index retrains in the background, or ctx
+// ends; it returns a dense index's last retraining failure. Close cancels
+// a retraining (the next Open starts it again); a batch load that should
+// leave the collection finished, such as tandem index, waits first.
 func (e *Engine) WaitRetrain(ctx context.Context) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
-	var late []*latecollect.Index
+	var xs []retrainer
 	for _, m := range e.models {
+		if m.dense != nil {
+			xs = append(xs, m.dense)
+		}
 		if m.late != nil {
-			late = append(late, m.late)
+			xs = append(xs, m.late)
 		}
 	}
 	// Not under the engine's lock, which Close takes: a closed index's
 	// retraining is cancelled, and waiting for it then returns.
 	e.mu.RUnlock()
-	for _, x := range late {
+	for _, x := range xs {
 		if err := x.WaitRetrain(ctx); err != nil {
 			return fmt.Errorf("engine: %s: %w", x.Name(), err)
 		}

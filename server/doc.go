@@ -148,7 +148,7 @@
 // query encodings (engine.QueryEncodingStats): the cache's hits, misses,
 // evictions, entries, bytes and capacity, and the model runs that encoded
 // queries and the queries they encoded (their ratio is the mean batch);
-// per late-interaction index, whether it is retraining in the background
-// and the retrainings started since it was opened; and the ingest tasks by
+// per dense and late-interaction index, whether it is retraining in the
+// background and the retrainings started since it was opened; and the ingest tasks by
 // state, with the documents and bytes queued.
 package server

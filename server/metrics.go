@@ -108,8 +108,9 @@ var (
 	queryRunsDesc           = prometheus.NewDesc("tandem_query_encoder_runs_total", "Model runs that encoded queries; queries_total over it is the mean batch.", []string{"model"}, nil)
 	queryQueriesDesc        = prometheus.NewDesc("tandem_query_encoder_queries_total", "Queries encoded by model runs (cache misses that ran).", []string{"model"}, nil)
 
-	// The retrainings of each late-interaction index's residual codes,
-	// which run in the background while searches and writes go on.
+	// The retrainings of each dense index (its IVF) and late-interaction
+	// index (its residual codes), which run in the background while
+	// searches and writes go on.
 	retrainingDesc = prometheus.NewDesc("tandem_index_retraining", "1 while the index retrains in the background (searches and writes go on), else 0.", []string{"collection", "retriever"}, nil)
 	retrainsDesc   = prometheus.NewDesc("tandem_index_retrains_total", "Retrainings of the index started since it was opened.", []string{"collection", "retriever"}, nil)
 )
@@ -135,6 +136,14 @@ func (c collectionsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for part, n := range st.DiskBytes {
 			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
+		}
+		for _, d := range st.Dense {
+			retraining := 0.0
+			if d.Retraining {
+				retraining = 1
+			}
+			ch <- prometheus.MustNewConstMetric(retrainingDesc, prometheus.GaugeValue, retraining, col.name, "dense:"+d.Model)
+			ch <- prometheus.MustNewConstMetric(retrainsDesc, prometheus.CounterValue, float64(d.Retrains), col.name, "dense:"+d.Model)
 		}
 		for _, l := range st.Late {
 			retraining := 0.0

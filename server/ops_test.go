@@ -74,6 +74,8 @@ func TestQueryCacheMetrics(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`tandem_query_cache_hits_total{model="tiny-bert"} 2`,
+		`tandem_index_retraining{collection="q1",retriever="dense:tiny-bert"} 0`,
+		`tandem_index_retrains_total{collection="q1",retriever="dense:tiny-bert"} 0`,
 		`tandem_query_cache_misses_total{model="tiny-bert"} 1`,
 		`tandem_query_cache_evictions_total{model="tiny-bert"} 0`,
 		`tandem_query_cache_entries{model="tiny-bert"} 1`,

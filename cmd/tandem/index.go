@@ -146,10 +146,10 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// waitRetrain lets a retraining of residual codes that the load started
-// finish, so that the collection is saved with its new codes (Close would
-// cancel it and the next Open would start it again), saying so every few
-// seconds.
+// waitRetrain lets a retraining that the load started (a dense index's
+// IVF, a late index's residual codes) finish, so that the collection is
+// saved with its new index (Close would cancel it and the next Open would
+// start it again), saying so every few seconds.
 func waitRetrain(e *engine.Engine, quiet bool, stderr io.Writer) error {
 	names := e.Retraining()
 	if len(names) == 0 {
@@ -157,7 +157,7 @@ func waitRetrain(e *engine.Engine, quiet bool, stderr io.Writer) error {
 	}
 	start := time.Now()
 	if !quiet {
-		fmt.Fprintf(stderr, "%s: retraining the centroids of the residual codes (in the background; searches and writes would go on)\n", strings.Join(names, ", "))
+		fmt.Fprintf(stderr, "%s: retraining in the background (searches and writes would go on)\n", strings.Join(names, ", "))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -50,7 +50,14 @@ func runStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "model       %s (%s)\n", m.Name, strings.Join(kinds, ", "))
 	}
 	for _, d := range s.Dense {
-		fmt.Fprintf(stdout, "dense       %s: %d vectors, FAISS %s, %s in memory\n", d.Model, d.Vectors, d.Description, bench.Size(int64(d.MemoryBytes)))
+		var retrain string
+		if d.Retraining {
+			retrain = fmt.Sprintf("; retraining in the background (%s, %d of %d vectors, %s more in memory)", d.RetrainPhase, d.RetrainFilled, d.RetrainTarget, bench.Size(int64(d.RetrainBytes)))
+		}
+		if d.RetrainError != "" {
+			retrain += "; last retraining failed: " + d.RetrainError
+		}
+		fmt.Fprintf(stdout, "dense       %s: %d vectors, FAISS %s, %s in memory%s\n", d.Model, d.Vectors, d.Description, bench.Size(int64(d.MemoryBytes)), retrain)
 	}
 	for _, l := range s.Late {
 		if l.Centroids > 0 {
