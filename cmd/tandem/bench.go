@@ -53,24 +53,25 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset.IntVar(&c.Queries, "queries", 200, "queries per measured search configuration")
 	fset.IntVar(&c.RecallQueries, "recall-queries", 20, "queries (the first of --queries) whose dense top 10 is compared with the exact one; 0 for none")
 	fset.BoolVar(&c.Keep, "keep", false, "keep the collection afterwards")
+	fset.Float64Var(&c.LoadRate, "load-rate", ingest.DefaultLoadRate, "searches a second run beside the ingest, whose latency is reported outside and during each dense retraining; 0 for none")
 	fset.BoolVar(&c.SearchOnly, "search-only", false, "open the collection in --dir, which --keep kept, and only search it (to compare two binaries on copies of one collection)")
 	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")
 	fset.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the ingest to this file")
 	fset.StringVar(&c.SearchCPUProfile, "search-cpuprofile", "", "write a CPU profile of the searches to this file")
 	fset.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile (allocations during the ingest) to this file")
 	if err := parseOrUsage(fset, args, stderr, "tandem bench ingest --dir DIR [--docs N] [--batch N] [--queries N] [--recall-queries N (at most --queries)] [--keep | --search-only]", func() bool {
-		return c.Dir == "" || c.Docs <= 0 || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries || fset.NArg() > 0
+		return c.Dir == "" || c.Docs <= 0 || c.LoadRate < 0 || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries || fset.NArg() > 0
 	}); err != nil {
 		return err
 	}
 	if c.SearchOnly {
 		var conflict error
 		fset.Visit(func(f *flag.Flag) {
-			if strings.Contains(" docs batch keep cpuprofile memprofile ", " "+f.Name+" ") {
+			if strings.Contains(" docs batch keep cpuprofile memprofile load-rate ", " "+f.Name+" ") {
 				conflict = fmt.Errorf("--%s does not apply with --search-only, which searches the collection in --dir as it is", f.Name)
 			}
 		})
-		c.Docs = 0
+		c.Docs, c.LoadRate = 0, 0
 		if conflict != nil {
 			return conflict
 		}

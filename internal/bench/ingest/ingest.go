@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tandemsearch/tandem"
@@ -32,6 +33,9 @@ type Config struct {
 	Queries       int    // queries per measured search configuration
 	RecallQueries int    // the first queries whose dense top 10 is compared with the exact one
 	Keep          bool   // keep the collection afterwards
+	// LoadRate is the rate, in searches a second, of a search load run
+	// beside the ingest (Report.Load); 0 runs none.
+	LoadRate float64
 
 	// SearchOnly opens the collection in Dir, which an earlier run kept,
 	// and only searches it (the phase "open from snapshot, then the
@@ -68,6 +72,13 @@ type Report struct {
 	Queries       int           // queries measured per search configuration
 	RecallQueries int           // the first of them, whose recall was measured
 	Exact         time.Duration // computing their exact top 10 by brute force
+	// RetrainWait is the time the ingest's end waited for the dense
+	// retraining it left running (included in the ingest phase's time,
+	// so that the collection closes with the index the ingest grew to).
+	RetrainWait time.Duration
+	// Load is what the search load beside the ingest measured (nil
+	// without Config.LoadRate).
+	Load *Load
 }
 
 // DiskPart is the disk space one entry of the collection directory takes.
@@ -124,8 +135,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Dir == "" || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries {
 		return nil, fmt.Errorf("bench ingest: Dir and Queries are required, and RecallQueries (%d) must be 0 to Queries (%d)", c.RecallQueries, c.Queries)
 	}
-	if c.SearchOnly && (c.Docs != 0 || c.Batch != 0 || c.Keep || c.CPUProfile != "" || c.MemProfile != "") {
-		return nil, errors.New("bench ingest: with SearchOnly, Docs, Batch, Keep, CPUProfile and MemProfile do not apply")
+	if c.SearchOnly && (c.Docs != 0 || c.Batch != 0 || c.Keep || c.CPUProfile != "" || c.MemProfile != "" || c.LoadRate != 0) {
+		return nil, errors.New("bench ingest: with SearchOnly, Docs, Batch, Keep, CPUProfile, MemProfile and LoadRate do not apply")
+	}
+	if c.LoadRate < 0 {
+		return nil, fmt.Errorf("bench ingest: LoadRate %v is negative", c.LoadRate)
 	}
 	if !c.SearchOnly && c.Docs <= 0 {
 		return nil, errors.New("bench ingest: Docs is required")
@@ -215,6 +229,11 @@ func (r *run) full(ctx context.Context) error {
 		return err
 	}
 	defer stopProfile()
+	stopLoad := func() *Load { return nil }
+	if c.LoadRate > 0 {
+		stopLoad = startSearchLoad(ctx, e, corpus.Model, r.gen, c.LoadRate)
+	}
+	defer func() { stopLoad() }()
 	p, err := e.IndexStream(ctx, next, engine.StreamOptions{Progress: func(p engine.Progress) {
 		if c.Quiet || time.Since(last) < 5*time.Second {
 			return
@@ -222,15 +241,31 @@ func (r *run) full(ctx context.Context) error {
 		last = time.Now()
 		rate := float64(p.Docs) / p.Elapsed.Seconds()
 		eta := time.Duration(float64(c.Docs-p.Docs)/rate) * time.Second
-		fmt.Fprintf(r.log, "%d docs, %.0f docs/s, ETA %s, %s\n", p.Docs, rate, eta.Round(time.Second), bench.MemoryStatus())
+		var retraining string
+		if names := e.Retraining(); len(names) > 0 {
+			retraining = ", retraining " + strings.Join(names, ", ")
+		}
+		fmt.Fprintf(r.log, "%d docs, %.0f docs/s, ETA %s, %s%s\n", p.Docs, rate, eta.Round(time.Second), bench.MemoryStatus(), retraining)
 	}})
 	if err != nil {
 		return err
 	}
+	// A retraining the ingest left running finishes before the close,
+	// which would cancel it (the next open would start it again).
+	waitStart := time.Now()
+	if names := e.Retraining(); len(names) > 0 {
+		fmt.Fprintf(r.log, "waiting for the retraining of %s\n", strings.Join(names, ", "))
+	}
+	if err := e.WaitRetrain(ctx); err != nil {
+		return err
+	}
+	r.rep.RetrainWait = time.Since(waitStart)
+	r.rep.Load = stopLoad()
+	stopLoad = func() *Load { return nil }
 	stopProfile()
 	stop()
 	r.rep.Docs, r.rep.Batches = p.Docs, p.Batches
-	r.endPhase(PhaseIngest, p.Elapsed, nil)
+	r.endPhase(PhaseIngest, p.Elapsed+r.rep.RetrainWait, nil)
 	if c.MemProfile != "" {
 		if err := bench.WriteHeapProfile(c.MemProfile); err != nil {
 			return err

@@ -19,11 +19,19 @@ import (
 // and the brute force over the generator's vectors must agree.
 func TestBenchIngest(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "bench")
-	r, err := Run(context.Background(), Config{Dir: dir, Docs: 3000, Queries: 20, RecallQueries: 20, Keep: true, Output: bench.Output{Quiet: true}})
+	r, err := Run(context.Background(), Config{Dir: dir, Docs: 3000, Queries: 20, RecallQueries: 20, Keep: true, LoadRate: 200, Output: bench.Output{Quiet: true}})
 	if err != nil {
 		t.Fatalf("bench: %v", err)
 	}
 	out := markdown(r)
+	// The search load beside the ingest: no failures, and no retraining at
+	// 3000 vectors (Flat from the start).
+	if l := r.Load; l == nil || l.Errors != 0 || l.Outside.Searches == 0 || len(l.Retrainings) != 0 || l.Outside.P99 < l.Outside.P50 {
+		t.Errorf("load beside the ingest: %+v", l)
+	}
+	if !regexp.MustCompile(`\| outside retrainings \| \| [1-9][0-9]* \| [0-9.]+ ms \| [0-9.]+ ms \| [0-9.]+ ms \| \|\n`).MatchString(out) || !strings.Contains(out, "Search errors beside the ingest: 0;") {
+		t.Errorf("no load rows:\n%s", out)
+	}
 	for _, want := range []string{"| documents | 3000 (20 to 130 words", "| ingest | ", " documents/s (", "| close (writes the snapshots) | ",
 		"| disk after the close | ", " bytes/document (badger ", "| open from snapshot | ", "| dense index, from snapshot | Flat over 3000 vectors, ",
 		"| open with the dense index rebuilt from Badger | ", "| dense index, rebuilt | Flat over 3000 vectors, ",

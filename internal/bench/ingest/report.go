@@ -38,6 +38,8 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			bench.Size(m.RSS), perItem(m.RSS, r.Docs), bench.Size(m.Anon), perItem(m.Anon, r.Docs),
 			bench.Size(m.GoHeap), bench.Size(m.File), perItem(m.File, r.Docs))
 	}
+	r.writeLoad(w)
+
 	fmt.Fprintf(w, "\nPeak RSS is the kernel's (VmHWM, reset at each phase); anonymous and mapped-file memory are read every %s, so their peaks need not coincide; the Go heap is the heap in use (HeapInuse), which counts pages not touched yet and can exceed the anonymous memory.\n", SampleInterval)
 
 	var searched []Phase
@@ -90,7 +92,11 @@ func (r *Report) took(p Phase) string {
 	s := round(p.Took)
 	switch p.Name {
 	case PhaseIngest:
-		s += fmt.Sprintf(", %s documents/s (%d atomic batches)", group(int64(float64(r.Docs)/p.Took.Seconds())), r.Batches)
+		s += fmt.Sprintf(", %s documents/s (%d atomic batches", group(int64(float64(r.Docs)/p.Took.Seconds())), r.Batches)
+		if r.RetrainWait >= time.Millisecond {
+			s += fmt.Sprintf("; of which %s waiting at the end for the retraining it left running", round(r.RetrainWait))
+		}
+		s += ")"
 	case PhaseRebuild, PhaseOpenNoSnap:
 		s += fmt.Sprintf(", %s documents/s", group(int64(float64(r.Docs)/p.Took.Seconds())))
 	}
@@ -134,4 +140,28 @@ func group(n int64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// writeLoad writes the search load beside the ingest: its searches outside
+// any dense retraining, and during each.
+func (r *Report) writeLoad(w io.Writer) {
+	l := r.Load
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n| searches beside the ingest (%.0f/s: dense, dense 1%% filter, bm25 in turn) | from – to | searches | p50 | p99 | max | p99 ÷ p99 outside |\n|---|---|---|---|---|---|---|\n", l.Rate)
+	o := l.Outside
+	fmt.Fprintf(w, "| outside retrainings | | %d | %.1f ms | %.1f ms | %.1f ms | |\n", o.Searches, bench.Ms(o.P50), bench.Ms(o.P99), bench.Ms(o.Max))
+	for i, d := range l.Retrainings {
+		ratio := "–"
+		if o.P99 > 0 && d.Searches > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(d.P99)/float64(o.P99))
+		}
+		fmt.Fprintf(w, "| dense retraining %d | %s – %s | %d | %.1f ms | %.1f ms | %.1f ms | %s |\n", i+1, round(d.Start), round(d.End), d.Searches, bench.Ms(d.P50), bench.Ms(d.P99), bench.Ms(d.Max), ratio)
+	}
+	fmt.Fprintf(w, "\nSearch errors beside the ingest: %d", l.Errors)
+	if l.FirstError != "" {
+		fmt.Fprintf(w, " (first: %s)", l.FirstError)
+	}
+	fmt.Fprintf(w, "; not started (%d already waiting): %d. Latency counts from the time a search was due (open loop); a search belongs to each retraining it overlapped.\n", maxInFlight, l.Dropped)
 }
