@@ -273,6 +273,8 @@ func Open(ctx context.Context, st Store, opts *Options) (*Index, error) {
 			return nil, err
 		}
 	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err := x.retypeLocked(ctx); err != nil {
@@ -374,13 +376,16 @@ func (x *Index) Stats() Stats {
 // there). It is idempotent.
 func (x *Index) Close() error {
 	x.mu.Lock()
-	x.stopRetrainLocked()
+	if j := x.mu.job; j != nil {
+		j.cancel() // it clears x.mu.job itself, under both locks
+	}
 	x.mu.Unlock()
 	x.wg.Wait() // without the locks, which the job may be waiting for
 	x.wmu.Lock()
 	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.stopRetrainLocked()
 	x.closeLocked()
 	return nil
 }
@@ -622,14 +627,34 @@ func (x *Index) trainSample(ctx context.Context, n, nlist int) ([]float32, error
 func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	x.wmu.Lock()
 	defer x.wmu.Unlock()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.mu.closed {
-		return ErrClosed
+	snap, err := x.apply(ctx, changes)
+	if snap {
+		// The changes are applied whatever happens here: a snapshot only
+		// makes the next Open faster, so its failure (an in-memory store,
+		// a full disk) is reported in Stats and retried later.
+		_ = x.snapshotShared(ctx)
 	}
-	if x.mu.fx == nil {
-		if err := x.rebuildLocked(ctx); err != nil {
-			return err
+	return err
+}
+
+// apply is Apply holding wmu. Only writers change the index, and they hold
+// wmu, so the index's state can be read without mu: the blobs are read
+// and decoded, and the documents to remove found, while searches go on;
+// the write lock is held for FAISS's updates only. It reports whether an
+// automatic snapshot is due.
+func (x *Index) apply(ctx context.Context, changes []storage.Change) (snapshot bool, err error) {
+	x.mu.RLock()
+	closed, built := x.mu.closed, x.mu.fx != nil
+	x.mu.RUnlock()
+	if closed {
+		return false, ErrClosed
+	}
+	if !built {
+		x.mu.Lock()
+		err := x.rebuildLocked(ctx)
+		x.mu.Unlock()
+		if err != nil {
+			return false, err
 		}
 	}
 	last := x.mu.applied
@@ -642,7 +667,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		final[c.DocNum] = c.Op == storage.OpPut && c.Doc != nil
 	}
 	if len(final) == 0 {
-		return nil
+		return false, nil
 	}
 	nums := make([]uint64, 0, len(final))
 	for n := range final {
@@ -659,19 +684,20 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	// 7.8 KB per 1.5 KB vector when each read and append allocated.
 	r, err := x.st.NewBlobReader()
 	if err != nil {
-		return fmt.Errorf("dense %s: apply: %w", x.opts.Model, err)
+		return false, fmt.Errorf("dense %s: apply: %w", x.opts.Model, err)
 	}
 	defer r.Close()
 	var (
-		remove []int64
-		addIDs = make([]int64, 0, len(nums))
-		vecs   = make([]float32, 0, len(nums)*d)
-		b      []byte
-		bad    error // first invalid vector blob
+		remove  []int64
+		addIDs  = make([]int64, 0, len(nums))
+		vecs    = make([]float32, 0, len(nums)*d)
+		b       []byte
+		bad     error // first invalid vector blob
+		invalid int
 	)
 	for _, num := range nums {
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
 		if x.mu.ids.Contains(num) {
 			remove = append(remove, int64(num))
@@ -682,7 +708,7 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		var ok bool
 		b, _, ok, err = r.ReadBlobCRC(num, x.blob, b[:0])
 		if err != nil {
-			return fmt.Errorf("dense %s: apply: read vector of document %d: %w", x.opts.Model, num, err)
+			return false, fmt.Errorf("dense %s: apply: read vector of document %d: %w", x.opts.Model, num, err)
 		}
 		if !ok {
 			continue
@@ -693,20 +719,25 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 			if bad == nil {
 				bad = fmt.Errorf("dense %s: apply: document %d: %w", x.opts.Model, num, err)
 			}
-			x.mu.invalid++
+			invalid++
 			continue
 		}
 		addIDs = append(addIDs, int64(num))
 	}
+	r.Close()
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.mu.invalid += invalid
 	if len(remove) > 0 {
 		if err := x.removeLocked(remove); err != nil {
 			// HNSW cannot remove in FAISS 1.7.3: rebuild from storage,
 			// which already holds the state of these changes (the rebuild
 			// advances AppliedSeq only if it succeeds).
 			if rerr := x.rebuildLocked(ctx); rerr != nil {
-				return fmt.Errorf("dense %s: apply: remove: %w (rebuild: %w)", x.opts.Model, err, rerr)
+				return false, fmt.Errorf("dense %s: apply: remove: %w (rebuild: %w)", x.opts.Model, err, rerr)
 			}
-			return bad
+			return false, bad
 		}
 		for _, id := range remove {
 			x.mu.ids.Remove(uint64(id))
@@ -722,9 +753,9 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 		if err != nil {
 			// fx no longer matches ids: rebuild rather than serve it.
 			if rerr := x.rebuildLocked(ctx); rerr != nil {
-				return fmt.Errorf("dense %s: apply: %w (rebuild: %w)", x.opts.Model, err, rerr)
+				return false, fmt.Errorf("dense %s: apply: %w (rebuild: %w)", x.opts.Model, err, rerr)
 			}
-			return bad
+			return false, bad
 		}
 		for _, id := range addIDs {
 			x.mu.ids.Add(uint64(id))
@@ -737,25 +768,22 @@ func (x *Index) Apply(ctx context.Context, changes []storage.Change) error {
 	x.mu.sinceSnap += int(last - x.mu.applied)
 	x.mu.applied = last
 	if err := x.retypeLocked(ctx); err != nil {
-		return err
+		return false, err
 	}
 	if bad != nil {
 		// Everything else is applied: an invalid blob (written without
 		// CheckVector) leaves its document unindexed rather than stopping
 		// the index.
-		return bad
+		return false, bad
 	}
+	// Not while a retraining runs: two indexes and the serialised one
+	// would then be in memory at once. The first Apply after the swap
+	// saves the new index.
 	if x.opts.SnapshotEvery > 0 && x.mu.sinceSnap >= x.opts.SnapshotEvery && x.mu.job == nil {
-		// Not while a retraining runs: two indexes and the serialised one
-		// would then be in memory at once. The first Apply after the swap
-		// saves the new index.
-		// The changes are applied whatever happens here: a snapshot only
-		// makes the next Open faster, so its failure (an in-memory store,
-		// a full disk) is reported in Stats and retried later.
-		x.mu.sinceSnap = 0
-		x.mu.snapErr = x.snapshotLocked(ctx)
+		x.mu.sinceSnap = 0 // a failure retries after as many again
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // SavedSeq is the sequence of the index's last snapshot (0 without one):

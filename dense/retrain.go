@@ -130,6 +130,9 @@ func (x *Index) startRetrainLocked(desc string, nlist, n int) {
 		if err == nil {
 			return // swapped, and x.mu.job cleared, under the lock
 		}
+		// x.mu.job changes under both locks: apply reads it holding wmu.
+		x.wmu.Lock()
+		defer x.wmu.Unlock()
 		x.mu.Lock()
 		if x.mu.job == job {
 			x.mu.job = nil

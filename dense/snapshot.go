@@ -29,26 +29,43 @@ const snapshotVersion = 1
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Snapshot saves the index to storage so that the next Open loads it and
-// only catches up the changes after AppliedSeq. It holds the write lock
-// while the FAISS index is serialised, so searches wait for it.
+// only catches up the changes after AppliedSeq. Writers wait while the
+// FAISS index is serialised and written; searches go on.
 func (x *Index) Snapshot(ctx context.Context) error {
 	x.wmu.Lock()
 	defer x.wmu.Unlock()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.mu.closed {
-		return ErrClosed
-	}
-	return x.snapshotLocked(ctx)
+	return x.snapshotShared(ctx)
 }
 
-func (x *Index) snapshotLocked(ctx context.Context) error {
+// snapshotShared saves a snapshot holding wmu (no writer changes the
+// index) and, while it serialises and writes, only the read lock.
+func (x *Index) snapshotShared(ctx context.Context) error {
+	x.mu.RLock()
+	if x.mu.closed {
+		x.mu.RUnlock()
+		return ErrClosed
+	}
+	seq, err := x.writeSnapshotRLocked(ctx)
+	x.mu.RUnlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.mu.snapErr = err
+	if err == nil {
+		x.mu.snapSeq = seq
+		x.mu.sinceSnap = 0
+	}
+	return err
+}
+
+// writeSnapshotRLocked serialises the index and saves it, returning the
+// sequence it reflects.
+func (x *Index) writeSnapshotRLocked(ctx context.Context) (uint64, error) {
 	if x.mu.fx == nil {
-		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, errUnbuilt)
+		return 0, fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, errUnbuilt)
 	}
 	blob, err := x.mu.fx.Marshal()
 	if err != nil {
-		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
+		return 0, fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
 	}
 	var hdr bytes.Buffer
 	hdr.WriteString(snapshotMagic)
@@ -62,7 +79,7 @@ func (x *Index) snapshotLocked(ctx context.Context) error {
 	putU64(uint64(x.mu.builtN))
 	var ids bytes.Buffer
 	if _, err := x.mu.ids.WriteTo(&ids); err != nil {
-		return fmt.Errorf("dense %s: snapshot: docnums: %w", x.opts.Model, err)
+		return 0, fmt.Errorf("dense %s: snapshot: docnums: %w", x.opts.Model, err)
 	}
 	putU64(uint64(ids.Len()))
 	hdr.Write(ids.Bytes())
@@ -80,12 +97,9 @@ func (x *Index) snapshotLocked(ctx context.Context) error {
 		return binary.Write(w, binary.LittleEndian, crc.Sum32())
 	})
 	if err != nil {
-		return fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
+		return 0, fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
 	}
-	x.mu.snapSeq = seq
-	x.mu.sinceSnap = 0
-	x.mu.snapErr = nil
-	return nil
+	return seq, nil
 }
 
 // errStale marks a snapshot that cannot be used; Open then rebuilds.
