@@ -49,6 +49,13 @@ func (*Index) Locate(func(int64, uint64)) error     { return noCgo("locate") }
 // AddLocated returns an error wrapping ErrNoCgo.
 func (*Index) AddLocated([]int64, []float32, func(int64, uint64)) error { return noCgo("add") }
 
+// Assign, AddLocatedAssigned and TrainThreaded need cgo.
+func (*Index) Assign([]float32, int) ([]int64, error) { return nil, noCgo("assign") }
+func (*Index) AddLocatedAssigned([]int64, []float32, []int64, func(int64, uint64)) error {
+	return noCgo("add")
+}
+func (*Index) TrainThreaded([]float32, int) error { return noCgo("train") }
+
 // RemoveLocated returns an error wrapping ErrNoCgo.
 func (*Index) RemoveLocated([]int64, []uint64, func(int64, uint64)) error { return noCgo("remove") }
 

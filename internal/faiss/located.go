@@ -67,6 +67,113 @@ func (x *Index) AddLocated(ids []int64, vecs []float32, fn func(id int64, lo uin
 	return nil
 }
 
+// Assign returns the list of each vector of vecs (row after row) in an IVF
+// index, as adding them would choose it, computed by workers goroutines
+// on slices of vecs at once (FAISS's own assignment is one BLAS call on
+// one thread here: internal/blas). It only reads the index: an
+// assignment may run while the index is searched, and its result stays
+// valid until the index is trained again.
+func (x *Index) Assign(vecs []float32, workers int) ([]int64, error) {
+	if err := x.checkVectors(vecs); err != nil {
+		return nil, fmt.Errorf("faiss: assign: %w", err)
+	}
+	n := len(vecs) / x.d
+	out := make([]int64, n)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.mu.closed {
+		return nil, ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return nil, errors.New("faiss: assign: not a FAISS index this package can reach")
+	}
+	// Slices of at least 256 vectors: below that the product is too small
+	// to be worth a thread.
+	workers = max(1, min(workers, n/256))
+	per := (n + workers - 1) / workers
+	errs := make([]error, workers)
+	done := make(chan struct{}, workers)
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			lo, hi := w*per, min(n, (w+1)*per)
+			if lo >= hi {
+				return
+			}
+			if c := C.faiss_IndexIVF_assign(ci, C.idx_t(hi-lo), (*C.float)(&vecs[lo*x.d]), (*C.idx_t)(&out[lo])); c != 0 {
+				errs[w] = fmt.Errorf("faiss: assign %d vectors: %s", hi-lo, C.GoString(C.faiss_get_last_error()))
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	runtime.KeepAlive(vecs)
+	runtime.KeepAlive(out)
+	return out, errors.Join(errs...)
+}
+
+// AddLocatedAssigned is AddLocated with each vector's list given, as
+// Assign computed it.
+func (x *Index) AddLocatedAssigned(ids []int64, vecs []float32, assign []int64, fn func(id int64, lo uint64)) error {
+	if len(ids) == 0 && len(vecs) == 0 {
+		return nil
+	}
+	if err := x.checkAdd(ids, vecs); err != nil {
+		return err
+	}
+	if len(assign) != len(ids) {
+		return fmt.Errorf("faiss: add: %d lists for %d vectors", len(assign), len(ids))
+	}
+	outIDs := make([]int64, len(ids))
+	outLo := make([]uint64, len(ids))
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return errors.New("faiss: add: not a FAISS index this package can reach")
+	}
+	c := C.faiss_IndexIVF_add_located_assigned(ci, C.idx_t(len(ids)), (*C.float)(&vecs[0]), (*C.idx_t)(&ids[0]),
+		(*C.idx_t)(&assign[0]), (*C.idx_t)(&outIDs[0]), (*C.uint64_t)(&outLo[0]))
+	runtime.KeepAlive(vecs)
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(assign)
+	if c != 0 {
+		return fmt.Errorf("faiss: add %d vectors: %s", len(ids), C.GoString(C.faiss_get_last_error()))
+	}
+	for i, id := range outIDs {
+		fn(id, outLo[i])
+	}
+	return nil
+}
+
+// TrainThreaded is Train for an IVF index, with its coarse k-means's
+// assignments spread over threads.
+func (x *Index) TrainThreaded(vecs []float32, threads int) error {
+	if err := x.checkVectors(vecs); err != nil {
+		return fmt.Errorf("faiss: train: %w", err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.closed {
+		return ErrClosed
+	}
+	ci := cIndex(x.mu.idx)
+	if ci == nil {
+		return errors.New("faiss: train: not a FAISS index this package can reach")
+	}
+	c := C.faiss_IndexIVF_train_threaded(ci, C.idx_t(len(vecs)/x.d), (*C.float)(&vecs[0]), C.int(threads))
+	runtime.KeepAlive(vecs)
+	if c != 0 {
+		return fmt.Errorf("faiss: train on %d vectors: %s", len(vecs)/x.d, C.GoString(C.faiss_get_last_error()))
+	}
+	return nil
+}
+
 // RemoveLocated removes the vectors with ids at their locations los,
 // calling fn with the id and new location of each vector that moved. A
 // location that does not hold its id is an error (the caller's locations

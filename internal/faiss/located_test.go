@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,4 +176,105 @@ func TestDotU8(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAssignedAdd checks the pieces of a multi-core add and training:
+// Assign on several goroutines equals Assign on one; an index filled by
+// AddLocatedAssigned with those lists holds every vector where AddLocated
+// puts it in a copy of the same trained index; and an index trained with
+// TrainThreaded (its k-means's assignment on threaded shards) searches as
+// well as one trained by Train.
+func TestAssignedAdd(t *testing.T) {
+	ctx := context.Background()
+	c := newCollection(41)
+	for _, desc := range []string{"IVF16,Flat", "IVF32,SQ8"} {
+		x, err := New(testD, desc, InnerProduct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		if err := x.TrainThreaded(c.vecs, 2); err != nil {
+			t.Fatal(err)
+		}
+		buf, err := x.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := Unmarshal(buf, desc, InnerProduct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Close()
+		one, err := x.Assign(c.vecs, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		two, err := x.Assign(c.vecs, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(one) != len(c.ids) || !slices.Equal(one, two) {
+			t.Fatalf("%s: Assign on 1 and 2 goroutines differ", desc)
+		}
+		got, want := map[int64]uint64{}, map[int64]uint64{}
+		if err := x.AddLocatedAssigned(c.ids, c.vecs, two, func(id int64, lo uint64) { got[id] = lo }); err != nil {
+			t.Fatal(err)
+		}
+		if err := y.AddLocated(c.ids, c.vecs, func(id int64, lo uint64) { want[id] = lo }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(c.ids) || !maps.Equal(got, want) {
+			t.Fatalf("%s: %d locations from the assigned add, %d from add, and they differ", desc, len(got), len(want))
+		}
+		if err := x.AddLocatedAssigned(c.ids[:1], c.vecs[:testD], []int64{1 << 40}, func(int64, uint64) {}); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("%s: a list out of range: %v", desc, err)
+		}
+
+		// Recall of the threaded training against Train's.
+		z, err := New(testD, desc, InnerProduct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer z.Close()
+		if err := z.Train(c.vecs); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Add(c.ids, c.vecs); err != nil {
+			t.Fatal(err)
+		}
+		exact := newIndex(t, c, "Flat")
+		var rx, rz float64
+		for q := range testNQ {
+			want, err := exact.Search(ctx, c.query(q), 10, SearchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gx, err := x.Search(ctx, c.query(q), 10, SearchOptions{NProbe: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gz, err := z.Search(ctx, c.query(q), 10, SearchOptions{NProbe: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rx += overlap(gx[0].IDs, want[0].IDs)
+			rz += overlap(gz[0].IDs, want[0].IDs)
+		}
+		rx, rz = rx/testNQ, rz/testNQ
+		t.Logf("%s, 4 lists probed: recall@10 %.3f trained on threads, %.3f by Train", desc, rx, rz)
+		if rx < rz-0.05 {
+			t.Errorf("%s: recall@10 %.3f trained on threads, %.3f by Train", desc, rx, rz)
+		}
+	}
+}
+
+// overlap is the fraction of want found in got.
+func overlap(got, want []int64) float64 {
+	n := 0
+	for _, id := range want {
+		if slices.Contains(got, id) {
+			n++
+		}
+	}
+	return float64(n) / float64(max(1, len(want)))
 }

@@ -37,6 +37,7 @@
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/IndexScalarQuantizer.h>
+#include <faiss/IndexShards.h>
 #include <faiss/clone_index.h>
 #include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/FaissAssert.h>
@@ -576,6 +577,76 @@ int faiss_IndexIVF_add_located(
             }
         }
         FAISS_THROW_IF_NOT_MSG(j == n, "fewer vectors appeared than were added");
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_add_located_assigned(
+        FaissIndex* index, idx_t n, const float* x, const idx_t* ids, const idx_t* assign,
+        idx_t* out_ids, uint64_t* out_lo) {
+    try {
+        faiss::ArrayInvertedLists* lists;
+        auto ivf = ivf_of(index, &lists);
+        FAISS_THROW_IF_NOT_MSG(ivf->direct_map.type == faiss::DirectMap::NoMap, "the index has a direct map");
+        for (idx_t i = 0; i < n; i++) {
+            FAISS_THROW_IF_NOT_MSG(assign[i] >= 0 && size_t(assign[i]) < ivf->nlist, "a list out of range");
+        }
+        std::vector<size_t> before(ivf->nlist);
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            before[l] = lists->ids[l].size();
+        }
+        ivf->add_core(n, x, ids, assign);
+        idx_t j = 0;
+        for (size_t l = 0; l < ivf->nlist; l++) {
+            for (size_t o = before[l]; o < lists->ids[l].size(); o++) {
+                FAISS_THROW_IF_NOT_MSG(j < n, "more vectors appeared than were added");
+                out_ids[j] = lists->ids[l][o];
+                out_lo[j] = lo_of(l, o);
+                j++;
+            }
+        }
+        FAISS_THROW_IF_NOT_MSG(j == n, "fewer vectors appeared than were added");
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_assign(const FaissIndex* index, idx_t n, const float* x, idx_t* assign) {
+    try {
+        auto ivf = dynamic_cast<const faiss::IndexIVF*>(reinterpret_cast<const faiss::Index*>(index));
+        FAISS_THROW_IF_NOT_MSG(ivf, "not an IVF index");
+        FAISS_THROW_IF_NOT_MSG(ivf->is_trained, "the index is not trained");
+        ivf->quantizer->assign(n, x, assign);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_IndexIVF_train_threaded(FaissIndex* index, idx_t n, const float* x, int threads) {
+    try {
+        auto ivf = ivf_of(index, nullptr);
+        // A flat quantizer is always "trained"; it needs k-means while it
+        // holds fewer than nlist centroids (train_q1).
+        bool clusters = ivf->quantizer_trains_alone == 0 && size_t(ivf->quantizer->ntotal) != ivf->nlist;
+        if (threads <= 1 || !clusters) {
+            ivf->train(n, x);
+            return 0;
+        }
+        faiss::IndexShards shards(int(ivf->d), true, true);
+        shards.metric_type = ivf->metric_type;
+        std::vector<std::unique_ptr<faiss::Index>> flats;
+        for (int t = 0; t < threads; t++) {
+            if (ivf->metric_type == faiss::METRIC_INNER_PRODUCT) {
+                flats.emplace_back(new faiss::IndexFlatIP(ivf->d));
+            } else {
+                flats.emplace_back(new faiss::IndexFlatL2(ivf->d));
+            }
+            shards.add_shard(flats.back().get());
+        }
+        struct restore {
+            faiss::IndexIVF* ivf;
+            ~restore() { ivf->clustering_index = nullptr; }
+        } guard{ivf};
+        ivf->clustering_index = &shards;
+        ivf->train(n, x);
     }
     CATCH_AND_HANDLE
 }

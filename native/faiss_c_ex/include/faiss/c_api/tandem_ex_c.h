@@ -136,6 +136,22 @@ int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type);
 int faiss_IndexIVF_add_located(
         FaissIndex* index, idx_t n, const float* x, const idx_t* ids, idx_t* out_ids, uint64_t* out_lo);
 
+/* faiss_IndexIVF_add_located with each vector's list given: assign[i] is
+ * the list of vector i, as faiss_IndexIVF_assign computes it (add_core). */
+int faiss_IndexIVF_add_located_assigned(
+        FaissIndex* index, idx_t n, const float* x, const idx_t* ids, const idx_t* assign,
+        idx_t* out_ids, uint64_t* out_lo);
+
+/* Assigns n vectors to their nearest lists by the IVF's quantizer (its
+ * assign). It only reads the index: callers may assign slices of a batch
+ * from several threads at once, which is how Tandem uses every core. */
+int faiss_IndexIVF_assign(const FaissIndex* index, idx_t n, const float* x, idx_t* assign);
+
+/* Trains an IVF index as train does, with the k-means assignment of its
+ * coarse quantizer spread over threads (a threaded IndexShards of flat
+ * indexes of its metric as the clustering index). threads <= 1 is train. */
+int faiss_IndexIVF_train_threaded(FaissIndex* index, idx_t n, const float* x, int threads);
+
 /* Removes the vectors with ids at their locations lo (each checked: a
  * location holding another id is an error and nothing after it is
  * removed). The last vector of a list moves into a removed one's place:
