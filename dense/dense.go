@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -510,7 +511,7 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := fx.Train(sample); err != nil {
+		if err := train(fx, desc, sample); err != nil {
 			return fmt.Errorf("dense %s: rebuild: train %s: %w", x.opts.Model, desc, err)
 		}
 	}
@@ -530,13 +531,7 @@ func (x *Index) rebuildLocked(ctx context.Context) error {
 		if len(batchIDs) == 0 {
 			return nil
 		}
-		var err error
-		if loc != nil {
-			err = fx.AddLocated(batchIDs, batch, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
-		} else {
-			err = fx.Add(batchIDs, batch)
-		}
-		if err != nil {
+		if err := addVectors(fx, loc, batchIDs, batch, runtime.GOMAXPROCS(0)); err != nil {
 			return fmt.Errorf("dense %s: rebuild: %w", x.opts.Model, err)
 		}
 		batchIDs, batch = batchIDs[:0], batch[:0]
@@ -725,6 +720,15 @@ func (x *Index) apply(ctx context.Context, changes []storage.Change) (snapshot b
 		addIDs = append(addIDs, int64(num))
 	}
 	r.Close()
+	// The lists of the new vectors are chosen before the write lock:
+	// searches wait only for the lists' update. (The quantizer changes only
+	// at a retraining's swap or a rebuild, under wmu.)
+	var assign []int64
+	if x.mu.loc != nil && len(addIDs) > 0 {
+		if assign, err = x.mu.fx.Assign(vecs, 1); err != nil {
+			return false, fmt.Errorf("dense %s: apply: %w", x.opts.Model, err)
+		}
+	}
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -746,7 +750,7 @@ func (x *Index) apply(ctx context.Context, changes []storage.Change) (snapshot b
 	if len(addIDs) > 0 {
 		var err error
 		if loc := x.mu.loc; loc != nil {
-			err = x.mu.fx.AddLocated(addIDs, vecs, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
+			err = x.mu.fx.AddLocatedAssigned(addIDs, vecs, assign, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
 		} else {
 			err = x.mu.fx.Add(addIDs, vecs)
 		}
@@ -1121,4 +1125,27 @@ func (h *hitHeap) Pop() any {
 	v := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return v
+}
+
+// train trains fx, of description desc, on sample; an IVF index's k-means
+// assigns on every core.
+func train(fx *faiss.Index, desc string, sample []float32) error {
+	if plainIVF(desc) && fx.IsIVF() {
+		return fx.TrainThreaded(sample, runtime.GOMAXPROCS(0))
+	}
+	return fx.Train(sample)
+}
+
+// addVectors adds vecs with ids to fx; with loc (an IVF index's kept
+// locations), their lists are chosen first on workers goroutines, and
+// their locations recorded.
+func addVectors(fx *faiss.Index, loc *faiss.Locations, ids []int64, vecs []float32, workers int) error {
+	if loc == nil {
+		return fx.Add(ids, vecs)
+	}
+	assign, err := fx.Assign(vecs, workers)
+	if err != nil {
+		return err
+	}
+	return fx.AddLocatedAssigned(ids, vecs, assign, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -261,7 +262,7 @@ func (x *Index) buildGeneration(job *retrainJob) (*generation, error) {
 		if retrainHook != nil {
 			retrainHook(ctx, "train")
 		}
-		if err := fx.Train(sample); err != nil {
+		if err := train(fx, job.desc, sample); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
 		}
 	}
@@ -380,14 +381,7 @@ func (x *Index) fill(ctx context.Context, job *retrainJob, g *generation, nums *
 		if len(ids) == 0 {
 			return nil
 		}
-		var err error
-		if g.loc != nil {
-			loc := g.loc
-			err = g.fx.AddLocated(ids, vecs, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
-		} else {
-			err = g.fx.Add(ids, vecs)
-		}
-		if err != nil {
+		if err := addVectors(g.fx, g.loc, ids, vecs, runtime.GOMAXPROCS(0)); err != nil {
 			return fmt.Errorf("add: %w", err)
 		}
 		for _, id := range ids {
