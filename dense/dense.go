@@ -10,9 +10,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
-	"runtime"
 	"strings"
 	"sync"
 
