@@ -117,6 +117,12 @@ type bm25Query struct {
 	limit   int
 	docNums *docNumCache // maps tied documents to their numbers for the cut
 	stats   *Stats
+	// With limit > 0 and not exhaustive, the searcher skips the documents
+	// that cannot enter the top limit (prune.go), testing bfilter, the
+	// filter compiled to bitmaps, instead of running filter's searcher.
+	exhaustive bool
+	bfilter    *bitmapFilter
+	blocks     *blockCache
 }
 
 // postingsSnapshot is what the searcher needs of Bleve's index reader:
@@ -137,7 +143,8 @@ func postingLength(p segment.Posting) float64 {
 
 // bm25Term is one query term's postings in one field, in every segment.
 type bm25Term struct {
-	lists []segment.PostingsList // per segment; nil where absent
+	clause int                    // its clause in the query
+	lists  []segment.PostingsList // per segment; nil where absent
 	w     float64                // weight · idf · (k1+1)
 	c1    float64                // k1·b/avgdl of the field
 }
@@ -201,7 +208,7 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 	}
 	tp := newTermPostings(snap)
 	var terms []bm25Term
-	for _, c := range q.clauses {
+	for ci, c := range q.clauses {
 		fs := st[c.field]
 		if fs.Docs == 0 {
 			continue // no document has the field
@@ -224,7 +231,8 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 		n := float64(fs.Docs)
 		idf := math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
 		terms = append(terms, bm25Term{
-			lists: lists,
+			clause: ci,
+			lists:  lists,
 			w:     c.weight * idf * (q.k1 + 1),
 			c1:    q.k1 * q.b * n / float64(fs.Tokens),
 		})
@@ -234,6 +242,16 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 	}
 	s := &bm25Searcher{buf: buffers.Get().(*matchBuffers)}
 	s.docs, s.scores = s.buf.docs[:0], s.buf.scores[:0]
+	if q.pruned(terms) {
+		nums := newSnapshotDocNums(q.docNums, tp.segs)
+		defer nums.retain()
+		defer q.blocks.retain(tp.segs)
+		if err := s.scorePruned(ctx, tp.segs, terms, q.clauses, q.k1*(1-q.b), q.limit, q.bfilter, q.blocks, nums.docNum); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
 	if err := s.score(ctx, tp.segs, terms, q.k1*(1-q.b)); err != nil {
 		s.Close()
 		return nil, err
@@ -254,6 +272,22 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 		}
 	}
 	return s, nil
+}
+
+// pruned reports whether the searcher takes the top limit by block-max
+// MaxScore (prune.go): asked for a top K, not told to be exhaustive, with
+// the filter, if any, compiled to bitmaps, and every term's weight
+// positive (the bounds assume contributions that only add).
+func (q *bm25Query) pruned(terms []bm25Term) bool {
+	if q.limit <= 0 || q.exhaustive || q.blocks == nil || (q.filter != nil && q.bfilter == nil) {
+		return false
+	}
+	for _, t := range terms {
+		if !(t.w > 0) || q.k1 < 0 || q.b < 0 || q.b > 1 || t.c1 < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // scoreCheckEvery is how many postings score reads between two looks at

@@ -76,6 +76,20 @@
 // values. TestBM25MatchesReference pins its scores, to 1e-6, to an
 // independent Python implementation over the same analysed tokens.
 //
+// # Dynamic pruning
+//
+// Asked for the top K, the textbook scorer skips the documents that cannot
+// enter it (prune.go): block-max MaxScore, document at a time, with each
+// term's largest tf and smallest length per block of 128 postings,
+// computed once per segment and term (segments never change) and cached
+// while the segment lives. A filter is then tested per candidate against
+// its bitmap in the segment (as FilterBitmap computes it) instead of
+// running its searcher over every match. The hits and their scores are
+// bit for bit the exhaustive path's, which Query.Exhaustive keeps for
+// tests and benchmarks (TestPrunedMatchesExhaustive: random queries, k,
+// filters, field boosts, sharded statistics, deleted and replaced
+// documents). Figures are in docs/bm25.md.
+//
 // # Equal scores
 //
 // Search ranks equal scores by ascending document number, and when more
@@ -200,7 +214,7 @@
 // of it (Bleve's searchers never look, and its collector only between
 // matches, so a filter walking postings that match nothing would not
 // stop), and the BM25 scorer before each term's postings and every 65,536
-// postings (TestFilterHonoursContext). A prefix clause is the one whose
+// postings, or, pruned, every 1024 candidates (TestFilterHonoursContext). A prefix clause is the one whose
 // expansion has no bound (every term of the field may start with it):
 // Bleve builds a term searcher per matching term, uninterruptibly, so the
 // clause has a searcher of its own, which unites each segment's postings

@@ -81,6 +81,9 @@ type Index struct {
 	// docNums maps the segments' documents to document numbers for
 	// FilterBitmap, and for Search's choice among equal scores.
 	docNums docNumCache
+	// blocks keeps the textbook scorer's block bounds per segment and
+	// term (prune.go).
+	blocks blockCache
 }
 
 // Open opens the Bleve index in dir, creating it if absent. The index is
@@ -257,6 +260,7 @@ func (x *Index) Close() error {
 	}
 	x.mu.closed = true
 	x.docNums.retain(nil)
+	x.blocks.retain(nil)
 	ferr := x.flushLocked()
 	if err := x.idx.Close(); err != nil {
 		return err
@@ -460,6 +464,7 @@ func (x *Index) Rebuild(ctx context.Context, schema *tandem.Schema, src DocSourc
 	defer x.applyMu.Unlock()
 	s0 := src.LastSeq()
 	x.docNums.retain(nil)
+	x.blocks.retain(nil)
 	// Close waits for Bleve's persister, so no callback of the old
 	// index's batches runs after this.
 	if err := x.idx.Close(); err != nil {
@@ -734,6 +739,12 @@ type Query struct {
 	// BM25Bleve scoring, Search returns an error saying so. A search with
 	// no Text scores nothing and ignores it.
 	Stats *Stats
+	// Exhaustive scores every match of the text before taking the top K,
+	// where the default skips the documents that cannot enter it
+	// (block-max MaxScore, prune.go). Both give the same hits and scores;
+	// the exhaustive path is the reference tests and benchmarks compare
+	// with.
+	Exhaustive bool
 }
 
 // Hit is one ranked document.
@@ -769,6 +780,14 @@ func (x *Index) Search(ctx context.Context, schema *tandem.Schema, q Query) ([]H
 	if bq, ok := tq.(*bm25Query); ok {
 		// Textbook BM25 runs the filter itself, and yields only the top K.
 		bq.filter, bq.limit, bq.docNums = fq, q.K, &x.docNums
+		bq.exhaustive, bq.blocks = q.Exhaustive, &x.blocks
+		if q.Filter != nil && !q.Exhaustive {
+			// The pruned scorer tests each candidate against the
+			// filter's bitmap in its segment.
+			if bq.bfilter, err = compileBitmap(ctx, q.Filter, schema); err != nil {
+				return nil, err
+			}
+		}
 	} else {
 		if fq != nil {
 			// A boolean query with only Must and Filter runs Must's

@@ -242,14 +242,25 @@ func TestFilterHonoursContext(t *testing.T) {
 	}{
 		{"bitmap of terms", bitmap(terms), 0},
 		{"bitmap of ranges", bitmap(ranges), 0},
+		// The exhaustive scorer runs the filter's searcher over every
+		// match; the pruned one tests each candidate against the filter's
+		// bitmaps, computed like FilterBitmap's.
+		{"bm25, exhaustive", func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: terms, K: 10, Exhaustive: true})
+			return err
+		}, n / guardEvery},
+		{"bm25 of ranges, exhaustive", func(ctx context.Context) error {
+			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: ranges, K: 10, Exhaustive: true})
+			return err
+		}, n / guardEvery},
 		{"bm25", func(ctx context.Context) error {
 			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: terms, K: 10})
 			return err
-		}, n / guardEvery},
+		}, 0},
 		{"bm25 of ranges", func(ctx context.Context) error {
 			_, err := x.Search(ctx, schema, Query{Text: "common", Filter: ranges, K: 10})
 			return err
-		}, n / guardEvery},
+		}, 0},
 		// With no text, on the filter's bitmaps.
 		{"no text", func(ctx context.Context) error {
 			_, err := x.Search(ctx, schema, Query{Filter: terms, K: 10})

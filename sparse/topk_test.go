@@ -523,3 +523,40 @@ func benchSearches(b *testing.B, x *Index, schema *tandem.Schema, cases []benchC
 		})
 	}
 }
+
+// BenchmarkPruning measures the textbook scorer pruned (block-max
+// MaxScore, the default) against Query.Exhaustive over 500,000 documents
+// of Zipf-distributed words (benchIndex): two common terms, five terms of
+// mixed frequency, a rare and a common one, at K 10 and 100, and under a
+// filter keeping half the documents. Each query runs once before the
+// timing, which computes its terms' blocks. docs/bm25.md has the figures.
+func BenchmarkPruning(b *testing.B) {
+	schema := tieSchema(tandem.BM25Textbook)
+	half := checkedFilter(b, schema, []byte(`{"term":{"group":"g0"}}`))
+	x := benchIndex(b, schema, 500_000)
+	var cases []benchCase
+	for _, c := range []struct {
+		name string
+		q    Query
+	}{
+		{"common2-k10", Query{Text: "w3 w17", K: 10}},
+		{"common2-k100", Query{Text: "w3 w17", K: 100}},
+		{"mixed5-k10", Query{Text: "w1 w9 w60 w400 w1500", K: 10}},
+		{"rare-common-k10", Query{Text: "w1200 w2", K: 10}},
+		{"common2-filtered-k10", Query{Text: "w3 w17", K: 10, Filter: half}},
+	} {
+		for _, exhaustive := range []bool{false, true} {
+			q := c.q
+			q.Exhaustive = exhaustive
+			name := "pruned/" + c.name
+			if exhaustive {
+				name = "exhaustive/" + c.name
+			}
+			if _, err := x.Search(context.Background(), schema, q); err != nil {
+				b.Fatal(err)
+			}
+			cases = append(cases, benchCase{name: name, q: q})
+		}
+	}
+	benchSearches(b, x, schema, cases)
+}
