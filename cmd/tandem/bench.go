@@ -12,7 +12,7 @@ import (
 
 func benchCommands() map[string]command {
 	return map[string]command{
-		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), document encoding (encode), a running server under load (serve), or a 3-node cluster against one engine (cluster)", runBench},
+		"bench": {"benchmark ingest and search at scale (ingest), late interaction on synthetic token matrices (late), document encoding (encode), a running server under load (serve), a 3-node cluster against one engine (cluster), or write the realistic text bench ingest --text-from indexes as a BEIR collection for peers (text)", runBench},
 	}
 }
 
@@ -29,6 +29,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return runBenchServe(args[1:], stdout, stderr)
 		case "cluster":
 			return runBenchCluster(args[1:], stdout, stderr)
+		case "text":
+			return runBenchText(args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintln(stderr, "usage: tandem bench ingest --dir DIR [--docs N] [flags]")
@@ -36,6 +38,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stderr, "       tandem bench encode --corpus corpus.jsonl [--model NAME] [--docs N] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench serve --collection NAME --queries queries.jsonl [--corpus corpus.jsonl] [--url URL] [flags]")
 	fmt.Fprintln(stderr, "       tandem bench cluster --data BEIR_DIR [--docs N] [--batch 64] [--queries 300] [--late]")
+	fmt.Fprintln(stderr, "       tandem bench text --text-from BEIR_DIR --out DIR [--docs N]")
 	return errUsage
 }
 
@@ -53,6 +56,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset.IntVar(&c.Queries, "queries", 200, "queries per measured search configuration")
 	fset.IntVar(&c.RecallQueries, "recall-queries", 20, "queries (the first of --queries) whose dense top 10 is compared with the exact one; 0 for none")
 	fset.BoolVar(&c.Keep, "keep", false, "keep the collection afterwards")
+	fset.StringVar(&c.TextFrom, "text-from", "", "a BEIR collection directory (corpus.jsonl, queries.jsonl) whose term statistics the documents' text follows, and whose queries are searched, instead of Zipfian words; with --search-only, the one the collection was built with")
 	fset.Float64Var(&c.LoadRate, "load-rate", ingest.DefaultLoadRate, "searches a second run beside the ingest, whose latency is reported outside and during each dense retraining; 0 for none")
 	fset.BoolVar(&c.SearchOnly, "search-only", false, "open the collection in --dir, which --keep kept, and only search it (to compare two binaries on copies of one collection)")
 	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")

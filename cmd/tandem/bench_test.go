@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tandemsearch/tandem/internal/synth"
 )
 
 // TestBenchIngestCommand runs the command on a few documents, keeps the
@@ -46,5 +50,46 @@ func TestBenchIngestFlags(t *testing.T) {
 	}
 	if code, _, errs := tandemRun(t, "bench", "ingest", "--dir", dir, "--search-only"); code == 0 || !strings.Contains(errs, "holds no collection") {
 		t.Errorf("--search-only without a collection: code %d, stderr %q", code, errs)
+	}
+}
+
+// TestBenchText writes a realistic-text collection in BEIR layout from
+// SciFact's statistics, and benchmarks an ingest of the same text: the
+// documents bench text writes are the ones bench ingest --text-from
+// indexes, and its queries are SciFact's.
+func TestBenchText(t *testing.T) {
+	scifact := filepath.Join("..", "..", "..", "shared", "data", "scifact")
+	if _, err := os.Stat(filepath.Join(scifact, "corpus.jsonl")); err != nil {
+		t.Skipf("SciFact is not in ../shared/data (%v): skipping", err)
+	}
+	out := filepath.Join(t.TempDir(), "realtext")
+	code, stdout, errs := tandemRun(t, "bench", "text", "--text-from", scifact, "--docs", "300", "--out", out)
+	if code != 0 || !strings.Contains(stdout, "wrote 300 documents and 1109 queries") || !strings.Contains(errs, "scifact: 5183 documents") {
+		t.Fatalf("bench text: code %d, stdout %q, stderr %q", code, stdout, errs)
+	}
+	corpus, err := os.ReadFile(filepath.Join(out, "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(corpus)), "\n")
+	var first struct{ ID, Text string }
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || len(lines) != 300 {
+		t.Fatalf("%d lines, first %q: %v", len(lines), lines[0], err)
+	}
+	c := synth.Default()
+	c.TextFrom = scifact
+	g, err := synth.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := g.Doc(0).Fields["text"]; first.Text != want {
+		t.Errorf("document 0 of bench text differs from the one bench ingest indexes")
+	}
+	if code, _, errs := tandemRun(t, "bench", "text", "--text-from", scifact, "--out", out); code == 0 || !strings.Contains(errs, "exists") {
+		t.Errorf("an existing --out: code %d, stderr %q", code, errs)
+	}
+	code, stdout, errs = tandemRun(t, "bench", "ingest", "--dir", filepath.Join(t.TempDir(), "b"), "--docs", "300", "--queries", "3", "--recall-queries", "0", "--text-from", scifact, "--quiet")
+	if code != 0 || !strings.Contains(stdout, "| documents | 300 (text drawn from scifact: 5183 documents") {
+		t.Errorf("bench ingest --text-from: code %d, stdout %q, stderr %q", code, stdout, errs)
 	}
 }

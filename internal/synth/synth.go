@@ -44,6 +44,11 @@ type Corpus struct {
 	Dim, Clusters int
 	// Model names the model the vectors are supplied for (Doc.Vectors).
 	Model string
+	// TextFrom, when set, is a BEIR collection directory whose term
+	// statistics the text follows instead (TextModel): real document
+	// lengths, word frequencies and repeats, and its queries. Vocab,
+	// ZipfS, MinWords and MaxWords then do not apply.
+	TextFrom string
 }
 
 // Default is a corpus of short English-like passages (20 to 130 words,
@@ -63,6 +68,7 @@ func (c Corpus) ModelSpec() tandem.Model {
 // concurrent use.
 type Generator struct {
 	c       Corpus
+	real    *TextModel // Corpus.TextFrom's, or nil
 	words   []string // by frequency rank
 	stop    int      // words[:stop] are stop words
 	centres [][]float32
@@ -75,6 +81,12 @@ func New(c Corpus) (*Generator, error) {
 		return nil, fmt.Errorf("synth: invalid corpus %+v", c)
 	}
 	g := &Generator{c: c}
+	if c.TextFrom != "" {
+		var err error
+		if g.real, err = LoadTextModel(c.TextFrom); err != nil {
+			return nil, err
+		}
+	}
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(en.EnglishStopWords))
 	for sc.Scan() {
@@ -168,6 +180,26 @@ func (g *Generator) text(rng *rand.Rand, n int) string {
 	return b.String()
 }
 
+// docText is a document's text: n Zipfian words, or a document drawn
+// from the real collection's statistics.
+func (g *Generator) docText(rng *rand.Rand, n int) string {
+	if g.real != nil {
+		return g.real.text(rng)
+	}
+	return g.text(rng, n)
+}
+
+// TextModel is the real collection's statistics the text follows, nil
+// for Zipfian words.
+func (g *Generator) TextModel() *TextModel { return g.real }
+
+// DocText is document i's text, as Doc(i) has it, without the rest.
+func (g *Generator) DocText(i int) string {
+	rng := rand.New(rand.NewPCG(g.c.Seed, uint64(i)))
+	n := g.c.MinWords + rng.IntN(g.c.MaxWords-g.c.MinWords+1)
+	return g.docText(rng, n)
+}
+
 // ID is document i's id.
 func ID(i int) string { return fmt.Sprintf("d%08d", i) }
 
@@ -182,7 +214,7 @@ func (g *Generator) Doc(i int) tandem.Doc {
 	return tandem.Doc{
 		ID: ID(i),
 		Fields: map[string]any{
-			"text": g.text(rng, n),
+			"text": g.docText(rng, n),
 			"cat":  Category(rng.IntN(g.c.Categories)),
 			"year": float64(1990 + rng.IntN(35)),
 		},
@@ -191,11 +223,15 @@ func (g *Generator) Doc(i int) tandem.Doc {
 }
 
 // Query returns query i: 2 to 4 words drawn as document words are, stop
-// words left out (as a searcher's words are content words), and a vector
-// drawn as documents' vectors are, so that it has near neighbours.
+// words left out (as a searcher's words are content words), or the real
+// collection's query i (in turn), and a vector drawn as documents'
+// vectors are, so that it has near neighbours.
 func (g *Generator) Query(i int) (string, []float32) {
 	rng := rand.New(rand.NewPCG(g.c.Seed^0xc0ffee, uint64(i)))
 	z := rand.NewZipf(rng, g.c.ZipfS, 1, uint64(len(g.words)-1))
+	if g.real != nil {
+		return g.real.query(i), g.vector(rng)
+	}
 	n := 2 + rng.IntN(3)
 	var words []string
 	for len(words) < n {

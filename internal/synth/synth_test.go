@@ -2,6 +2,8 @@ package synth
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,4 +87,63 @@ func dot(a, b []float32) float64 {
 		s += float64(a[i]) * float64(b[i])
 	}
 	return s
+}
+
+// TestTextFrom draws documents from SciFact's statistics: deterministic,
+// real lengths, words of the collection, about as many repeats within a
+// document and as many distinct words per document as the real ones, and
+// the real queries in turn.
+func TestTextFrom(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "data", "scifact")
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
+		t.Skipf("SciFact is not in ../shared/data (%v): skipping", err)
+	}
+	c := Default()
+	c.TextFrom = dir
+	g, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.TextModel()
+	t.Log(m.Stats())
+	if !reflect.DeepEqual(g.Doc(11), g.Doc(11)) {
+		t.Fatal("documents are not a function of their number")
+	}
+	for _, i := range []int{0, 11, 12345} {
+		if g.DocText(i) != g.Doc(i).Fields["text"] {
+			t.Fatalf("DocText(%d) is not Doc(%d)'s text", i, i)
+		}
+	}
+	known := map[string]bool{}
+	for _, w := range m.words {
+		known[w] = true
+	}
+	lengths := map[int]bool{}
+	for _, n := range m.lengths {
+		lengths[n] = true
+	}
+	var words, distinct int
+	for i := range 2000 {
+		ws := strings.Fields(g.Doc(i).Fields["text"].(string))
+		if !lengths[len(ws)] {
+			t.Fatalf("doc %d has %d words, the length of no SciFact document", i, len(ws))
+		}
+		seen := map[string]bool{}
+		for _, w := range ws {
+			if !known[w] {
+				t.Fatalf("doc %d: %q is not a SciFact word", i, w)
+			}
+			seen[w] = true
+		}
+		words += len(ws)
+		distinct += len(seen)
+	}
+	if rep := 1 - float64(distinct)/float64(words); math.Abs(rep-m.real) > 0.02 {
+		t.Errorf("generated documents repeat %.3f of their words, SciFact's %.3f", rep, m.real)
+	}
+	q0, _ := g.Query(0)
+	qn, _ := g.Query(len(m.queries))
+	if q0 != m.queries[0] || qn != q0 {
+		t.Errorf("queries: %q, %q; want SciFact's first, twice", q0, qn)
+	}
 }

@@ -4,6 +4,10 @@
     make bench-peers            # sets up .native/peers, then runs this
     .native/peers/bin/python scripts/peers/bench_bm25.py [--rounds 3] [--collections scifact,cranfield]
 
+    # realistic text at scale, the very same documents and queries for both:
+    bin/tandem bench text --text-from ../shared/data/scifact --docs 5000000 --out DIR/realtext
+    .native/peers/bin/python scripts/peers/bench_bm25.py --data DIR --collections realtext --engines tantivy --k 10
+
 For each BEIR collection in ../shared/data (read in place): title and text as
 one field, English stemming and stop words, top 100 hits, ids only, one
 thread. Engines:
@@ -168,8 +172,16 @@ class Tandem:
     def round(self, queries):
         runs = os.path.join(self.dir, "runs")
         d = os.path.join(self.data, self.cname)
+        qrels = os.path.join(d, "qrels", "test.tsv")
+        if not os.path.exists(qrels):
+            # A collection without judgments: every query, judged against
+            # no document, so that tandem eval runs them all.
+            qrels = os.path.join(self.dir, "qrels.tsv")
+            with open(qrels, "w") as f:
+                for q in queries:
+                    f.write(f"{q}\t-\t1\n")
         out = subprocess.run([self.bin, "eval", "--dir", self.coll, "--queries", os.path.join(d, "queries.jsonl"),
-                              "--qrels", os.path.join(d, "qrels", "test.tsv"), "--mode", "bm25,bm25", "--json",
+                              "--qrels", qrels, "--mode", "bm25,bm25", "--json", "--k", str(K),
                               "--runs", runs], check=True, capture_output=True, text=True).stdout
         # Two rows of the same mode: the first warms the process up, the
         # second is timed.
@@ -178,17 +190,24 @@ class Tandem:
 
 
 def main():
+    global K
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tandem", default=os.path.join(ROOT, "bin", "tandem"))
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
     ap.add_argument("--collections", default="scifact,cranfield")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", "bm25.md"))
+    ap.add_argument("--engines", default="tantivy,bm25s,lucene", help="the peers to run beside Tandem")
+    ap.add_argument("--k", type=int, default=K, help="hits per query")
     args = ap.parse_args()
+    K = args.k
 
     tandem = Tandem(args.tandem)
     peers, missing = [], []
+    wanted = set(args.engines.split(","))
     for cls in (Tantivy, BM25S, Lucene):
+        if cls.__name__.lower() not in wanted:
+            continue
         try:
             peers.append(cls())
         except Exception as e:  # ImportError, or a JVM that will not start
@@ -224,9 +243,10 @@ def main():
         tp50 = statistics.median(p50s[tandem.name])
         for e in engines:
             ndcg, rec = score(runs[e.name], qrels)
+            quality = "– | –" if ndcg is None else f"{ndcg:.4f} | {rec:.4f}"
             p50, p95 = statistics.median(p50s[e.name]), statistics.median(p95s[e.name])
             ratio = "" if e is tandem else f"{tp50 / p50:.2f}"
-            lines.append(f"| {name} | {e.name} ({e.version}) | {ndcg:.4f} | {rec:.4f} | {p50:.2f} | {p95:.2f} | {built[e.name]:.1f} | {ratio} |")
+            lines.append(f"| {name} | {e.name} ({e.version}) | {quality} | {p50:.2f} | {p95:.2f} | {built[e.name]:.1f} | {ratio} |")
         for m, why in missing:
             lines.append(f"| {name} | {m} | missing: {why} | | | | | |")
         if os.path.isdir(tandem.dir):

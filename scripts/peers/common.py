@@ -18,7 +18,10 @@ def progress(msg):
 
 
 def load(data, name):
-    """Returns docs [(id, text)], queries {qid: text} of the test qrels, qrels."""
+    """Returns docs [(id, text)], queries {qid: text} of the test qrels, qrels.
+
+    A collection without qrels/test.tsv (one `tandem bench text` wrote, to
+    time engines on realistic text at scale) has every query and qrels None."""
     d = os.path.join(data, name)
     docs = []
     with open(os.path.join(d, "corpus.jsonl")) as f:
@@ -26,8 +29,16 @@ def load(data, name):
             o = json.loads(line)
             text = " ".join(s for s in (o.get("title", ""), o.get("text", "")) if s)
             docs.append((str(o["_id"]), text))
+    qpath = os.path.join(d, "qrels", "test.tsv")
+    if not os.path.exists(qpath):
+        queries = {}
+        with open(os.path.join(d, "queries.jsonl")) as f:
+            for line in f:
+                o = json.loads(line)
+                queries[str(o["_id"])] = o["text"]
+        return docs, queries, None
     qrels = {}
-    with open(os.path.join(d, "qrels", "test.tsv")) as f:
+    with open(qpath) as f:
         for i, line in enumerate(f):
             parts = line.rstrip("\n").split("\t")
             if i == 0 and not parts[-1].lstrip("-").isdigit():
@@ -43,7 +54,9 @@ def load(data, name):
 
 
 def score(run, qrels):
-    """Mean nDCG@10 and R@100 over every judged query."""
+    """Mean nDCG@10 and R@100 over every judged query (None without qrels)."""
+    if qrels is None:
+        return None, None
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_100"})
     res = ev.evaluate({q: {d: float(s) for d, s in r.items()} for q, r in run.items()})
     n = len(qrels)

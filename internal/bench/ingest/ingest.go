@@ -33,6 +33,11 @@ type Config struct {
 	Queries       int    // queries per measured search configuration
 	RecallQueries int    // the first queries whose dense top 10 is compared with the exact one
 	Keep          bool   // keep the collection afterwards
+	// TextFrom, when set, is a BEIR collection directory whose term
+	// statistics the documents' text and the queries follow
+	// (synth.TextModel) instead of Zipfian words; with SearchOnly, the
+	// one the collection was built with.
+	TextFrom string
 	// LoadRate is the rate, in searches a second, of a search load run
 	// beside the ingest (Report.Load); 0 runs none.
 	LoadRate float64
@@ -52,6 +57,7 @@ type Config struct {
 // Report is what a run measured.
 type Report struct {
 	Corpus     synth.Corpus // the generator's parameters
+	TextModel  string       // the real collection the text follows (Corpus.TextFrom), described
 	Docs       int          // documents ingested, or the collection's (SearchOnly)
 	Batches    int          // atomic batches they were committed in
 	SearchOnly bool         // the run only opened and searched (Config.SearchOnly)
@@ -145,11 +151,15 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		return nil, errors.New("bench ingest: Docs is required")
 	}
 	corpus := synth.Default()
+	corpus.TextFrom = c.TextFrom
 	gen, err := synth.New(corpus)
 	if err != nil {
 		return nil, err
 	}
 	r := &run{c: c, log: c.Logger(), gen: gen, rep: &Report{Corpus: corpus, SearchOnly: c.SearchOnly, Queries: c.Queries, RecallQueries: c.RecallQueries}}
+	if m := gen.TextModel(); m != nil {
+		r.rep.TextModel = m.Stats()
+	}
 	if c.SearchOnly {
 		if _, err := os.Stat(filepath.Join(c.Dir, "badger")); err != nil {
 			return nil, fmt.Errorf("bench ingest: search only: %s holds no collection (keep one with Keep): %w", c.Dir, err)

@@ -16,6 +16,9 @@ import (
 func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| measure | value |\n|---|---|\n")
 	what := fmt.Sprintf("%d to %d words, %d-d vectors supplied, %d categories", r.Corpus.MinWords, r.Corpus.MaxWords, r.Corpus.Dim, r.Corpus.Categories)
+	if r.TextModel != "" {
+		what = fmt.Sprintf("text drawn from %s, queries its own; %d-d vectors supplied, %d categories", r.TextModel, r.Corpus.Dim, r.Corpus.Categories)
+	}
 	if r.SearchOnly {
 		what = "an existing collection, searched only"
 	}
