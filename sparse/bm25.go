@@ -145,8 +145,8 @@ func postingLength(p segment.Posting) float64 {
 type bm25Term struct {
 	clause int                    // its clause in the query
 	lists  []segment.PostingsList // per segment; nil where absent
-	w     float64                // weight · idf · (k1+1)
-	c1    float64                // k1·b/avgdl of the field
+	w      float64                // weight · idf · (k1+1)
+	c1     float64                // k1·b/avgdl of the field
 }
 
 // termPostings reads query terms' postings from one snapshot, opening
@@ -233,8 +233,8 @@ func (q *bm25Query) Searcher(ctx context.Context, r index.IndexReader, m mapping
 		terms = append(terms, bm25Term{
 			clause: ci,
 			lists:  lists,
-			w:     c.weight * idf * (q.k1 + 1),
-			c1:    q.k1 * q.b * n / float64(fs.Tokens),
+			w:      c.weight * idf * (q.k1 + 1),
+			c1:     q.k1 * q.b * n / float64(fs.Tokens),
 		})
 	}
 	if len(terms) == 0 {

@@ -69,8 +69,8 @@ func (c Corpus) ModelSpec() tandem.Model {
 type Generator struct {
 	c       Corpus
 	real    *TextModel // Corpus.TextFrom's, or nil
-	words   []string // by frequency rank
-	stop    int      // words[:stop] are stop words
+	words   []string   // by frequency rank
+	stop    int        // words[:stop] are stop words
 	centres [][]float32
 	basis   [][]float32
 }
