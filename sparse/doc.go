@@ -82,7 +82,8 @@
 // enter it (prune.go): block-max MaxScore, document at a time, with each
 // term's largest tf and smallest length per block of 128 postings,
 // computed once per segment and term (segments never change) and cached
-// while the segment lives. A filter is then tested per candidate against
+// while the segment lives; a list of fewer than 4,096 postings is bounded
+// by its term's weight alone. A filter is then tested per candidate against
 // its bitmap in the segment (as FilterBitmap computes it) instead of
 // running its searcher over every match. The hits and their scores are
 // bit for bit the exhaustive path's, which Query.Exhaustive keeps for

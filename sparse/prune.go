@@ -49,6 +49,16 @@ import (
 // Tantivy's block size.
 const blockPostings = 128
 
+// blocksFrom is the shortest postings list given blocks: a shorter one
+// costs little to read whole, so it is bounded by its weight alone
+// (unbounded), with no scan to compute its blocks. A variable for the
+// tests, which set it to 0 to give every list blocks.
+var blocksFrom uint64 = 4096
+
+// unbounded is the one block of a list without blocks: any tf, any length,
+// which bounds a contribution by the term's weight.
+var unbounded = []block{{last: noDoc - 1, maxTF: math.MaxUint32, minDL: 0}}
+
 // boundSlack widens every bound, against the rounding of sums taken in
 // another order than the score's.
 const boundSlack = 1 + 1e-9
@@ -285,9 +295,12 @@ func (s *bm25Searcher) scorePruned(ctx context.Context, segs []*scorch.SegmentSn
 			if t.lists[i] == nil {
 				continue
 			}
-			bl, err := blocks.blocks(ss, clauses[t.clause].field, clauses[t.clause].term)
-			if err != nil {
-				return fmt.Errorf("sparse: BM25 blocks: %w", err)
+			bl := unbounded
+			if t.lists[i].Count() >= blocksFrom {
+				var err error
+				if bl, err = blocks.blocks(ss, clauses[t.clause].field, clauses[t.clause].term); err != nil {
+					return fmt.Errorf("sparse: BM25 blocks: %w", err)
+				}
 			}
 			c := &cursor{ti: ti, it: t.lists[i].Iterator(true, true, false, nil), w: t.w, c1: t.c1, blocks: bl}
 			for _, b := range bl {

@@ -62,7 +62,8 @@ func pruneLog(n int, seed uint64) *changeLog {
 // terms, k from 1 to 500, with and without filters, on the composite
 // field and on fields with boosts, with the collection's statistics and
 // with a sharded collection's, on an index whose segments keep deleted and
-// replaced documents and on a merged one: the same hits, in the same
+// replaced documents (every postings list given blocks) and on a merged
+// one (only lists of 4,096 postings or more): the same hits, in the same
 // order, with bit-identical scores.
 func TestPrunedMatchesExhaustive(t *testing.T) {
 	ctx := context.Background()
@@ -85,8 +86,11 @@ func TestPrunedMatchesExhaustive(t *testing.T) {
 		}
 		compiled[i] = e
 	}
+	defer func(b uint64) { blocksFrom = b }(blocksFrom)
 	for _, unmerged := range []bool{true, false} {
 		x := openApplied(t, schema, log, unmerged, func(storage.Change) bool { return true })
+		// Every list with blocks, and only long ones (few, here).
+		blocksFrom = map[bool]uint64{true: 0, false: 4096}[unmerged]
 		checked, pruned := 0, 0
 		for qi := range 300 {
 			n := 1 + rng.IntN(8)
