@@ -831,7 +831,7 @@ func (x *Index) Search(ctx context.Context, query []float32, k int, allow *roari
 			return nil, nil
 		}
 		if x.subsetCheaper(n, cand) {
-			return x.searchIDsLocked(ctx, query, k, allow)
+			return x.searchIDsLocked(ctx, query, k, allow, n, cand)
 		}
 		if x.opts.ExactFilterMax > 0 && cand <= uint64(x.opts.ExactFilterMax) {
 			return x.exactPathLocked(ctx, query, k, allow)
@@ -883,22 +883,31 @@ const (
 	widenProbedNS = 2
 )
 
-// subsetCheaper reports whether scoring the cand allowed documents of n
-// one by one (SearchLocated) costs less than probing the lists a widened IVF
-// search would visit.
+// widenedProbes is the number of lists an IVF search under a filter
+// keeping cand of the n documents probes: NProbe widened by n/cand, so
+// that it scores about as many allowed vectors as an unfiltered search
+// scores vectors.
+func (x *Index) widenedProbes(n, cand uint64) int {
+	return int(min(math.Ceil(float64(x.opts.NProbe)*float64(n)/float64(cand)), float64(x.mu.nlist)))
+}
+
+// subsetCheaper reports whether scoring the allowed documents of n in the
+// lists a widened IVF search would probe, one by one at their locations
+// (SearchLocated), costs less than probing those lists.
 func (x *Index) subsetCheaper(n, cand uint64) bool {
 	if x.mu.nlist == 0 || x.mu.loc == nil {
 		return false
 	}
-	lists := min(math.Ceil(float64(x.opts.NProbe)*float64(n)/float64(cand)), float64(x.mu.nlist))
-	probed := lists * float64(n) / float64(x.mu.nlist)
-	return float64(cand)*subsetCostNS < widenFixedNS+probed*widenProbedNS
+	share := float64(x.widenedProbes(n, cand)) / float64(x.mu.nlist)
+	probed := share * float64(n)
+	return float64(cand)*share*subsetCostNS < widenFixedNS+probed*widenProbedNS
 }
 
-// searchIDsLocked scores every allowed document's code through the IVF's
-// kept location: exact for raw vectors, and for quantised ones the best
-// Rescore are rescored exactly.
-func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap) ([]Hit, error) {
+// searchIDsLocked scores the code of every allowed document (cand of the
+// n indexed) in the lists a widened IVF search would probe, through the
+// IVF's kept locations: exact for raw vectors, and for quantised ones the
+// best Rescore are rescored exactly.
+func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, allow *roaring64.Bitmap, n, cand uint64) ([]Hit, error) {
 	// The locations hold exactly the indexed docnums, so the filter's
 	// alone are passed (SearchLocated skips those without a location),
 	// without a second intersection with every indexed docnum.
@@ -908,7 +917,9 @@ func (x *Index) searchIDsLocked(ctx context.Context, query []float32, k int, all
 	if rescore {
 		kk = k + x.opts.Rescore
 	}
-	res, err := x.mu.fx.SearchLocated(ctx, query, nums, x.mu.loc, kk)
+	// Only those in the lists a widened IVF search would probe: the same
+	// candidates, without reading the other lists' codes.
+	res, err := x.mu.fx.SearchLocated(ctx, query, nums, x.mu.loc, kk, x.widenedProbes(n, cand))
 	if err != nil {
 		return nil, fmt.Errorf("dense %s: search: %w", x.opts.Model, err)
 	}

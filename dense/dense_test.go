@@ -360,7 +360,7 @@ func TestLocationsFollowChanges(t *testing.T) {
 		}
 		q := s.next()
 		x.mu.RLock()
-		got, err := x.searchIDsLocked(ctx, q, 10, allow)
+		got, err := x.searchIDsLocked(ctx, q, 10, allow, x.mu.ids.GetCardinality(), allow.AndCardinality(x.mu.ids))
 		x.mu.RUnlock()
 		if err != nil {
 			t.Fatal(err)

@@ -70,7 +70,7 @@ func BenchmarkFilterPaths(b *testing.B) {
 			defer x.mu.RUnlock()
 			for i := 0; b.Loop(); i++ {
 				nums := allows[i%len(allows)].ToArray()
-				if _, err := x.mu.fx.SearchLocated(ctx, queries[i%len(queries)], nums, x.mu.loc, 30); err != nil {
+				if _, err := x.mu.fx.SearchLocated(ctx, queries[i%len(queries)], nums, x.mu.loc, 30, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

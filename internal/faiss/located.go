@@ -244,8 +244,11 @@ func (x *Index) Locate(fn func(id int64, lo uint64)) error {
 // another order), others exactly. Its cost is in len(ids), whatever the
 // index's size: a filter allowing few documents is searched exactly over
 // their codes instead of over every list, on OpenMP's threads when it
-// allows many.
-func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []uint64, locs *Locations, k int) (Result, error) {
+// allows many. With 0 < nprobe < the lists, only the ids in the nprobe
+// lists nearest the query are scored: the candidates of an IVF search
+// probing that many lists with ids allowed, without reading any other
+// code.
+func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []uint64, locs *Locations, k, nprobe int) (Result, error) {
 	if len(query) != x.d {
 		return Result{}, fmt.Errorf("faiss: search located: one query of %d values, got %d", x.d, len(query))
 	}
@@ -271,7 +274,7 @@ func (x *Index) SearchLocated(ctx context.Context, query []float32, ids []uint64
 	}
 	c := C.faiss_IndexIVF_search_located(ci, (*C.float)(&query[0]), C.idx_t(len(ids)), (*C.uint64_t)(&ids[0]),
 		(**C.uint64_t)(unsafe.Pointer(&locs.pages[0])), C.size_t(len(locs.pages)), C.int(locPageBits),
-		C.idx_t(k), (*C.float)(&dist[0]), (*C.idx_t)(&labels[0]))
+		C.idx_t(max(nprobe, 0)), C.idx_t(k), (*C.float)(&dist[0]), (*C.idx_t)(&labels[0]))
 	runtime.KeepAlive(query)
 	runtime.KeepAlive(ids)
 	runtime.KeepAlive(locs.pages)

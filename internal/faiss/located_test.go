@@ -17,7 +17,8 @@ import (
 // TestLocated keeps every vector's location from AddLocated and
 // RemoveLocated, as dense does, and checks that the locations equal
 // Locate's after every step; that SearchLocated over a set of ids scores
-// what an IVF search with every list probed and the same ids allowed does
+// what an IVF search with every list probed (or as many as it is told) and
+// the same ids allowed does
 // (exactly with the index's own scanner, to float rounding with the 8-bit
 // kernel), on one thread or several, skipping ids without a location;
 // that a stale location is refused; and that Locate works on an
@@ -77,12 +78,19 @@ func TestLocated(t *testing.T) {
 				for range 20 {
 					passed.Add(uint64(3*testN + rng.IntN(testN)))
 				}
-				for q := range 3 {
-					got, err := x.SearchLocated(ctx, c.query(q), passed.ToArray(), locs, testK)
+				for q := range 6 {
+					// Every list, or (queries 3 to 5) the nearest 1, 3 or
+					// 5: the candidates of an IVF search probing as many.
+					nprobe := []int{0, 0, 0, 1, 3, 5}[q]
+					got, err := x.SearchLocated(ctx, c.query(q), passed.ToArray(), locs, testK, nprobe)
 					if err != nil {
 						t.Fatal(err)
 					}
-					want, err := x.Search(ctx, c.query(q), testK, SearchOptions{Allow: allow, NProbe: 64})
+					probes := nprobe
+					if probes == 0 {
+						probes = 64 // every list
+					}
+					want, err := x.Search(ctx, c.query(q), testK, SearchOptions{Allow: allow, NProbe: probes})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -126,7 +134,7 @@ func TestLocated(t *testing.T) {
 		search("after removing")
 		stale := &Locations{}
 		stale.Set(uint64(rm[0]), rmLo[0]|0xffff) // far past its list's end
-		if _, err := x.SearchLocated(ctx, c.query(0), []uint64{uint64(rm[0])}, stale, testK); err == nil || !strings.Contains(err.Error(), "out of date") {
+		if _, err := x.SearchLocated(ctx, c.query(0), []uint64{uint64(rm[0])}, stale, testK, 0); err == nil || !strings.Contains(err.Error(), "out of date") {
 			t.Fatalf("%s: searching at a stale location: %v", desc, err)
 		}
 		stale.Close()

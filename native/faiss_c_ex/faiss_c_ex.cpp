@@ -849,6 +849,7 @@ void search_located(
         idx_t n,
         const uint64_t* ids,
         const locatedTable& table,
+        idx_t nprobe,
         idx_t k,
         float* distances,
         idx_t* labels) {
@@ -880,10 +881,13 @@ void search_located(
     // Centroid distances, which codes by residual add: with many lists
     // touched, all at once (each thread a share of a flat quantizer's
     // rows); otherwise each list's, before the scan.
-    bool coarseNeeded = sq8 ? sw.residual : true;
-    std::vector<float> cdis;
     auto flat = dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer);
-    bool allAtOnce = coarseNeeded && flat != nullptr && size_t(n) * 4 > ivf->nlist;
+    // Scoring only the ids in the nprobe nearest lists needs every list's
+    // centroid distance.
+    bool probe = nprobe > 0 && size_t(nprobe) < ivf->nlist && flat != nullptr;
+    bool coarseNeeded = probe || (sq8 ? sw.residual : true);
+    std::vector<float> cdis;
+    bool allAtOnce = coarseNeeded && flat != nullptr && (probe || size_t(n) * 4 > ivf->nlist);
     auto fillCdis = [&](size_t lb, size_t le) {
         if (ip) {
             faiss::fvec_inner_products_ny(cdis.data() + lb, x, flat->get_xb() + lb * ivf->d, ivf->d, le - lb);
@@ -906,6 +910,11 @@ void search_located(
         }
     }
     int nt = n >= locatedParallelMin ? std::max(1, omp_get_max_threads()) : 1;
+    // The distance of the nprobe-th nearest list: a list at least as near
+    // is probed (ties included).
+    float cut = 0;
+    // C::cmp(a, b) is true when b is better than a.
+    auto probed = [&](size_t l) { return !probe || !C::cmp(cdis[l], cut); };
     std::vector<float> td(size_t(nt) * k);
     std::vector<idx_t> tl(size_t(nt) * k);
     std::atomic<bool> failed{false};
@@ -917,6 +926,16 @@ void search_located(
         if (allAtOnce) {
             fillCdis(ivf->nlist * t / nt, ivf->nlist * (t + 1) / nt);
 #pragma omp barrier
+            if (probe) {
+#pragma omp single
+                {
+                    // The best first, to the nprobe-th.
+                    std::vector<float> order(cdis);
+                    std::nth_element(order.begin(), order.begin() + (nprobe - 1), order.end(),
+                                     [](float a, float b) { return C::cmp(b, a); });
+                    cut = order[nprobe - 1];
+                }
+            }
         }
         try {
             std::unique_ptr<faiss::InvertedListScanner> sc;
@@ -931,7 +950,7 @@ void search_located(
             const idx_t ahead = 16;
             auto prefetch = [&](idx_t i) {
                 size_t l;
-                if (const uint8_t* c = code(i, &l)) {
+                if (const uint8_t* c = code(i, &l); c != nullptr && probed(l)) {
                     for (size_t o = 0; o < cs; o += 64) {
                         __builtin_prefetch(c + o);
                     }
@@ -949,7 +968,7 @@ void search_located(
                 }
                 size_t l;
                 const uint8_t* c = code(i, &l);
-                if (c == nullptr) {
+                if (c == nullptr || !probed(l)) {
                     continue;
                 }
                 float dis;
@@ -1008,6 +1027,7 @@ int faiss_IndexIVF_search_located(
         const uint64_t* const* pages,
         size_t npages,
         int page_bits,
+        idx_t nprobe,
         idx_t k,
         float* distances,
         idx_t* labels) {
@@ -1018,9 +1038,9 @@ int faiss_IndexIVF_search_located(
         FAISS_THROW_IF_NOT_MSG(page_bits > 0 && page_bits < 48, "page_bits out of range");
         locatedTable table{pages, npages, page_bits};
         if (ivf->metric_type == faiss::METRIC_INNER_PRODUCT) {
-            search_located<faiss::CMin<float, idx_t>>(ivf, lists, x, n, ids, table, k, distances, labels);
+            search_located<faiss::CMin<float, idx_t>>(ivf, lists, x, n, ids, table, nprobe, k, distances, labels);
         } else {
-            search_located<faiss::CMax<float, idx_t>>(ivf, lists, x, n, ids, table, k, distances, labels);
+            search_located<faiss::CMax<float, idx_t>>(ivf, lists, x, n, ids, table, nprobe, k, distances, labels);
         }
     }
     CATCH_AND_HANDLE

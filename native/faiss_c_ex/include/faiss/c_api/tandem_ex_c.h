@@ -177,8 +177,11 @@ int faiss_IndexIVF_locate_all(const FaissIndex* index, idx_t* out_ids, uint64_t*
  * IVF search scores them (8-bit scalar codes by inner product to float
  * rounding, others by the index's own scanner), on OpenMP's threads when
  * n is large. The cost is in n, not in the size of the index, which makes
- * a selective filter cheap. distances and labels hold k values, best
- * first; unfilled slots have label -1. */
+ * a selective filter cheap. With 0 < nprobe < the index's lists (and a
+ * flat coarse quantizer), only the ids in the nprobe lists nearest x are
+ * scored: the candidates of an IVF search probing those lists under the
+ * ids as a filter, without reading the other ids' codes. distances and
+ * labels hold k values, best first; unfilled slots have label -1. */
 int faiss_IndexIVF_search_located(
         const FaissIndex* index,
         const float* x,
@@ -187,6 +190,7 @@ int faiss_IndexIVF_search_located(
         const uint64_t* const* pages,
         size_t npages,
         int page_bits,
+        idx_t nprobe,
         idx_t k,
         float* distances,
         idx_t* labels);
