@@ -80,13 +80,15 @@
 // engine.FilterBitmap). Let c be the number of allowed documents that
 // have vectors, among n:
 //
-//   - IVF: when scoring the c allowed codes one by one at their kept
+//   - IVF: when scoring the allowed codes one by one at their kept
 //     locations costs less than a widened search (a fixed part, and the
 //     vectors of the NProbe·n/c lists it probes), by the measured costs
-//     subsetCostNS, widenFixedNS and widenProbedNS, Search scores exactly
-//     the allowed documents (8-bit codes by weights on the codes, other
-//     codes by FAISS's own scanner, on OpenMP's threads above 4,096
-//     documents; then the rescoring). At 1M vectors this takes filters
+//     subsetCostNS, widenFixedNS and widenProbedNS, Search scores the
+//     allowed documents that lie in those NProbe·n/c nearest lists (8-bit
+//     codes by weights on the codes, other codes by FAISS's own scanner,
+//     on OpenMP's threads above 4,096 documents; then the rescoring): the
+//     widened search's candidates, without reading the codes of the
+//     documents the filter refuses. At 1M vectors this takes filters
 //     below about 6%.
 //   - otherwise, c ≤ ExactFilterMax (1,000): exact. For Flat and IVF-Flat
 //     this is FAISS itself with every list probed; for quantised or graph
@@ -107,8 +109,11 @@
 //
 // # Concurrency
 //
-// An Index is safe for concurrent use: searches share a read lock; Apply,
-// rebuilds and Snapshot hold the write lock. Index starts no goroutines.
+// An Index is safe for concurrent use: searches share a read lock. Apply,
+// Snapshot and a retraining's last pass hold the writers' mutex; Apply
+// takes the write lock for FAISS's updates only, Snapshot the read lock,
+// a retraining the write lock for its swap. The only goroutine an Index
+// starts is a retraining's (retrain.go), which Close cancels and waits for.
 //
 // # Usage
 //
