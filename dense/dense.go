@@ -936,24 +936,28 @@ func plainIVF(desc string) bool {
 	return strings.HasPrefix(strings.ToUpper(strings.TrimSpace(desc)), "IVF")
 }
 
-// removeLocked removes docnums from the FAISS index: by their locations
-// when the index keeps them (moving the lists' last vectors into the
-// holes), else by FAISS's scan of every list.
+// removeLocked removes docnums from the FAISS index (removeVectors).
 func (x *Index) removeLocked(nums []int64) error {
-	loc := x.mu.loc
+	return removeVectors(x.mu.fx, x.mu.loc, nums)
+}
+
+// removeVectors removes nums from fx: by their locations when loc keeps
+// them (moving the lists' last vectors into the holes, and their
+// locations with them), else by FAISS's scan of every list.
+func removeVectors(fx *faiss.Index, loc *faiss.Locations, nums []int64) error {
 	if loc == nil {
-		_, err := x.mu.fx.Remove(nums)
+		_, err := fx.Remove(nums)
 		return err
 	}
 	los := make([]uint64, len(nums))
 	for i, num := range nums {
 		lo, ok := loc.Get(uint64(num))
 		if !ok {
-			return fmt.Errorf("dense %s: document %d is indexed without a location", x.opts.Model, num)
+			return fmt.Errorf("document %d is indexed without a location", num)
 		}
 		los[i] = lo
 	}
-	err := x.mu.fx.RemoveLocated(nums, los, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
+	err := fx.RemoveLocated(nums, los, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
 	for _, num := range nums {
 		loc.Clear(uint64(num))
 	}

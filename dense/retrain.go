@@ -443,27 +443,8 @@ func (x *Index) catchUp(job *retrainJob, g *generation, dirty *roaring64.Bitmap)
 
 // removeFrom removes nums, which g holds, from g.
 func (x *Index) removeFrom(g *generation, nums []int64) error {
-	if g.loc == nil {
-		if _, err := g.fx.Remove(nums); err != nil {
-			return fmt.Errorf("remove: %w", err)
-		}
-	} else {
-		los := make([]uint64, len(nums))
-		for i, num := range nums {
-			lo, ok := g.loc.Get(uint64(num))
-			if !ok {
-				return fmt.Errorf("remove: document %d is indexed without a location", num)
-			}
-			los[i] = lo
-		}
-		loc := g.loc
-		err := g.fx.RemoveLocated(nums, los, func(id int64, lo uint64) { loc.Set(uint64(id), lo) })
-		for _, num := range nums {
-			loc.Clear(uint64(num))
-		}
-		if err != nil {
-			return fmt.Errorf("remove: %w", err)
-		}
+	if err := removeVectors(g.fx, g.loc, nums); err != nil {
+		return fmt.Errorf("remove: %w", err)
 	}
 	for _, num := range nums {
 		g.ids.Remove(uint64(num))

@@ -35,36 +35,16 @@ func (x *Index) IsIVF() bool {
 }
 
 // AddLocated is Add for an IVF index, calling fn with each added vector's
-// id and location.
+// id and location: Assign on one goroutine, then AddLocatedAssigned.
 func (x *Index) AddLocated(ids []int64, vecs []float32, fn func(id int64, lo uint64)) error {
 	if len(ids) == 0 && len(vecs) == 0 {
 		return nil
 	}
-	if err := x.checkAdd(ids, vecs); err != nil {
-		return err
+	assign, err := x.Assign(vecs, 1)
+	if err != nil {
+		return fmt.Errorf("faiss: add: %w", err)
 	}
-	outIDs := make([]int64, len(ids))
-	outLo := make([]uint64, len(ids))
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.mu.closed {
-		return ErrClosed
-	}
-	ci := cIndex(x.mu.idx)
-	if ci == nil {
-		return errors.New("faiss: add: not a FAISS index this package can reach")
-	}
-	c := C.faiss_IndexIVF_add_located(ci, C.idx_t(len(ids)), (*C.float)(&vecs[0]), (*C.idx_t)(&ids[0]),
-		(*C.idx_t)(&outIDs[0]), (*C.uint64_t)(&outLo[0]))
-	runtime.KeepAlive(vecs)
-	runtime.KeepAlive(ids)
-	if c != 0 {
-		return fmt.Errorf("faiss: add %d vectors: %s", len(ids), C.GoString(C.faiss_get_last_error()))
-	}
-	for i, id := range outIDs {
-		fn(id, outLo[i])
-	}
-	return nil
+	return x.AddLocatedAssigned(ids, vecs, assign, fn)
 }
 
 // Assign returns the list of each vector of vecs (row after row) in an IVF

@@ -188,8 +188,8 @@ func TestDotU8(t *testing.T) {
 
 // TestAssignedAdd checks the pieces of a multi-core add and training:
 // Assign on several goroutines equals Assign on one; an index filled by
-// AddLocatedAssigned with those lists holds every vector where AddLocated
-// puts it in a copy of the same trained index; and an index trained with
+// AddLocatedAssigned with those lists holds every vector where FAISS's own
+// add puts it in a copy of the same trained index; and an index trained with
 // TrainThreaded (its k-means's assignment on threaded shards) searches as
 // well as one trained by Train.
 func TestAssignedAdd(t *testing.T) {
@@ -228,7 +228,11 @@ func TestAssignedAdd(t *testing.T) {
 		if err := x.AddLocatedAssigned(c.ids, c.vecs, two, func(id int64, lo uint64) { got[id] = lo }); err != nil {
 			t.Fatal(err)
 		}
-		if err := y.AddLocated(c.ids, c.vecs, func(id int64, lo uint64) { want[id] = lo }); err != nil {
+		// FAISS's own add (add_with_ids), whose locations Locate reads.
+		if err := y.Add(c.ids, c.vecs); err != nil {
+			t.Fatal(err)
+		}
+		if err := y.Locate(func(id int64, lo uint64) { want[id] = lo }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != len(c.ids) || !maps.Equal(got, want) {
