@@ -555,32 +555,6 @@ uint64_t lo_of(size_t list, size_t offset) {
 
 } // namespace
 
-int faiss_IndexIVF_add_located(
-        FaissIndex* index, idx_t n, const float* x, const idx_t* ids, idx_t* out_ids, uint64_t* out_lo) {
-    try {
-        faiss::ArrayInvertedLists* lists;
-        auto ivf = ivf_of(index, &lists);
-        FAISS_THROW_IF_NOT_MSG(ivf->direct_map.type == faiss::DirectMap::NoMap, "the index has a direct map");
-        std::vector<size_t> before(ivf->nlist);
-        for (size_t l = 0; l < ivf->nlist; l++) {
-            before[l] = lists->ids[l].size();
-        }
-        ivf->add_with_ids(n, x, ids);
-        // New vectors are appended to their lists' ends.
-        idx_t j = 0;
-        for (size_t l = 0; l < ivf->nlist; l++) {
-            for (size_t o = before[l]; o < lists->ids[l].size(); o++) {
-                FAISS_THROW_IF_NOT_MSG(j < n, "more vectors appeared than were added");
-                out_ids[j] = lists->ids[l][o];
-                out_lo[j] = lo_of(l, o);
-                j++;
-            }
-        }
-        FAISS_THROW_IF_NOT_MSG(j == n, "fewer vectors appeared than were added");
-    }
-    CATCH_AND_HANDLE
-}
-
 int faiss_IndexIVF_add_located_assigned(
         FaissIndex* index, idx_t n, const float* x, const idx_t* ids, const idx_t* assign,
         idx_t* out_ids, uint64_t* out_lo) {

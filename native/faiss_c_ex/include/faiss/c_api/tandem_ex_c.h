@@ -131,13 +131,10 @@ int faiss_IndexIVF_set_direct_map(FaissIndexIVF* index, int direct_map_type);
  * list << 32 | offset, by id (Tandem's dense index keeps it in a paged
  * array by document number); the index itself keeps no direct map. */
 
-/* Adds n vectors with ids, as add_with_ids, and reports the location of
- * each: out_ids and out_lo receive n pairs (in no particular order). */
-int faiss_IndexIVF_add_located(
-        FaissIndex* index, idx_t n, const float* x, const idx_t* ids, idx_t* out_ids, uint64_t* out_lo);
-
-/* faiss_IndexIVF_add_located with each vector's list given: assign[i] is
- * the list of vector i, as faiss_IndexIVF_assign computes it (add_core). */
+/* Adds n vectors with ids, as add_core with each vector's list given
+ * (assign[i] is the list of vector i, as faiss_IndexIVF_assign computes
+ * it), and reports the location of each: out_ids and out_lo receive n
+ * pairs (in no particular order). */
 int faiss_IndexIVF_add_located_assigned(
         FaissIndex* index, idx_t n, const float* x, const idx_t* ids, const idx_t* assign,
         idx_t* out_ids, uint64_t* out_lo);
