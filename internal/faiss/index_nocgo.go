@@ -60,7 +60,7 @@ func (*Index) TrainThreaded([]float32, int) error { return noCgo("train") }
 func (*Index) RemoveLocated([]int64, []uint64, func(int64, uint64)) error { return noCgo("remove") }
 
 // SearchLocated returns an error wrapping ErrNoCgo.
-func (*Index) SearchLocated(context.Context, []float32, []uint64, *Locations, int) (Result, error) {
+func (*Index) SearchLocated(context.Context, []float32, []uint64, *Locations, int, int) (Result, error) {
 	return Result{}, noCgo("search located")
 }
 
