@@ -137,21 +137,19 @@ func (c collectionsCollector) Collect(ch chan<- prometheus.Metric) {
 		for part, n := range st.DiskBytes {
 			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n), col.name, part)
 		}
-		for _, d := range st.Dense {
+		retrain := func(retriever string, running bool, count int) {
 			retraining := 0.0
-			if d.Retraining {
+			if running {
 				retraining = 1
 			}
-			ch <- prometheus.MustNewConstMetric(retrainingDesc, prometheus.GaugeValue, retraining, col.name, "dense:"+d.Model)
-			ch <- prometheus.MustNewConstMetric(retrainsDesc, prometheus.CounterValue, float64(d.Retrains), col.name, "dense:"+d.Model)
+			ch <- prometheus.MustNewConstMetric(retrainingDesc, prometheus.GaugeValue, retraining, col.name, retriever)
+			ch <- prometheus.MustNewConstMetric(retrainsDesc, prometheus.CounterValue, float64(count), col.name, retriever)
+		}
+		for _, d := range st.Dense {
+			retrain("dense:"+d.Model, d.Retraining, d.Retrains)
 		}
 		for _, l := range st.Late {
-			retraining := 0.0
-			if l.Retraining {
-				retraining = 1
-			}
-			ch <- prometheus.MustNewConstMetric(retrainingDesc, prometheus.GaugeValue, retraining, col.name, "late:"+l.Model)
-			ch <- prometheus.MustNewConstMetric(retrainsDesc, prometheus.CounterValue, float64(l.Retrains), col.name, "late:"+l.Model)
+			retrain("late:"+l.Model, l.Retraining, l.Retrains)
 		}
 		for _, q := range st.QueryEncoding {
 			if models[q.Model] {
