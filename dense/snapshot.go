@@ -1,6 +1,7 @@
 package dense
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -58,12 +59,13 @@ func (x *Index) snapshotShared(ctx context.Context) error {
 }
 
 // writeSnapshotRLocked serialises the index and saves it, returning the
-// sequence it reflects.
+// sequence it reflects. The FAISS index streams to the file: its length,
+// which the header gives first, comes from a pass that only counts.
 func (x *Index) writeSnapshotRLocked(ctx context.Context) (uint64, error) {
 	if x.mu.fx == nil {
 		return 0, fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, errUnbuilt)
 	}
-	blob, err := x.mu.fx.Marshal()
+	size, err := x.mu.fx.WriteTo(io.Discard)
 	if err != nil {
 		return 0, fmt.Errorf("dense %s: snapshot: %w", x.opts.Model, err)
 	}
@@ -83,15 +85,22 @@ func (x *Index) writeSnapshotRLocked(ctx context.Context) (uint64, error) {
 	}
 	putU64(uint64(ids.Len()))
 	hdr.Write(ids.Bytes())
-	putU64(uint64(len(blob)))
+	putU64(uint64(size))
 	seq := x.mu.applied
 	err = x.st.SaveSnapshot(ctx, SnapshotName(x.opts.Model), seq, func(w io.Writer) error {
 		crc := crc32.New(crcTable)
-		mw := io.MultiWriter(w, crc)
-		if _, err := mw.Write(hdr.Bytes()); err != nil {
+		bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<20)
+		if _, err := bw.Write(hdr.Bytes()); err != nil {
 			return err
 		}
-		if _, err := mw.Write(blob); err != nil {
+		n, err := x.mu.fx.WriteTo(bw)
+		if err != nil {
+			return err
+		}
+		if n != size {
+			return fmt.Errorf("index serialised to %d bytes, then to %d", size, n)
+		}
+		if err := bw.Flush(); err != nil {
 			return err
 		}
 		return binary.Write(w, binary.LittleEndian, crc.Sum32())
@@ -108,12 +117,15 @@ var errStale = errors.New("dense: snapshot unusable")
 // loadSnapshot installs the stored snapshot if it is present and
 // consistent with the options and with storage. A snapshot is only an
 // optimisation: any mismatch, damage or read error means rebuild (false,
-// unmarshalIndex reads a snapshot's FAISS index. FAISS's reader trusts
-// its input (a forged header can make it read out of bounds), so it is
-// only given bytes whose CRC-32C matched: what this code wrote. The fuzz
-// test replaces it to keep forged bytes from FAISS.
-var unmarshalIndex = faiss.Unmarshal
+// readIndex reads a snapshot's FAISS index. FAISS's reader trusts its
+// input (a forged header can make it read out of bounds), so it is only
+// given bytes whose CRC-32C matched: what this code wrote. The fuzz test
+// replaces it to keep forged bytes from FAISS.
+var readIndex = faiss.Read
 
+// loadSnapshot installs the stored snapshot if it is present and
+// consistent with the options and with storage. A snapshot is only an
+// optimisation: any mismatch, damage or read error means rebuild (false,
 // nil); only a failure to read its record from Badger is an error.
 func (x *Index) loadSnapshot() (bool, error) {
 	rc, seq, err := x.st.OpenSnapshot(SnapshotName(x.opts.Model))
@@ -123,34 +135,29 @@ func (x *Index) loadSnapshot() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dense %s: open snapshot: %w", x.opts.Model, err)
 	}
+	defer rc.Close()
 	if seq < x.st.LogStats().Floor {
 		// The changes after it are gone from the log (a snapshot put back
 		// from elsewhere): the stored vectors hold the state they led to.
-		rc.Close()
 		return false, nil
-	}
-	var buf []byte
-	if f, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
-		// Read a file in one allocation: snapshots are index-sized.
-		// bytes.Buffer grows (doubling, and copying) whenever less than
-		// MinRead is free before a read, so the room must include it:
-		// with one spare byte, a 1.9 GB snapshot (5M vectors) was read
-		// into 5.7 GB of Go heap.
-		if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-			buf = make([]byte, 0, fi.Size()+bytes.MinRead)
-		}
-	}
-	b := bytes.NewBuffer(buf)
-	_, err = b.ReadFrom(rc)
-	buf = b.Bytes()
-	rc.Close()
-	if err != nil {
-		return false, nil // unreadable after storage checked it: rebuild
 	}
 	if seq > x.st.LastSeq() {
 		return false, nil // storage is older than the snapshot
 	}
-	s, err := x.decodeSnapshot(buf)
+	// The file is read twice, to check its CRC and then to decode it, and
+	// never held whole: at ten million vectors it is 3.9 GB.
+	f, ok := rc.(interface {
+		io.ReadSeeker
+		Stat() (fs.FileInfo, error)
+	})
+	if !ok {
+		return false, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false, nil
+	}
+	s, err := x.decodeSnapshot(f, fi.Size())
 	if err != nil {
 		return false, nil
 	}
@@ -178,30 +185,55 @@ type snapshot struct {
 	fx            *faiss.Index
 }
 
-func (x *Index) decodeSnapshot(buf []byte) (snapshot, error) {
+// decodeSnapshot decodes the size bytes of a snapshot file from r: it
+// checks their CRC-32C in one pass, then rewinds and decodes them.
+func (x *Index) decodeSnapshot(r io.ReadSeeker, size int64) (snapshot, error) {
 	var s snapshot
-	if len(buf) < len(snapshotMagic)+4 || string(buf[:len(snapshotMagic)]) != snapshotMagic {
-		return s, fmt.Errorf("%w: bad magic", errStale)
+	if size < int64(len(snapshotMagic))+4 {
+		return s, fmt.Errorf("%w: %d bytes", errStale, size)
 	}
-	body := buf[:len(buf)-4]
-	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(buf[len(buf)-4:]) {
+	crc := crc32.New(crcTable)
+	br := bufio.NewReaderSize(r, 1<<20)
+	if _, err := io.CopyN(crc, br, size-4); err != nil {
+		return s, fmt.Errorf("%w: %v", errStale, err)
+	}
+	var sum [4]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
+		return s, fmt.Errorf("%w: %v", errStale, err)
+	}
+	if crc.Sum32() != binary.LittleEndian.Uint32(sum[:]) {
 		return s, fmt.Errorf("%w: checksum mismatch", errStale)
 	}
-	r := bytes.NewReader(body[len(snapshotMagic):])
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return s, fmt.Errorf("%w: %v", errStale, err)
+	}
+	// left is what remains of the body (the file without its CRC), which
+	// no field may claim more of.
+	left := size - 4
+	br.Reset(io.LimitReader(r, left))
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+		return s, fmt.Errorf("%w: bad magic", errStale)
+	}
+	left -= int64(len(magic))
 	u64 := func() uint64 {
 		var v uint64
-		if binary.Read(r, binary.LittleEndian, &v) != nil {
+		if binary.Read(br, binary.LittleEndian, &v) != nil {
 			return 1<<64 - 1
 		}
+		left -= 8
 		return v
 	}
 	str := func() string {
 		n := u64()
-		if n > uint64(r.Len()) {
+		if n > uint64(max(left, 0)) {
 			return "\x00"
 		}
 		b := make([]byte, n)
-		_, _ = io.ReadFull(r, b)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return "\x00"
+		}
+		left -= int64(n)
 		return string(b)
 	}
 	if v := u64(); v != snapshotVersion {
@@ -218,27 +250,42 @@ func (x *Index) decodeSnapshot(buf []byte) (snapshot, error) {
 	if x.opts.Description == "" && x.opts.NList != 0 && s.nlist != 0 && s.nlist != x.opts.NList {
 		return s, fmt.Errorf("%w: %d IVF lists, want %d", errStale, s.nlist, x.opts.NList)
 	}
-	if n := u64(); n <= uint64(r.Len()) {
+	if n := u64(); n <= uint64(max(left, 0)) {
 		// roaring64 allocates by the bucket count it reads first; each
 		// bucket takes at least 8 bytes (a key and a 32-bit bitmap's
 		// cookie), so a larger count is damage, not an allocation.
-		if rest := body[len(body)-r.Len():]; n >= 8 && binary.LittleEndian.Uint64(rest) > (n-8)/8 {
-			return s, fmt.Errorf("%w: docnums: %d buckets in %d bytes", errStale, binary.LittleEndian.Uint64(rest), n)
+		if n >= 8 {
+			head, err := br.Peek(8)
+			if err != nil {
+				return s, fmt.Errorf("%w: docnums: %v", errStale, err)
+			}
+			if b := binary.LittleEndian.Uint64(head); b > (n-8)/8 {
+				return s, fmt.Errorf("%w: docnums: %d buckets in %d bytes", errStale, b, n)
+			}
 		}
 		s.ids = roaring64.New()
-		if _, err := s.ids.ReadFrom(io.LimitReader(r, int64(n))); err != nil {
+		lr := &io.LimitedReader{R: br, N: int64(n)}
+		if _, err := s.ids.ReadFrom(lr); err != nil {
 			return s, fmt.Errorf("%w: docnums: %v", errStale, err)
 		}
+		if lr.N != 0 {
+			return s, fmt.Errorf("%w: docnums: %d of %d bytes unread", errStale, lr.N, n)
+		}
+		left -= int64(n)
 	} else {
 		return s, fmt.Errorf("%w: truncated", errStale)
 	}
 	n := u64()
-	if n != uint64(r.Len()) {
+	if n != uint64(max(left, 0)) {
 		return s, fmt.Errorf("%w: truncated index", errStale)
 	}
-	fx, err := unmarshalIndex(body[len(body)-int(n):], s.desc, faiss.InnerProduct)
+	fx, read, err := readIndex(br, s.desc, faiss.InnerProduct)
 	if err != nil {
 		return s, fmt.Errorf("%w: %v", errStale, err)
+	}
+	if read != int64(n) {
+		fx.Close()
+		return s, fmt.Errorf("%w: the index is %d bytes, its header says %d", errStale, read, n)
 	}
 	if fx.D() != x.opts.Dim || uint64(fx.Len()) != s.ids.GetCardinality() {
 		fx.Close()

@@ -48,21 +48,25 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	// With a recomputed CRC, damage reaches FAISS's reader, which trusts
 	// its input and can crash on a forged header: only the index bytes
 	// this code wrote (any suffix of the seed's) are handed to it.
-	real := unmarshalIndex
-	unmarshalIndex = func(b []byte, desc string, m faiss.Metric) (*faiss.Index, error) {
-		if !bytes.HasSuffix(seed[:len(seed)-4], b) {
-			return nil, errors.New("index bytes not written by this code")
+	real := readIndex
+	readIndex = func(r io.Reader, desc string, m faiss.Metric) (*faiss.Index, int64, error) {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, 0, err
 		}
-		return real(b, desc, m)
+		if !bytes.HasSuffix(seed[:len(seed)-4], b) {
+			return nil, 0, errors.New("index bytes not written by this code")
+		}
+		return real(bytes.NewReader(b), desc, m)
 	}
-	f.Cleanup(func() { unmarshalIndex = real })
+	f.Cleanup(func() { readIndex = real })
 	f.Fuzz(func(t *testing.T, data []byte, fixCRC bool) {
 		if fixCRC && len(data) >= len(snapshotMagic)+4 {
 			data = slices.Clone(data)
 			body := data[:len(data)-4]
 			binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(body, crcTable))
 		}
-		s, err := dec.decodeSnapshot(data)
+		s, err := dec.decodeSnapshot(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			if !errors.Is(err, errStale) {
 				t.Fatalf("error %v does not mark the snapshot unusable", err)

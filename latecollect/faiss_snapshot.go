@@ -26,7 +26,9 @@ const snapshotMagic = "TLCS"
 // save writes the FAISS index and its document list (format
 // snapshotVersion).
 func (f *faissFamily) save(ctx context.Context, seq uint64) error {
-	buf, err := f.fx.Marshal()
+	// The index streams to the file: its length, which comes first, is
+	// from a pass that only counts.
+	size, err := f.fx.WriteTo(io.Discard)
 	if err != nil {
 		return err
 	}
@@ -58,21 +60,25 @@ func (f *faissFamily) save(ctx context.Context, seq uint64) error {
 				return err
 			}
 		}
-		if _, err := bw.Write(le.AppendUint64(nil, uint64(len(buf)))); err != nil {
+		if _, err := bw.Write(le.AppendUint64(nil, uint64(size))); err != nil {
 			return err
 		}
-		if _, err := bw.Write(buf); err != nil {
+		n, err := f.fx.WriteTo(bw)
+		if err != nil {
 			return err
+		}
+		if n != size {
+			return fmt.Errorf("index serialised to %d bytes, then to %d", size, n)
 		}
 		return bw.Flush()
 	})
 }
 
-// unmarshalIndex reads a snapshot's FAISS index. FAISS's reader trusts
+// readIndex reads a snapshot's FAISS index. FAISS's reader trusts
 // its input (a forged header makes it read out of bounds), so it is only
 // given bytes whose length and CRC-32C storage checked: what this code
 // wrote. The fuzz test replaces it to keep forged bytes from FAISS.
-var unmarshalIndex = faiss.Unmarshal
+var readIndex = faiss.Read
 
 // load loads the saved FAISS index (see family).
 func (f *faissFamily) load() (bool, uint64, error) {
@@ -138,18 +144,14 @@ func (f *faissFamily) load() (bool, uint64, error) {
 	if size == 0 || size > 1<<40 {
 		return false, 0, corrupt("index size", fmt.Errorf("%d bytes", size))
 	}
-	// Read, not allocated up front: a damaged size must not take memory
-	// the file does not hold.
-	buf, err := io.ReadAll(io.LimitReader(r, int64(size)))
-	if err == nil && uint64(len(buf)) != size {
-		err = io.ErrUnexpectedEOF
-	}
+	// Streamed, not read whole: the index is never held twice.
+	fx, n, err := readIndex(io.LimitReader(r, int64(size)), descs[1], faiss.InnerProduct)
 	if err != nil {
 		return false, 0, corrupt("index", err)
 	}
-	fx, err := unmarshalIndex(buf, descs[1], faiss.InnerProduct)
-	if err != nil {
-		return false, 0, corrupt("index", err)
+	if n != int64(size) {
+		fx.Close()
+		return false, 0, corrupt("index", fmt.Errorf("%d bytes, the header says %d", n, size))
 	}
 	var total int64
 	for _, n := range keys {

@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -48,18 +49,22 @@ func FuzzLoadSnapshot(f *testing.F) {
 	// its input and can crash on a forged header (SIGSEGV, found in CI):
 	// only the FAISS bytes of the snapshots this code wrote, recorded as
 	// they load below, are handed to it.
-	real := unmarshalIndex
+	real := readIndex
 	faissWritten := map[string]bool{}
 	recording := true
-	unmarshalIndex = func(b []byte, desc string, m faiss.Metric) (*faiss.Index, error) {
+	readIndex = func(r io.Reader, desc string, m faiss.Metric) (*faiss.Index, int64, error) {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, 0, err
+		}
 		if recording {
 			faissWritten[string(b)] = true
 		} else if !faissWritten[string(b)] {
-			return nil, errors.New("index bytes not written by this code")
+			return nil, 0, errors.New("index bytes not written by this code")
 		}
-		return real(b, desc, m)
+		return real(bytes.NewReader(b), desc, m)
 	}
-	f.Cleanup(func() { unmarshalIndex = real })
+	f.Cleanup(func() { readIndex = real })
 	for kind := range uint8(2) {
 		x, err := Open(ctx, st, optsOf(kind))
 		if err != nil {

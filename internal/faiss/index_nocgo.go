@@ -5,6 +5,7 @@ package faiss
 import (
 	"context"
 	"fmt"
+	"io"
 )
 
 // Without cgo there is no FAISS: every constructor fails with ErrNoCgo
@@ -25,6 +26,11 @@ func Unmarshal(data []byte, description string, m Metric) (*Index, error) {
 	return nil, fmt.Errorf("faiss: read index %q (%d bytes): %w", description, len(data), ErrNoCgo)
 }
 
+// Read returns an error wrapping ErrNoCgo.
+func Read(_ io.Reader, description string, _ Metric) (*Index, int64, error) {
+	return nil, 0, fmt.Errorf("faiss: read index %q: %w", description, ErrNoCgo)
+}
+
 // SetThreads does nothing without cgo.
 func SetThreads(int) {}
 
@@ -41,6 +47,7 @@ func (*Index) Add([]int64, []float32) error         { return noCgo("add") }
 func (*Index) Remove([]int64) (int, error)          { return 0, noCgo("remove") }
 func (*Index) Reconstruct(int64) ([]float32, error) { return nil, noCgo("reconstruct") }
 func (*Index) Marshal() ([]byte, error)             { return nil, noCgo("write index") }
+func (*Index) WriteTo(io.Writer) (int64, error)     { return 0, noCgo("write index") }
 func (*Index) SetEfSearch(int) error                { return noCgo("set efSearch") }
 func (*Index) Close() error                         { return nil }
 func (*Index) IsIVF() bool                          { return false }

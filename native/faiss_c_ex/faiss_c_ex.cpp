@@ -1342,6 +1342,56 @@ int faiss_read_index_buf(const unsigned char* buf, size_t size, int io_flags, Fa
     CATCH_AND_HANDLE
 }
 
+namespace {
+
+// StreamWriter and StreamReader hand FAISS's serialisation to the caller's
+// function piece by piece (a list's codes at a time, for an IVF index).
+struct StreamWriter : faiss::IOWriter {
+    tandem_io_fn fn;
+    uintptr_t handle;
+    StreamWriter(tandem_io_fn f, uintptr_t h) : fn(f), handle(h) {}
+    size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+        if (size == 0 || nitems == 0) {
+            return nitems;
+        }
+        return fn(handle, const_cast<void*>(ptr), size * nitems) / size;
+    }
+};
+
+struct StreamReader : faiss::IOReader {
+    tandem_io_fn fn;
+    uintptr_t handle;
+    StreamReader(tandem_io_fn f, uintptr_t h) : fn(f), handle(h) {}
+    size_t operator()(void* ptr, size_t size, size_t nitems) override {
+        if (size == 0 || nitems == 0) {
+            return nitems;
+        }
+        FAISS_THROW_IF_NOT_MSG(nitems <= SIZE_MAX / size, "read size overflows");
+        return fn(handle, ptr, size * nitems) / size;
+    }
+};
+
+} // namespace
+
+int faiss_write_index_stream(const FaissIndex* index, tandem_io_fn fn, uintptr_t handle) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(fn != nullptr, "no writer");
+        StreamWriter writer(fn, handle);
+        faiss::write_index(reinterpret_cast<const faiss::Index*>(index), &writer);
+    }
+    CATCH_AND_HANDLE
+}
+
+int faiss_read_index_stream(tandem_io_fn fn, uintptr_t handle, int io_flags, FaissIndex** p_out) {
+    try {
+        FAISS_THROW_IF_NOT_MSG(fn != nullptr, "no reader");
+        check_buffer_flags(io_flags);
+        StreamReader reader(fn, handle);
+        *p_out = reinterpret_cast<FaissIndex*>(faiss::read_index(&reader, faiss_io_flags(io_flags)));
+    }
+    CATCH_AND_HANDLE
+}
+
 int faiss_write_index_binary_buf(const FaissIndexBinary* index, size_t* size, unsigned char** buf) {
     try {
         faiss::VectorIOWriter writer;

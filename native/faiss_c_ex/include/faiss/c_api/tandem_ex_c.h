@@ -309,6 +309,18 @@ int faiss_read_index_binary_buf(
         FaissIndexBinary** p_out);
 void faiss_free_buf(unsigned char** buf);
 
+/* tandem_io_fn moves n bytes between FAISS and its caller through ptr: a
+ * reader's fills it, a writer's consumes it. It returns the bytes moved;
+ * fewer than n is an error, which the caller keeps by its handle. */
+typedef size_t (*tandem_io_fn)(uintptr_t handle, void* ptr, size_t n);
+
+/* faiss_write_index_stream writes index in FAISS's format through fn, and
+ * faiss_read_index_stream reads one: neither holds a copy of the whole
+ * serialisation, as the _buf functions do. io_flags as for the _buf
+ * functions. */
+int faiss_write_index_stream(const FaissIndex* index, tandem_io_fn fn, uintptr_t handle);
+int faiss_read_index_stream(tandem_io_fn fn, uintptr_t handle, int io_flags, FaissIndex** p_out);
+
 /* ---- utilities ---- */
 
 /* Binarises n vectors of dimension d (a multiple of 8): bit j is x[j] > 0. */
