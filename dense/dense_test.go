@@ -447,6 +447,58 @@ func TestSnapshotSpacedBySequences(t *testing.T) {
 	}
 }
 
+// TestSnapshotSpacedByIndexSize: past 16 vectors per SnapshotEvery,
+// automatic snapshots wait for 1/16 of the index in sequences, so that an
+// ingest does not write the whole index over and over.
+func TestSnapshotSpacedByIndexSize(t *testing.T) {
+	for _, c := range []struct {
+		since, every int
+		held         uint64
+		want         bool
+	}{
+		{99, 100, 0, false}, {100, 100, 0, true}, {100, 100, 1600, true},
+		{100, 100, 1616, false}, {101, 100, 1616, true},
+		{62_499, 50_000, 10_000_000, false}, {625_000, 50_000, 10_000_000, true},
+		{1 << 30, 0, 0, false}, {1 << 30, -1, 0, false},
+	} {
+		if got := snapshotDue(c.since, c.every, c.held); got != c.want {
+			t.Errorf("snapshotDue(%d sequences, every %d, %d held) = %v, want %v", c.since, c.every, c.held, got, c.want)
+		}
+	}
+
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	s := newSynth(16, 4, 9)
+	putVectors(t, st, 0, s.many(320))
+	x, err := Open(ctx, st, &Options{Model: testModel, Dim: 16, SnapshotEvery: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if err := x.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	saved := x.SavedSeq()
+	upsert := func(n int) {
+		var b storage.Batch
+		for i := range n {
+			b.Put(tandem.Doc{ID: docID(i), Fields: map[string]any{"text": "x"}}, map[string][]byte{BlobName(testModel): EncodeVector(s.next())})
+		}
+		if _, err := st.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		catchUp(t, st, x)
+	}
+	upsert(15) // 15 of the 20 that 320 vectors wait for
+	if got := x.SavedSeq(); got != saved {
+		t.Fatalf("a snapshot after 15 sequences at 320 vectors (SavedSeq %d, was %d); want it after 20", got, saved)
+	}
+	upsert(5)
+	if got := x.SavedSeq(); got != x.AppliedSeq() {
+		t.Fatalf("no snapshot after 20 sequences at 320 vectors: SavedSeq %d, AppliedSeq %d", got, x.AppliedSeq())
+	}
+}
+
 // TestSnapshotBehindFloor saves a snapshot, changes vectors and truncates
 // the change log past the snapshot: Open must not load it (the changes
 // after it are gone) but rebuild from the stored vectors.
