@@ -58,6 +58,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fset.BoolVar(&c.Keep, "keep", false, "keep the collection afterwards")
 	fset.StringVar(&c.TextFrom, "text-from", "", "a BEIR collection directory (corpus.jsonl, queries.jsonl) whose term statistics the documents' text follows, and whose queries are searched, instead of Zipfian words; with --search-only, the one the collection was built with")
 	fset.Float64Var(&c.LoadRate, "load-rate", ingest.DefaultLoadRate, "searches a second run beside the ingest, whose latency is reported outside and during each dense retraining; 0 for none")
+	fset.StringVar(&c.StallDumps, "stall-dumps", "", "a directory for every goroutine's stack, written when a search of the load has waited 2 s (at most 3, a minute apart)")
 	fset.BoolVar(&c.SearchOnly, "search-only", false, "open the collection in --dir, which --keep kept, and only search it (to compare two binaries on copies of one collection)")
 	fset.BoolVar(&c.Quiet, "quiet", false, "no progress output")
 	fset.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the ingest to this file")
@@ -71,7 +72,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	if c.SearchOnly {
 		var conflict error
 		fset.Visit(func(f *flag.Flag) {
-			if strings.Contains(" docs batch keep cpuprofile memprofile load-rate ", " "+f.Name+" ") {
+			if strings.Contains(" docs batch keep cpuprofile memprofile load-rate stall-dumps ", " "+f.Name+" ") {
 				conflict = fmt.Errorf("--%s does not apply with --search-only, which searches the collection in --dir as it is", f.Name)
 			}
 		})

@@ -41,6 +41,10 @@ type Config struct {
 	// LoadRate is the rate, in searches a second, of a search load run
 	// beside the ingest (Report.Load); 0 runs none.
 	LoadRate float64
+	// StallDumps, when set, is a directory into which the load writes
+	// every goroutine's stack when one of its searches has waited 2 s (at
+	// most 3 dumps, a minute apart).
+	StallDumps string
 
 	// SearchOnly opens the collection in Dir, which an earlier run kept,
 	// and only searches it (the phase "open from snapshot, then the
@@ -141,8 +145,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.Dir == "" || c.Queries <= 0 || c.RecallQueries < 0 || c.RecallQueries > c.Queries {
 		return nil, fmt.Errorf("bench ingest: Dir and Queries are required, and RecallQueries (%d) must be 0 to Queries (%d)", c.RecallQueries, c.Queries)
 	}
-	if c.SearchOnly && (c.Docs != 0 || c.Batch != 0 || c.Keep || c.CPUProfile != "" || c.MemProfile != "" || c.LoadRate != 0) {
-		return nil, errors.New("bench ingest: with SearchOnly, Docs, Batch, Keep, CPUProfile, MemProfile and LoadRate do not apply")
+	if c.SearchOnly && (c.Docs != 0 || c.Batch != 0 || c.Keep || c.CPUProfile != "" || c.MemProfile != "" || c.LoadRate != 0 || c.StallDumps != "") {
+		return nil, errors.New("bench ingest: with SearchOnly, Docs, Batch, Keep, CPUProfile, MemProfile, LoadRate and StallDumps do not apply")
 	}
 	if c.LoadRate < 0 {
 		return nil, fmt.Errorf("bench ingest: LoadRate %v is negative", c.LoadRate)
@@ -241,7 +245,7 @@ func (r *run) full(ctx context.Context) error {
 	defer stopProfile()
 	stopLoad := func() *Load { return nil }
 	if c.LoadRate > 0 {
-		stopLoad = startSearchLoad(ctx, e, corpus.Model, r.gen, c.LoadRate)
+		stopLoad = startSearchLoad(ctx, e, corpus.Model, r.gen, c.LoadRate, c.StallDumps)
 	}
 	defer func() { stopLoad() }()
 	p, err := e.IndexStream(ctx, next, engine.StreamOptions{Progress: func(p engine.Progress) {

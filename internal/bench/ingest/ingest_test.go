@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tandemsearch/tandem/internal/bench"
 	"github.com/tandemsearch/tandem/internal/synth"
@@ -202,5 +203,36 @@ func TestTopK(t *testing.T) {
 	}
 	if got := bench.Recall([]string{"a", "b", "x"}, []string{"a", "b", "c", "d"}); got != 0.5 {
 		t.Errorf("overlap %v, want 0.5", got)
+	}
+}
+
+// TestStallDump: a search waiting past stallAfter makes the load write
+// every goroutine's stack, once per stallDumpGap; none is written while
+// the searches in flight are young, or without a directory.
+func TestStallDump(t *testing.T) {
+	dir := t.TempDir()
+	l := &searchLoad{t0: time.Now().Add(-time.Hour), dumpDir: dir, inFlight: map[int]time.Time{}}
+	l.inFlight[1] = time.Now()
+	l.dumpIfStalled()
+	if len(l.dumps) != 0 {
+		t.Fatalf("a dump with no search waiting %s: %v", stallAfter, l.dumps)
+	}
+	l.inFlight[2] = time.Now().Add(-stallAfter - time.Second)
+	l.dumpIfStalled()
+	l.dumpIfStalled() // within stallDumpGap: no second dump
+	if len(l.dumps) != 1 {
+		t.Fatalf("dumps %v, want one", l.dumps)
+	}
+	b, err := os.ReadFile(l.dumps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "has waited") || !strings.Contains(string(b), "goroutine ") || !strings.Contains(string(b), "TestStallDump") {
+		t.Errorf("the dump lacks its header or the stacks:\n%.500s", b)
+	}
+	none := &searchLoad{t0: time.Now(), inFlight: map[int]time.Time{0: time.Now().Add(-time.Hour)}}
+	none.dumpIfStalled()
+	if len(none.dumps) != 0 {
+		t.Errorf("a dump without a directory: %v", none.dumps)
 	}
 }

@@ -3,6 +3,9 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +41,8 @@ type Load struct {
 	// Retrainings are the dense retrainings seen, in order, each with the
 	// searches that overlapped it.
 	Retrainings []LoadWindow
+	// StallDumps are the goroutine dumps written (Config.StallDumps).
+	StallDumps []string
 }
 
 // LoadWindow is the load's searches during one period.
@@ -47,6 +52,14 @@ type LoadWindow struct {
 	P50, P99   time.Duration
 	Max        time.Duration
 }
+
+// A stall dump is written when a search of the load has waited this long
+// (at most maxStallDumps, stallDumpGap apart), to show what it waits for.
+const (
+	stallAfter    = 2 * time.Second
+	maxStallDumps = 3
+	stallDumpGap  = time.Minute
+)
 
 // loadSample is one search of the load.
 type loadSample struct {
@@ -69,10 +82,17 @@ type searchLoad struct {
 	first   string
 	dropped int
 	windows [][2]time.Duration // dense retrainings: start, end (0 while running)
+
+	// Stall dumps (Config.StallDumps): the searches in flight by their
+	// due time, and the dumps written.
+	dumpDir  string
+	inFlight map[int]time.Time
+	dumps    []string
+	lastDump time.Time
 }
 
-func startSearchLoad(ctx context.Context, e *engine.Engine, model string, gen *synth.Generator, rate float64) (stop func() *Load) {
-	l := &searchLoad{e: e, model: model, gen: gen, rate: rate, t0: time.Now()}
+func startSearchLoad(ctx context.Context, e *engine.Engine, model string, gen *synth.Generator, rate float64, dumpDir string) (stop func() *Load) {
+	l := &searchLoad{e: e, model: model, gen: gen, rate: rate, t0: time.Now(), dumpDir: dumpDir, inFlight: map[int]time.Time{}}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -105,6 +125,7 @@ func (l *searchLoad) watch(ctx context.Context) {
 		}
 		l.mu.Unlock()
 		running = dense
+		l.dumpIfStalled()
 		select {
 		case <-ctx.Done():
 			if running {
@@ -116,6 +137,43 @@ func (l *searchLoad) watch(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// dumpIfStalled writes every goroutine's stack to a file in dumpDir when a
+// search has waited stallAfter, so that what it waits for (a lock, I/O,
+// the collector) can be read.
+func (l *searchLoad) dumpIfStalled() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dumpDir == "" || len(l.dumps) >= maxStallDumps || (!l.lastDump.IsZero() && time.Since(l.lastDump) < stallDumpGap) {
+		return
+	}
+	var oldest time.Time
+	for _, due := range l.inFlight {
+		if oldest.IsZero() || due.Before(oldest) {
+			oldest = due
+		}
+	}
+	if oldest.IsZero() || time.Since(oldest) < stallAfter {
+		return
+	}
+	l.lastDump = time.Now()
+	name := filepath.Join(l.dumpDir, fmt.Sprintf("stall-%d.txt", len(l.dumps)+1))
+	f, err := os.Create(name)
+	if err != nil {
+		l.dumps = append(l.dumps, fmt.Sprintf("%s: %v", name, err))
+		return
+	}
+	fmt.Fprintf(f, "at %s since the ingest started, a search due at %s has waited %s; %d in flight\n\n",
+		round(time.Since(l.t0)), round(oldest.Sub(l.t0)), round(time.Since(oldest)), len(l.inFlight))
+	err = pprof.Lookup("goroutine").WriteTo(f, 2)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		name = fmt.Sprintf("%s: %v", name, err)
+	}
+	l.dumps = append(l.dumps, name)
 }
 
 // drive starts the searches at the load's rate.
@@ -152,14 +210,18 @@ func (l *searchLoad) drive(ctx context.Context) {
 		if req.Retrievers[0] == "dense" {
 			req.Vectors = map[string]tandem.Vectors{l.model: {Dense: vec}}
 		}
+		l.mu.Lock()
+		l.inFlight[i] = due
+		l.mu.Unlock()
 		wg.Add(1)
-		go func(due time.Time) {
+		go func(i int, due time.Time) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			_, err := l.e.Search(ctx, req)
 			end := time.Now()
 			l.mu.Lock()
 			defer l.mu.Unlock()
+			delete(l.inFlight, i)
 			if ctx.Err() != nil {
 				return // stopped: not a search failure
 			}
@@ -171,14 +233,14 @@ func (l *searchLoad) drive(ctx context.Context) {
 				return
 			}
 			l.samples = append(l.samples, loadSample{start: due.Sub(l.t0), end: end.Sub(l.t0), took: end.Sub(due)})
-		}(due)
+		}(i, due)
 	}
 }
 
 func (l *searchLoad) report() *Load {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := &Load{Rate: l.rate, Errors: l.errors, FirstError: l.first, Dropped: l.dropped}
+	out := &Load{Rate: l.rate, Errors: l.errors, FirstError: l.first, Dropped: l.dropped, StallDumps: l.dumps}
 	var outside []time.Duration
 	during := make([][]time.Duration, len(l.windows))
 	for _, s := range l.samples {

@@ -167,4 +167,7 @@ func (r *Report) writeLoad(w io.Writer) {
 		fmt.Fprintf(w, " (first: %s)", l.FirstError)
 	}
 	fmt.Fprintf(w, "; not started (%d already waiting): %d. Latency counts from the time a search was due (open loop); a search belongs to each retraining it overlapped.\n", maxInFlight, l.Dropped)
+	if len(l.StallDumps) > 0 {
+		fmt.Fprintf(w, "\nGoroutine dumps of searches waiting over %s: %s\n", stallAfter, strings.Join(l.StallDumps, ", "))
+	}
 }
