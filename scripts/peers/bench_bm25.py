@@ -4,9 +4,11 @@
     make bench-peers            # sets up .native/peers, then runs this
     .native/peers/bin/python scripts/peers/bench_bm25.py [--rounds 3] [--collections scifact,cranfield]
 
-    # realistic text at scale, the very same documents and queries for both:
+    # realistic text at scale, the very same documents and queries for both
+    # (Tandem searches the collection bench ingest kept):
+    bin/tandem bench ingest --dir COLL --docs 5000000 --text-from ../shared/data/scifact --keep
     bin/tandem bench text --text-from ../shared/data/scifact --docs 5000000 --out DIR/realtext
-    .native/peers/bin/python scripts/peers/bench_bm25.py --data DIR --collections realtext --engines tantivy --k 10
+    .native/peers/bin/python scripts/peers/bench_bm25.py --data DIR --collections realtext --engines tantivy --k 10 --tandem-dir COLL
 
 For each BEIR collection in ../shared/data (read in place): title and text as
 one field, English stemming and stop words, top 100 hits, ids only, one
@@ -158,15 +160,17 @@ class Lucene(Peer):
 class Tandem:
     name = "Tandem"
 
-    def __init__(self, binary):
-        self.bin = binary
+    def __init__(self, binary, coll=None):
+        self.bin, self.given = binary, coll
         self.version = subprocess.run([binary, "version"], capture_output=True, text=True).stdout.strip().splitlines()[0]
 
     def build(self, name, data):
         self.dir = workdir("peers-tandem-")
-        coll = os.path.join(self.dir, "c")
-        subprocess.run([self.bin, "index", "--dir", coll, "--corpus", os.path.join(data, name, "corpus.jsonl"),
-                        "--models", "none", "--quiet", "--skip-bad"], check=True, stdout=subprocess.DEVNULL)
+        coll = self.given
+        if coll is None:
+            coll = os.path.join(self.dir, "c")
+            subprocess.run([self.bin, "index", "--dir", coll, "--corpus", os.path.join(data, name, "corpus.jsonl"),
+                            "--models", "none", "--quiet", "--skip-bad"], check=True, stdout=subprocess.DEVNULL)
         self.coll, self.data, self.cname = coll, data, name
 
     def round(self, queries):
@@ -189,6 +193,16 @@ class Tandem:
         return read_run(os.path.join(runs, "bm25.trec")), row["p50_ms"], row["p95_ms"]
 
 
+def overlap(a, b):
+    """The mean share of a's top K per query that b also returns."""
+    shares = []
+    for q, hits in a.items():
+        top = sorted(hits, key=hits.get, reverse=True)[:K]
+        if top:
+            shares.append(len(set(top) & set(b.get(q, {}))) / len(top))
+    return statistics.mean(shares) if shares else 0.0
+
+
 def main():
     global K
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -199,10 +213,15 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", "bm25.md"))
     ap.add_argument("--engines", default="tantivy,bm25s,lucene", help="the peers to run beside Tandem")
     ap.add_argument("--k", type=int, default=K, help="hits per query")
+    ap.add_argument("--tandem-dir", help="a Tandem collection of the (one) collection's documents to search, "
+                    "instead of indexing its corpus: e.g. the one `tandem bench ingest --text-from --keep` built, "
+                    "whose documents `tandem bench text` wrote")
     args = ap.parse_args()
     K = args.k
 
-    tandem = Tandem(args.tandem)
+    if args.tandem_dir and "," in args.collections:
+        sys.exit("--tandem-dir holds one collection: give one in --collections")
+    tandem = Tandem(args.tandem, args.tandem_dir)
     peers, missing = [], []
     wanted = set(args.engines.split(","))
     for cls in (Tantivy, BM25S, Lucene):
@@ -244,9 +263,14 @@ def main():
         for e in engines:
             ndcg, rec = score(runs[e.name], qrels)
             quality = "– | –" if ndcg is None else f"{ndcg:.4f} | {rec:.4f}"
+            if ndcg is None and e is not tandem:
+                # No judgments: how far the peer's top K agrees with
+                # Tandem's shows that both searched the same documents.
+                quality = f"– (top {K} shared with Tandem: {overlap(runs[tandem.name], runs[e.name]):.2f}) | –"
             p50, p95 = statistics.median(p50s[e.name]), statistics.median(p95s[e.name])
             ratio = "" if e is tandem else f"{tp50 / p50:.2f}"
-            lines.append(f"| {name} | {e.name} ({e.version}) | {quality} | {p50:.2f} | {p95:.2f} | {built[e.name]:.1f} | {ratio} |")
+            build = "given" if e is tandem and tandem.given else f"{built[e.name]:.1f}"
+            lines.append(f"| {name} | {e.name} ({e.version}) | {quality} | {p50:.2f} | {p95:.2f} | {build} | {ratio} |")
         for m, why in missing:
             lines.append(f"| {name} | {m} | missing: {why} | | | | | |")
         if os.path.isdir(tandem.dir):
