@@ -18,7 +18,9 @@ thread. Engines:
   (its latencies are measured inside the process, around each search);
 - Tantivy (PyPI `tantivy`): the `en_stem` tokenizer; the query's
   punctuation is replaced by spaces so that the query parser takes it as
-  words, as a new user would do;
+  words, as a new user would do; `--engines tantivystop` adds Tantivy's
+  English stop words before the stemmer, as Tandem's analyser removes
+  stop words (so that both score the same terms);
 - bm25s (PyPI `bm25s`, with PyStemmer): English stop words and stemmer;
 - Lucene through Pyserini (PyPI `pyserini`, needs a JDK): BM25 with
   Anserini's k1 0.9 and b 0.4.
@@ -89,6 +91,29 @@ class Tantivy(Peer):
         for s, addr in self.searcher.search(q, K).hits:
             out.append((self.searcher.doc(addr)["id"][0], s))
         return out
+
+
+class TantivyStop(Tantivy):
+    """Tantivy with English stop words removed before stemming, as
+    Tandem's analyser does: the same terms reach both scorers."""
+    name = "Tantivy, stop words removed"
+
+    def build(self, docs):
+        t = self.t
+        sb = t.SchemaBuilder()
+        sb.add_text_field("id", stored=True, tokenizer_name="raw")
+        sb.add_text_field("body", stored=False, tokenizer_name="en_stop_stem")
+        self.index = t.Index(sb.build())
+        self.index.register_tokenizer("en_stop_stem", t.TextAnalyzerBuilder(t.Tokenizer.simple())
+                                      .filter(t.Filter.remove_long(40)).filter(t.Filter.lowercase())
+                                      .filter(t.Filter.stopword("english")).filter(t.Filter.stemmer("english")).build())
+        w = self.index.writer(heap_size=200_000_000, num_threads=1)
+        for i, text in docs:
+            w.add_document(t.Document(id=i, body=text))
+        w.commit()
+        w.wait_merging_threads()
+        self.index.reload()
+        self.searcher = self.index.searcher()
 
 
 class BM25S(Peer):
@@ -211,7 +236,8 @@ def main():
     ap.add_argument("--collections", default="scifact,cranfield")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, ".native", "peers", "bm25.md"))
-    ap.add_argument("--engines", default="tantivy,bm25s,lucene", help="the peers to run beside Tandem")
+    ap.add_argument("--engines", default="tantivy,bm25s,lucene",
+                    help="the peers to run beside Tandem: tantivy, tantivystop (stop words removed, as Tandem does), bm25s, lucene")
     ap.add_argument("--k", type=int, default=K, help="hits per query")
     ap.add_argument("--tandem-dir", help="a Tandem collection of the (one) collection's documents to search, "
                     "instead of indexing its corpus: e.g. the one `tandem bench ingest --text-from --keep` built, "
@@ -224,7 +250,7 @@ def main():
     tandem = Tandem(args.tandem, args.tandem_dir)
     peers, missing = [], []
     wanted = set(args.engines.split(","))
-    for cls in (Tantivy, BM25S, Lucene):
+    for cls in (Tantivy, TantivyStop, BM25S, Lucene):
         if cls.__name__.lower() not in wanted:
             continue
         try:
