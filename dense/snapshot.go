@@ -114,9 +114,6 @@ func (x *Index) writeSnapshotRLocked(ctx context.Context) (uint64, error) {
 // errStale marks a snapshot that cannot be used; Open then rebuilds.
 var errStale = errors.New("dense: snapshot unusable")
 
-// loadSnapshot installs the stored snapshot if it is present and
-// consistent with the options and with storage. A snapshot is only an
-// optimisation: any mismatch, damage or read error means rebuild (false,
 // readIndex reads a snapshot's FAISS index. FAISS's reader trusts its
 // input (a forged header can make it read out of bounds), so it is only
 // given bytes whose CRC-32C matched: what this code wrote. The fuzz test
