@@ -65,6 +65,7 @@ class Peer:
 
 class Tantivy(Peer):
     name = "Tantivy"
+    tokenizer = "en_stem"  # Tantivy's own: lower case, English stemmer
 
     def __init__(self):
         import tantivy
@@ -72,11 +73,17 @@ class Tantivy(Peer):
         self.t = tantivy
         self.version = getattr(tantivy, "__version__", "tantivy ?").split(",")[0]
 
+    def analyzer(self):
+        """The analyser to register under self.tokenizer, or None for one of Tantivy's own."""
+        return None
+
     def build(self, docs):
         sb = self.t.SchemaBuilder()
         sb.add_text_field("id", stored=True, tokenizer_name="raw")
-        sb.add_text_field("body", stored=False, tokenizer_name="en_stem")
+        sb.add_text_field("body", stored=False, tokenizer_name=self.tokenizer)
         self.index = self.t.Index(sb.build())
+        if (a := self.analyzer()) is not None:
+            self.index.register_tokenizer(self.tokenizer, a)
         w = self.index.writer(heap_size=200_000_000, num_threads=1)
         for i, text in docs:
             w.add_document(self.t.Document(id=i, body=text))
@@ -97,23 +104,13 @@ class TantivyStop(Tantivy):
     """Tantivy with English stop words removed before stemming, as
     Tandem's analyser does: the same terms reach both scorers."""
     name = "Tantivy, stop words removed"
+    tokenizer = "en_stop_stem"
 
-    def build(self, docs):
+    def analyzer(self):
         t = self.t
-        sb = t.SchemaBuilder()
-        sb.add_text_field("id", stored=True, tokenizer_name="raw")
-        sb.add_text_field("body", stored=False, tokenizer_name="en_stop_stem")
-        self.index = t.Index(sb.build())
-        self.index.register_tokenizer("en_stop_stem", t.TextAnalyzerBuilder(t.Tokenizer.simple())
-                                      .filter(t.Filter.remove_long(40)).filter(t.Filter.lowercase())
-                                      .filter(t.Filter.stopword("english")).filter(t.Filter.stemmer("english")).build())
-        w = self.index.writer(heap_size=200_000_000, num_threads=1)
-        for i, text in docs:
-            w.add_document(t.Document(id=i, body=text))
-        w.commit()
-        w.wait_merging_threads()
-        self.index.reload()
-        self.searcher = self.index.searcher()
+        return (t.TextAnalyzerBuilder(t.Tokenizer.simple()).filter(t.Filter.remove_long(40))
+                .filter(t.Filter.lowercase()).filter(t.Filter.stopword("english"))
+                .filter(t.Filter.stemmer("english")).build())
 
 
 class BM25S(Peer):
