@@ -141,11 +141,12 @@ func (l *searchLoad) watch(ctx context.Context) {
 
 // dumpIfStalled writes every goroutine's stack to a file in dumpDir when a
 // search has waited stallAfter, so that what it waits for (a lock, I/O,
-// the collector) can be read.
+// the collector) can be read. The file is written without l.mu, which the
+// searches need to finish.
 func (l *searchLoad) dumpIfStalled() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.dumpDir == "" || len(l.dumps) >= maxStallDumps || (!l.lastDump.IsZero() && time.Since(l.lastDump) < stallDumpGap) {
+		l.mu.Unlock()
 		return
 	}
 	var oldest time.Time
@@ -155,25 +156,29 @@ func (l *searchLoad) dumpIfStalled() {
 		}
 	}
 	if oldest.IsZero() || time.Since(oldest) < stallAfter {
+		l.mu.Unlock()
 		return
 	}
 	l.lastDump = time.Now()
 	name := filepath.Join(l.dumpDir, fmt.Sprintf("stall-%d.txt", len(l.dumps)+1))
+	inFlight := len(l.inFlight)
+	l.mu.Unlock()
+
 	f, err := os.Create(name)
-	if err != nil {
-		l.dumps = append(l.dumps, fmt.Sprintf("%s: %v", name, err))
-		return
-	}
-	fmt.Fprintf(f, "at %s since the ingest started, a search due at %s has waited %s; %d in flight\n\n",
-		round(time.Since(l.t0)), round(oldest.Sub(l.t0)), round(time.Since(oldest)), len(l.inFlight))
-	err = pprof.Lookup("goroutine").WriteTo(f, 2)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		fmt.Fprintf(f, "at %s since the ingest started, a search due at %s has waited %s; %d in flight\n\n",
+			round(time.Since(l.t0)), round(oldest.Sub(l.t0)), round(time.Since(oldest)), inFlight)
+		err = pprof.Lookup("goroutine").WriteTo(f, 2)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		name = fmt.Sprintf("%s: %v", name, err)
 	}
+	l.mu.Lock()
 	l.dumps = append(l.dumps, name)
+	l.mu.Unlock()
 }
 
 // drive starts the searches at the load's rate.
