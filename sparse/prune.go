@@ -1,6 +1,7 @@
 package sparse
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"math"
@@ -26,6 +27,12 @@ import (
 //     change, so the blocks are computed once per segment and term, from
 //     all its postings (deleted documents only lower the true maxima), and
 //     kept in a blockCache while the segment lives.
+//   - The same scan decodes the postings of lists of up to a share of the
+//     cache (decoded), which the cursors then read instead of zap's
+//     iterator. Zap, when frequencies are wanted, advances one posting at
+//     a time, so a skip costs what it skips; a decoded list skips by a
+//     galloping search. Decoded lists keep deleted documents, which the
+//     scorer tests candidates against.
 //   - MaxScore (Turtle and Flood): terms in increasing order of their
 //     largest bound; those whose bounds together stay below θ are
 //     non-essential, since a document holding only them cannot reach θ.
@@ -77,40 +84,231 @@ type blockKey struct {
 	field, term string
 }
 
-// blockCache keeps the blocks of the terms searched, per segment, for the
-// segments of the last snapshot searched (retain), up to maxBlockBytes;
-// past that it starts again empty. It is safe for concurrent use.
-type blockCache struct {
-	mu    sync.Mutex
-	m     map[blockKey][]block
-	bytes int
-	last  []segment.Segment // the segments of the last retain
+// decoded is one term's postings in one segment, deleted documents
+// included, in document order: what zap's iterator gives, held so that a
+// cursor can jump to a document by search. Zap moves its iterator one
+// posting at a time when frequencies are wanted, which makes every skip
+// cost what it skips; here a skip costs a galloping search.
+type decoded struct {
+	docs []uint32
+	tf   []uint8  // the frequency, or MaxUint8 when wide holds it
+	dl   []uint16 // the field's length, or MaxUint16 when wide holds it
+	wide map[int][2]uint64
 }
 
-// maxBlockBytes bounds a blockCache: 16 bytes a block of 128 postings,
-// so 64 MiB covers the blocks of 537M postings.
+// bytes is the memory d holds, as the cache counts it.
+func (d *decoded) bytes() int { return 7*cap(d.docs) + 48*len(d.wide) }
+
+func (d *decoded) add(doc uint32, tf, dl uint64) {
+	i := len(d.docs)
+	d.docs = append(d.docs, doc)
+	if tf >= math.MaxUint8 || dl >= math.MaxUint16 {
+		if d.wide == nil {
+			d.wide = map[int][2]uint64{}
+		}
+		d.wide[i] = [2]uint64{tf, dl}
+		d.tf, d.dl = append(d.tf, math.MaxUint8), append(d.dl, math.MaxUint16)
+		return
+	}
+	d.tf, d.dl = append(d.tf, uint8(tf)), append(d.dl, uint16(dl))
+}
+
+// at is posting i's frequency and length, as zap gives them.
+func (d *decoded) at(i int) (tf, dl float64) {
+	t, l := d.tf[i], d.dl[i]
+	if t == math.MaxUint8 || l == math.MaxUint16 {
+		w := d.wide[i]
+		return float64(w[0]), float64(w[1])
+	}
+	return float64(t), float64(l)
+}
+
+// seek returns the first posting at or after i whose document is at or
+// after doc (len(d.docs) if none): a galloping search from i.
+func (d *decoded) seek(i int, doc uint64) int {
+	n := len(d.docs)
+	if doc > math.MaxUint32 {
+		return n
+	}
+	lo, hi, step := i, i, 1
+	for hi < n && uint64(d.docs[hi]) < doc {
+		lo = hi + 1
+		hi += step
+		step *= 2
+	}
+	end := min(hi+1, n)
+	j, _ := slices.BinarySearch(d.docs[lo:end], uint32(doc))
+	return lo + j
+}
+
+// blockCache keeps, for the segments of the last snapshot searched
+// (retain), the blocks of the terms searched, up to maxBlockBytes (past
+// that it starts again empty), and the decoded postings of those searched
+// at least decodeAfter times, up to decodedBytes. A term searched once is
+// only scanned for its blocks, and once the budget is full a term's
+// postings are decoded only if it has been searched more often than the
+// decoded list they would push out, the least searched of the least
+// recently used (victim), with counts halved as they age: so that a
+// stream of rare queries, or a cycle of queries wider than the budget,
+// does not push out the postings that recur. It is safe for concurrent
+// use.
+type blockCache struct {
+	mu         sync.Mutex
+	m          map[blockKey]*termBlocks
+	blockBytes int
+	lru        list.List // of the *termBlocks holding decoded postings, most recently used first
+	decBytes   int
+	ticks      int               // lookups since the uses were last halved (age)
+	last       []segment.Segment // the segments of the last retain
+}
+
+// termBlocks is what the cache keeps of one term in one segment.
+type termBlocks struct {
+	key    blockKey
+	blocks []block
+	count  uint64   // its postings, deleted documents included
+	uses   int      // searches that asked for it
+	post   *decoded // nil until decoded, or once dropped
+	el     *list.Element
+}
+
+// maxBlockBytes bounds a blockCache's blocks: 16 bytes a block of 128
+// postings, so 64 MiB covers the blocks of 537M postings.
 const maxBlockBytes = 64 << 20
 
-func (c *blockCache) get(k blockKey) ([]block, bool) {
+// decodedBytes bounds a blockCache's decoded postings (7 bytes a
+// posting): about 77M postings. decodeAfter is the number of searches
+// that ask for a term's blocks in a segment before its postings are
+// decoded there. Variables for the tests.
+var (
+	decodedBytes = 512 << 20
+	decodeAfter  = 2
+)
+
+// decodeShare is the largest share of decodedBytes one term's decoded
+// postings may take: a longer list keeps only its blocks, and is read
+// through zap.
+const decodeShare = 8
+
+// lookup returns the blocks and the decoded postings the cache holds for
+// k, counting a use, and whether the postings should now be decoded: by
+// the count the cache recorded, or, for a term it has not seen, by count.
+func (c *blockCache) lookup(k blockKey, count uint64) (tb *termBlocks, post *decoded, decode bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, ok := c.m[k]
-	return b, ok
+	c.age()
+	tb = c.m[k]
+	if tb == nil {
+		return nil, nil, decodeAfter <= 1 && fitsDecoded(count)
+	}
+	tb.uses++
+	if tb.post != nil {
+		c.lru.MoveToFront(tb.el)
+		return tb, tb.post, false
+	}
+	if tb.uses < decodeAfter || !fitsDecoded(tb.count) {
+		return tb, nil, false
+	}
+	// Admission (as TinyLFU's): when the budget is full, only a term
+	// searched more often than the one it would push out.
+	if v := c.victim(); c.decBytes+7*int(tb.count) > decodedBytes && v != nil && v.uses >= tb.uses {
+		return tb, nil, false
+	}
+	return tb, nil, true
 }
 
-func (c *blockCache) put(k blockKey, b []block) {
+// evictSample is how many of the least recently used decoded lists
+// eviction chooses among: the one searched least often goes.
+const evictSample = 8
+
+// victim is the decoded list eviction would drop next (nil: none).
+func (c *blockCache) victim() *termBlocks {
+	var v *termBlocks
+	e := c.lru.Back()
+	for i := 0; i < evictSample && e != nil; i++ {
+		if tb := e.Value.(*termBlocks); v == nil || tb.uses < v.uses {
+			v = tb
+		}
+		e = e.Prev()
+	}
+	return v
+}
+
+// age halves every term's count of uses once the cache has counted
+// 16 uses a term since the last halving, so that counts follow what
+// is searched now.
+func (c *blockCache) age() {
+	if c.ticks++; c.ticks < 16*len(c.m)+1024 {
+		return
+	}
+	c.ticks = 0
+	for _, tb := range c.m {
+		tb.uses /= 2
+	}
+}
+
+// fitsDecoded reports whether a list of count postings may be decoded.
+func fitsDecoded(count uint64) bool {
+	return count <= math.MaxUint32 && 7*count <= uint64(decodedBytes/decodeShare)
+}
+
+// put records blocks, of count postings, and the decoded postings (nil:
+// none), for k.
+func (c *blockCache) put(k blockKey, blocks []block, count uint64, post *decoded) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || c.bytes+16*len(b) > maxBlockBytes {
-		c.m, c.bytes = map[blockKey][]block{}, 0
+	tb := c.m[k]
+	if tb == nil {
+		if c.m == nil || c.blockBytes+16*len(blocks) > maxBlockBytes {
+			c.clearLocked()
+		}
+		tb = &termBlocks{key: k, blocks: blocks, count: count, uses: 1}
+		c.m[k] = tb
+		c.blockBytes += 16 * len(blocks)
 	}
-	if _, ok := c.m[k]; !ok {
-		c.m[k] = b
-		c.bytes += 16 * len(b)
+	if post == nil || tb.post != nil {
+		return
 	}
+	n := post.bytes()
+	if n > decodedBytes/decodeShare {
+		return // wide values made it larger than its count said
+	}
+	for c.decBytes+n > decodedBytes && c.lru.Len() > 0 {
+		c.dropDecoded(c.victim())
+	}
+	if c.decBytes+n > decodedBytes {
+		return
+	}
+	tb.post = post
+	tb.el = c.lru.PushFront(tb)
+	c.decBytes += n
 }
 
-// retain drops the blocks of the segments segs does not hold (nil: all).
+func (c *blockCache) dropDecoded(tb *termBlocks) {
+	c.decBytes -= tb.post.bytes()
+	c.lru.Remove(tb.el)
+	tb.post, tb.el = nil, nil
+}
+
+func (c *blockCache) clearLocked() {
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		tb := e.Value.(*termBlocks)
+		tb.post, tb.el = nil, nil
+	}
+	c.m, c.blockBytes = map[blockKey]*termBlocks{}, 0
+	c.lru.Init()
+	c.decBytes = 0
+}
+
+// size is the memory the cache holds, as it counts it: blocks and
+// decoded postings.
+func (c *blockCache) size() (blocks, decoded int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.blockBytes, c.decBytes
+}
+
+// retain drops the entries of the segments segs does not hold (nil: all).
 // It walks the cache only when segs differ from the last call's.
 func (c *blockCache) retain(segs []*scorch.SegmentSnapshot) {
 	c.mu.Lock()
@@ -133,28 +331,39 @@ func (c *blockCache) retain(segs []*scorch.SegmentSnapshot) {
 	for _, ss := range segs {
 		keep[ss.Segment()] = true
 	}
-	for k, b := range c.m {
+	for k, tb := range c.m {
 		if !keep[k.seg] {
+			if tb.post != nil {
+				c.dropDecoded(tb)
+			}
 			delete(c.m, k)
-			c.bytes -= 16 * len(b)
+			c.blockBytes -= 16 * len(tb.blocks)
 		}
 	}
 }
 
 // blocks returns the blocks of term in field of the segment ss, from the
-// cache or computed from every posting, deleted documents included.
-func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string) ([]block, error) {
+// cache or computed from every posting, deleted documents included, and
+// its postings decoded (nil: read them through zap) when the cache holds
+// them or they are now due (lookup). live is the number of its live
+// postings.
+func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string, live uint64) ([]block, *decoded, error) {
 	k := blockKey{seg: ss.Segment(), field: field, term: term}
-	if b, ok := c.get(k); ok {
-		return b, nil
+	tb, post, decode := c.lookup(k, live)
+	if tb != nil && !decode {
+		return tb.blocks, post, nil
 	}
 	dict, err := ss.Segment().Dictionary(field)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pl, err := dict.PostingsList([]byte(term), nil, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	count := pl.Count()
+	if decode && fitsDecoded(count) {
+		post = &decoded{docs: make([]uint32, 0, count), tf: make([]uint8, 0, count), dl: make([]uint16, 0, count)}
 	}
 	var out []block
 	cur := block{minDL: math.MaxUint32}
@@ -163,12 +372,15 @@ func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string) ([]b
 	for {
 		p, err := it.Next()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if p == nil {
 			break
 		}
 		tf, dl := p.Frequency(), postingDL(p)
+		if post != nil {
+			post.add(uint32(p.Number()), tf, dl)
+		}
 		cur.last = p.Number()
 		cur.maxTF = max(cur.maxTF, uint32(min(tf, math.MaxUint32)))
 		cur.minDL = min(cur.minDL, uint32(min(dl, math.MaxUint32)))
@@ -180,8 +392,8 @@ func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string) ([]b
 	if n > 0 {
 		out = append(out, cur)
 	}
-	c.put(k, out)
-	return out, nil
+	c.put(k, out, count, post)
+	return out, post, nil
 }
 
 // postingDL is a posting's field length as the scorer reads it.
@@ -195,17 +407,22 @@ func postingDL(p segment.Posting) uint64 {
 // noDoc marks an exhausted cursor.
 const noDoc = math.MaxUint64
 
-// cursor walks one term's postings in one segment.
+// cursor walks one term's postings in one segment: its decoded postings
+// when the cache holds them (which include deleted documents), else
+// zap's iterator (which skips them).
 type cursor struct {
-	ti     int // the term's place among the query's terms
-	it     segment.PostingsIterator
-	doc    uint64 // the current posting's document, noDoc at the end
-	tf, dl float64
-	w, c1  float64
-	blocks []block
-	bi     int     // the block holding doc or the last document asked about
-	max    float64 // the largest bound of its blocks
-	bound  float64 // the bound of the block of the last bound call
+	ti      int // the term's place among the query's terms
+	it      segment.PostingsIterator
+	dec     *decoded
+	pos     int    // the current posting in dec
+	doc     uint64 // the current posting's document, noDoc at the end
+	tf, dl  float64
+	w, c1   float64
+	blocks  []block
+	bi      int     // the block holding doc or the last document asked about
+	max     float64 // the largest bound of its blocks
+	bound   float64 // the bound of the block of the last bound call
+	boundOf int     // 1 + the block whose bound c.bound is (0: none yet)
 }
 
 func (c *cursor) read(p segment.Posting, err error) error {
@@ -224,11 +441,33 @@ func (c *cursor) read(p segment.Posting, err error) error {
 	return nil
 }
 
-func (c *cursor) next() error { return c.read(c.it.Next()) }
+// load reads the decoded posting at c.pos.
+func (c *cursor) load() {
+	if c.pos >= len(c.dec.docs) {
+		c.doc = noDoc
+		return
+	}
+	c.doc = uint64(c.dec.docs[c.pos])
+	c.tf, c.dl = c.dec.at(c.pos)
+}
+
+func (c *cursor) next() error {
+	if c.dec != nil {
+		c.pos++
+		c.load()
+		return nil
+	}
+	return c.read(c.it.Next())
+}
 
 // advance moves to the first posting at or after d.
 func (c *cursor) advance(d uint64) error {
 	if c.doc >= d {
+		return nil
+	}
+	if c.dec != nil {
+		c.pos = c.dec.seek(c.pos, d)
+		c.load()
 		return nil
 	}
 	return c.read(c.it.Advance(d))
@@ -254,7 +493,9 @@ func (c *cursor) boundAt(d uint64, c0 float64) uint64 {
 		c.bound = 0
 		return noDoc
 	}
-	c.bound = c.blockBound(c.blocks[c.bi], c0)
+	if c.boundOf != c.bi+1 {
+		c.bound, c.boundOf = c.blockBound(c.blocks[c.bi], c0), c.bi+1
+	}
 	return c.blocks[c.bi].last
 }
 
@@ -291,20 +532,28 @@ func (s *bm25Searcher) scorePruned(ctx context.Context, segs []*scorch.SegmentSn
 			}
 		}
 		var cs []*cursor
+		var deleted *roaring.Bitmap // to test candidates against, when a cursor reads decoded postings
 		for ti, t := range terms {
 			if t.lists[i] == nil {
 				continue
 			}
-			bl := unbounded
+			c := &cursor{ti: ti, w: t.w, c1: t.c1, blocks: unbounded}
 			if t.lists[i].Count() >= blocksFrom {
 				var err error
-				if bl, err = blocks.blocks(ss, clauses[t.clause].field, clauses[t.clause].term); err != nil {
+				if c.blocks, c.dec, err = blocks.blocks(ss, clauses[t.clause].field, clauses[t.clause].term, t.lists[i].Count()); err != nil {
 					return fmt.Errorf("sparse: BM25 blocks: %w", err)
 				}
 			}
-			c := &cursor{ti: ti, it: t.lists[i].Iterator(true, true, false, nil), w: t.w, c1: t.c1, blocks: bl}
-			for _, b := range bl {
+			for _, b := range c.blocks {
 				c.max = max(c.max, c.blockBound(b, c0))
+			}
+			if c.dec != nil {
+				c.pos = -1
+				if d := ss.Deleted(); allow == nil && d != nil && !d.IsEmpty() {
+					deleted = d
+				}
+			} else {
+				c.it = t.lists[i].Iterator(true, true, false, nil)
 			}
 			if err := c.next(); err != nil {
 				return err
@@ -314,7 +563,7 @@ func (s *bm25Searcher) scorePruned(ctx context.Context, segs []*scorch.SegmentSn
 		if len(cs) == 0 {
 			continue
 		}
-		if err := scoreSegment(ctx, cs, c0, allow, segBase, top, theta, parts); err != nil {
+		if err := scoreSegment(ctx, cs, c0, allow, deleted, segBase, top, theta, parts); err != nil {
 			return err
 		}
 	}
@@ -328,7 +577,9 @@ func (s *bm25Searcher) scorePruned(ctx context.Context, segs []*scorch.SegmentSn
 
 // scoreSegment offers to top every document of one segment that can
 // enter it; see the comment at the top of the file.
-func scoreSegment(ctx context.Context, cs []*cursor, c0 float64, allow *roaring.Bitmap, base uint64, top *topK, theta func() float64, parts []float64) error {
+// Documents in deleted (nil: none), which decoded postings still hold,
+// are passed over as allow's absent ones are.
+func scoreSegment(ctx context.Context, cs []*cursor, c0 float64, allow, deleted *roaring.Bitmap, base uint64, top *topK, theta func() float64, parts []float64) error {
 	slices.SortFunc(cs, func(a, b *cursor) int {
 		if a.max != b.max {
 			if a.max < b.max {
@@ -381,6 +632,14 @@ func scoreSegment(ctx context.Context, cs []*cursor, c0 float64, allow *roaring.
 				}
 				continue
 			}
+		}
+		if deleted != nil && deleted.Contains(uint32(d)) {
+			for _, c := range cs[essential:] {
+				if err := c.advance(d + 1); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		// Every term's block bound at d, valid up to the nearest block end.
 		ub, end := 0.0, uint64(noDoc)

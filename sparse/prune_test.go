@@ -3,6 +3,7 @@ package sparse
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -63,8 +64,9 @@ func pruneLog(n int, seed uint64) *changeLog {
 // field and on fields with boosts, with the collection's statistics and
 // with a sharded collection's, on an index whose segments keep deleted and
 // replaced documents (every postings list given blocks) and on a merged
-// one (only lists of 4,096 postings or more): the same hits, in the same
-// order, with bit-identical scores.
+// one (only lists of 4,096 postings or more), with postings decoded by the
+// cache and, when it is small, read through zap: the same hits, in the
+// same order, with bit-identical scores.
 func TestPrunedMatchesExhaustive(t *testing.T) {
 	ctx := context.Background()
 	schema := shardTestSchema()
@@ -86,11 +88,24 @@ func TestPrunedMatchesExhaustive(t *testing.T) {
 		}
 		compiled[i] = e
 	}
-	defer func(b uint64) { blocksFrom = b }(blocksFrom)
-	for _, unmerged := range []bool{true, false} {
+	defer func(b uint64, c, a int) { blocksFrom, decodedBytes, decodeAfter = b, c, a }(blocksFrom, decodedBytes, decodeAfter)
+	for _, cf := range []struct {
+		unmerged bool
+		from     uint64 // blocksFrom
+		cache    int    // decodedBytes
+		after    int    // decodeAfter
+	}{
+		// Every list with blocks, decoded at once; only long ones (few,
+		// here), decoded at their second search; every list with
+		// blocks, those of up to 500 postings decoded while 1,000 fit,
+		// the longer ones read through zap.
+		{true, 0, 512 << 20, 1},
+		{false, 4096, 512 << 20, 2},
+		{true, 0, 7 * decodeShare * 500, 1},
+	} {
+		unmerged := cf.unmerged
 		x := openApplied(t, schema, log, unmerged, func(storage.Change) bool { return true })
-		// Every list with blocks, and only long ones (few, here).
-		blocksFrom = map[bool]uint64{true: 0, false: 4096}[unmerged]
+		blocksFrom, decodedBytes, decodeAfter = cf.from, cf.cache, cf.after
 		checked, pruned := 0, 0
 		for qi := range 300 {
 			n := 1 + rng.IntN(8)
@@ -129,7 +144,7 @@ func TestPrunedMatchesExhaustive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			label := fmt.Sprintf("unmerged %v, query %d %q, k %d, filter %s, fields %v, stats %v", unmerged, qi, q.Text, q.K, filters[fi], q.Fields, q.Stats != nil)
+			label := fmt.Sprintf("unmerged %v, cache %d, query %d %q, k %d, filter %s, fields %v, stats %v", unmerged, cf.cache, qi, q.Text, q.K, filters[fi], q.Fields, q.Stats != nil)
 			if len(got) != len(exp) {
 				t.Fatalf("%s: %d hits pruned, %d exhaustive", label, len(got), len(exp))
 			}
@@ -146,5 +161,131 @@ func TestPrunedMatchesExhaustive(t *testing.T) {
 		if pruned < 100 {
 			t.Errorf("unmerged %v: only %d of %d queries had k hits to choose among", unmerged, pruned, checked)
 		}
+		// The cursors read what each configuration means them to.
+		dec, viaZap := 0, 0
+		for _, tb := range x.blocks.m {
+			if tb.post != nil {
+				dec++
+			} else {
+				viaZap++
+			}
+		}
+		if _, got := x.blocks.size(); got > decodedBytes {
+			t.Errorf("unmerged %v: the cache holds %d bytes of postings, past its %d", unmerged, got, decodedBytes)
+		}
+		if dec == 0 || (cf.after == 1 && (cf.cache < 1<<20) != (viaZap > 0)) {
+			t.Errorf("unmerged %v, cache %d: %d lists decoded, %d read through zap", unmerged, cf.cache, dec, viaZap)
+		}
+	}
+}
+
+// TestDecoded checks the decoded postings against what they were given:
+// frequencies and lengths too wide for their bytes come back exact, and
+// seek finds the first posting at or after any document from any start.
+func TestDecoded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var d decoded
+	type posting struct{ doc, tf, dl uint64 }
+	var want []posting
+	doc := uint64(0)
+	for range 3000 {
+		doc += 1 + uint64(rng.IntN(40))
+		p := posting{doc: doc, tf: 1 + uint64(rng.IntN(8)), dl: uint64(rng.IntN(300))}
+		switch rng.IntN(50) {
+		case 0:
+			p.tf = 255 + uint64(rng.IntN(1000))
+		case 1:
+			p.dl = 65535 + uint64(rng.IntN(1<<20))
+		case 2:
+			p.tf, p.dl = 254, 65534
+		}
+		d.add(uint32(p.doc), p.tf, p.dl)
+		want = append(want, p)
+	}
+	for i, p := range want {
+		tf, dl := d.at(i)
+		if tf != float64(p.tf) || dl != float64(p.dl) {
+			t.Fatalf("posting %d: (%v, %v), want (%d, %d)", i, tf, dl, p.tf, p.dl)
+		}
+	}
+	for range 20000 {
+		from := rng.IntN(len(want) + 1)
+		target := uint64(rng.IntN(int(doc) + 50))
+		if rng.IntN(100) == 0 {
+			target = math.MaxUint32 + uint64(rng.IntN(3))
+		}
+		exp := from
+		for exp < len(want) && want[exp].doc < target {
+			exp++
+		}
+		if got := d.seek(from, target); got != exp {
+			t.Fatalf("seek(%d, %d) = %d, want %d", from, target, got, exp)
+		}
+	}
+}
+
+// TestBlockCacheAdmission checks the decoded postings' admission and
+// eviction: decoded at a term's decodeAfter-th search, within
+// decodedBytes, the least recently used dropped first (keeping its
+// blocks), and never a list longer than its share.
+func TestBlockCacheAdmission(t *testing.T) {
+	defer func(c, a int) { decodedBytes, decodeAfter = c, a }(decodedBytes, decodeAfter)
+	decodedBytes, decodeAfter = 7*decodeShare*100, 2 // 800 postings in all, 100 a list
+	var c blockCache
+	key := func(i int) blockKey { return blockKey{field: "text", term: fmt.Sprint("t", i)} }
+	list := func(n int) *decoded {
+		d := &decoded{docs: make([]uint32, 0, n), tf: make([]uint8, 0, n), dl: make([]uint16, 0, n)} // as blocks sizes them
+		for i := range n {
+			d.add(uint32(i), 1, 10)
+		}
+		return d
+	}
+	bl := []block{{last: 99, maxTF: 1, minDL: 10}}
+	if tb, _, decode := c.lookup(key(0), 100); tb != nil || decode {
+		t.Fatalf("a term never searched: entry %v, decode %v", tb, decode)
+	}
+	c.put(key(0), bl, 100, nil)
+	if _, post, decode := c.lookup(key(0), 100); post != nil || !decode {
+		t.Fatalf("second search: postings %v, decode %v; want none held, decode", post, decode)
+	}
+	c.put(key(100), bl, 101, nil)
+	if _, _, decode := c.lookup(key(100), 101); decode {
+		t.Fatal("a list longer than its share is decoded")
+	}
+	// Eight lists of 100 fill the budget; a ninth drops the least
+	// recently used, which is 1 once 0 has been asked for again.
+	for i := range 9 {
+		if i > 0 {
+			c.put(key(i), bl, 100, nil)
+		}
+		c.put(key(i), bl, 100, list(100))
+		if i == 7 {
+			c.lookup(key(0), 100)
+		}
+	}
+	if b, d := c.size(); d > decodedBytes || b != 16*10 {
+		t.Fatalf("size: %d bytes of blocks, %d of postings (budget %d)", b, d, decodedBytes)
+	}
+	for i, want := range []bool{true, false, true, true, true, true, true, true, true} {
+		tb := c.m[key(i)]
+		if tb == nil || (tb.post != nil) != want {
+			t.Errorf("term %d: entry %+v, want postings held %v", i, tb, want)
+		}
+	}
+	// Full: a term is decoded only once searched more often than the
+	// list it would push out.
+	for _, tb := range c.m {
+		if tb.post != nil {
+			tb.uses = 5
+		}
+	}
+	c.put(key(20), bl, 100, nil)
+	for i := 2; i <= 5; i++ {
+		if _, _, decode := c.lookup(key(20), 100); decode {
+			t.Fatalf("search %d of a new term is decoded over terms searched 5 times", i)
+		}
+	}
+	if _, _, decode := c.lookup(key(20), 100); !decode {
+		t.Fatal("the 6th search of a term is not decoded over terms searched 5 times")
 	}
 }

@@ -82,7 +82,8 @@ type Index struct {
 	// FilterBitmap, and for Search's choice among equal scores.
 	docNums docNumCache
 	// blocks keeps the textbook scorer's block bounds per segment and
-	// term (prune.go).
+	// term, and the decoded postings of the terms searched repeatedly,
+	// up to decodedBytes (prune.go).
 	blocks blockCache
 }
 
