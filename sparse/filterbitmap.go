@@ -308,42 +308,28 @@ func (f *segmentFilter) live(ss *scorch.SegmentSnapshot, b *bitmapFilter) (*roar
 	return bm, nil
 }
 
-// docNumBitmap collects the document numbers of a filter's matches in
-// one snapshot (segs).
+// docNumBitmap collects document numbers, to make a bitmap of them.
 type docNumBitmap struct {
-	cache *docNumCache
-	segs  []*scorch.SegmentSnapshot
-	nums  []uint64 // in the order of the segments' documents
-	max   uint64   // of nums
+	nums []uint64 // in the order added
+	max  uint64   // of nums
 }
 
-// addFilter adds the documents matching b, evaluated segment by segment.
-func (b *docNumBitmap) addFilter(ctx context.Context, bf *bitmapFilter) error {
-	f := &segmentFilter{ctx: ctx}
+// add adds the document numbers of the segment's documents in bm.
+func (b *docNumBitmap) add(ctx context.Context, nums *segDocNums, bm *roaring.Bitmap) error {
 	buf := make([]uint32, 1024)
-	for _, ss := range b.segs {
-		bm, err := f.live(ss, bf)
-		if err != nil {
+	b.nums = slices.Grow(b.nums, int(bm.GetCardinality()))
+	it := bm.ManyIterator()
+	for n := it.NextMany(buf); n > 0; n = it.NextMany(buf) {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if bm.IsEmpty() {
-			continue
-		}
-		nums := b.cache.segment(f.seg)
-		b.nums = slices.Grow(b.nums, int(bm.GetCardinality()))
-		it := bm.ManyIterator()
-		for n := it.NextMany(buf); n > 0; n = it.NextMany(buf) {
-			if err := ctx.Err(); err != nil {
+		for _, local := range buf[:n] {
+			num, err := nums.docNum(uint64(local))
+			if err != nil {
 				return err
 			}
-			for _, local := range buf[:n] {
-				num, err := nums.docNum(uint64(local))
-				if err != nil {
-					return err
-				}
-				b.nums = append(b.nums, num)
-				b.max = max(b.max, num)
-			}
+			b.nums = append(b.nums, num)
+			b.max = max(b.max, num)
 		}
 	}
 	return nil

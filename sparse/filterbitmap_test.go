@@ -17,6 +17,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/blevesearch/bleve/v2/document"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/numeric"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
 
@@ -654,5 +655,79 @@ func TestFilterBitmapRanges(t *testing.T) {
 	}
 	if nonEmpty < 100 {
 		t.Errorf("only %d of 400 ranges matched some documents but not all", nonEmpty)
+	}
+}
+
+// TestFilterCacheFollowsDeletes holds FilterBitmap, whose matches per
+// segment are cached, to the live matches worked out afresh, after each
+// batch of a log whose last batch deletes and replaces documents held in
+// segments the cache already has entries for: the documents deleted
+// since an entry was made are never in the bitmap.
+func TestFilterCacheFollowsDeletes(t *testing.T) {
+	ctx := context.Background()
+	schema := shardTestSchema()
+	log := pruneLog(2000, 5)
+	x := openUnmerged(t)
+	t.Cleanup(func() { x.Close() })
+	var exprs []filter.Expr
+	for _, s := range []string{`{"term":{"group":"red"}}`, `{"not":{"term":{"group":"blue"}}}`,
+		`{"or":[{"term":{"group":"grey"}},{"term":{"group":"green"}}]}`, `{"and":[]}`} {
+		e, err := filter.Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := filter.Check(e, schema); err != nil {
+			t.Fatal(err)
+		}
+		exprs = append(exprs, e)
+	}
+	hits := 0
+	for bi, b := range log.batches {
+		if err := x.Apply(ctx, schema, b); err != nil {
+			t.Fatal(err)
+		}
+		for fi, e := range exprs {
+			before := len(x.filters.m)
+			got, err := x.FilterBitmap(ctx, schema, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bi > 0 && before > 0 {
+				hits++
+			}
+			bf, err := compileBitmap(ctx, e, schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := roaring64.New()
+			err = x.withSegments("test", func(segs []*scorch.SegmentSnapshot) error {
+				f := &segmentFilter{ctx: ctx}
+				for _, ss := range segs {
+					live, err := f.live(ss, bf)
+					if err != nil {
+						return err
+					}
+					d := &docNumBitmap{}
+					if err := d.add(ctx, x.docNums.segment(ss.Segment()), live); err != nil {
+						return err
+					}
+					want.Or(d.bitmap())
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Equals(want) {
+				t.Fatalf("batch %d, filter %d: %d documents from FilterBitmap, %d live matches", bi, fi, got.GetCardinality(), want.GetCardinality())
+			}
+		}
+	}
+	if hits == 0 || len(x.filters.m) == 0 {
+		t.Fatalf("the cache was never used: %d searches found it holding entries, %d entries", hits, len(x.filters.m))
+	}
+	// The last batch deleted documents of the first batch's segments.
+	if got, err := x.FilterBitmap(ctx, schema, exprs[3]); err != nil || got.GetCardinality() != uint64(len(log.live)) {
+		t.Fatalf("every document: %v, %v; want %d", got.GetCardinality(), err, len(log.live))
 	}
 }

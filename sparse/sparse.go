@@ -85,6 +85,9 @@ type Index struct {
 	// term, and the decoded postings of the terms searched repeatedly,
 	// up to decodedBytes (prune.go).
 	blocks blockCache
+	// filters keeps FilterBitmap's matches per segment and filter
+	// (filtercache.go).
+	filters filterCache
 }
 
 // Open opens the Bleve index in dir, creating it if absent. The index is
@@ -262,6 +265,7 @@ func (x *Index) Close() error {
 	x.mu.closed = true
 	x.docNums.retain(nil)
 	x.blocks.retain(nil)
+	x.filters.retain(nil)
 	ferr := x.flushLocked()
 	if err := x.idx.Close(); err != nil {
 		return err
@@ -466,6 +470,7 @@ func (x *Index) Rebuild(ctx context.Context, schema *tandem.Schema, src DocSourc
 	s0 := src.LastSeq()
 	x.docNums.retain(nil)
 	x.blocks.retain(nil)
+	x.filters.retain(nil)
 	// Close waits for Bleve's persister, so no callback of the old
 	// index's batches runs after this.
 	if err := x.idx.Close(); err != nil {
@@ -973,15 +978,27 @@ func (x *Index) FilterBitmap(ctx context.Context, schema *tandem.Schema, e filte
 	if err != nil {
 		return nil, err
 	}
-	out := &docNumBitmap{cache: &x.docNums}
+	key := string(bf.key(nil))
+	out := roaring64.New()
 	err = x.withSegments("filter bitmap", func(segs []*scorch.SegmentSnapshot) error {
-		out.segs = segs
-		return out.addFilter(ctx, bf)
+		defer x.filters.retain(segs)
+		f := &segmentFilter{ctx: ctx}
+		for _, ss := range segs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			nums, err := x.segmentMatches(ctx, ss, bf, key, f)
+			if err != nil {
+				return err
+			}
+			out.Or(nums)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out.bitmap(), nil
+	return out, nil
 }
 
 // withSegments calls f with the segments of the index's current
