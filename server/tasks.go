@@ -677,27 +677,37 @@ func (q *taskQueue) ingest(ctx context.Context, t *task) error {
 		posMu.Unlock()
 		q.mu.Lock()
 		t.Indexed = indexed + p.Docs
-		if ok && line > t.CommittedLines {
-			t.CommittedLines, t.Offset = line, off
+		// The record moves forward first; the task shows the new
+		// committed line only once the record holding it is saved, so
+		// that what a client has seen survives a crash.
+		rec := t.taskRecord
+		rec.Errors = slices.Clone(t.Errors)
+		if ok && line > rec.CommittedLines {
+			rec.CommittedLines, rec.Offset = line, off
 		}
 		// Refused lines at or before the committed one are settled.
-		keep := t.pending[:0]
+		seen := len(t.pending)
+		var keep []lineError
 		for _, e := range t.pending {
-			if e.Line <= t.CommittedLines {
-				t.Refused++
-				if len(t.Errors) < maxTaskErrors {
-					t.Errors = append(t.Errors, e)
+			if e.Line <= rec.CommittedLines {
+				rec.Refused++
+				if len(rec.Errors) < maxTaskErrors {
+					rec.Errors = append(rec.Errors, e)
 				}
 			} else {
 				keep = append(keep, e)
 			}
 		}
-		t.pending = keep
-		rec := t.taskRecord
-		rec.Errors = slices.Clone(t.Errors)
 		q.mu.Unlock()
 		if err := q.save(rec); err != nil {
 			q.log.Error("task: saving its progress", "task", t.ID, "error", err)
+		} else {
+			q.mu.Lock()
+			t.CommittedLines, t.Offset = rec.CommittedLines, rec.Offset
+			t.Refused, t.Errors = rec.Refused, rec.Errors
+			// Lines refused while the record was saved stay pending.
+			t.pending = append(keep, t.pending[seen:]...)
+			q.mu.Unlock()
 		}
 		if taskBatchHook != nil {
 			taskBatchHook(ctx, t.ID)
