@@ -969,6 +969,9 @@ func (x *Index) bm25Clauses(sf []searchField, text string) ([]bm25Clause, error)
 // complements as e says, and maps each match to its document number
 // through the index's cache (docNumCache): no searcher runs, and a
 // document's stored id is read once per segment, not once per filter.
+// Each segment's matches, as document numbers, are kept per filter
+// (filterCache): a filter searched again costs a union of the segments'
+// bitmaps, less the documents deleted since they were made.
 //
 // Document numbers are uint64 and never reused, so the bitmap is a
 // roaring64 bitmap; a 32-bit roaring bitmap would cap a collection's
