@@ -383,6 +383,19 @@ func (r *run) checkCollection(e *engine.Engine) (dense.Stats, error) {
 	if s.Docs != uint64(r.rep.Docs) || s.Dense[i].Vectors != r.rep.Docs {
 		return dense.Stats{}, fmt.Errorf("%s: %d documents and %d vectors, want %d of each", r.c.Dir, s.Docs, s.Dense[i].Vectors, r.rep.Docs)
 	}
+	// Recall compares the hits with the generator's vectors, so the
+	// collection must be the generator's: a collection built with another
+	// --text-from (whose text draws from the random stream the vectors
+	// follow) has other vectors under the same ids.
+	for _, n := range []int{0, r.rep.Docs - 1} {
+		d, ok, err := e.Get(context.Background(), synth.ID(n))
+		if err != nil {
+			return dense.Stats{}, fmt.Errorf("%s: document %s: %w", r.c.Dir, synth.ID(n), err)
+		}
+		if want := r.gen.DocText(n); !ok || d.Fields["text"] != want {
+			return dense.Stats{}, fmt.Errorf("%s: document %s is not the generator's (text %.40q, want %.40q): build and search with the same --text-from", r.c.Dir, synth.ID(n), d.Fields["text"], want)
+		}
+	}
 	return s.Dense[i], nil
 }
 

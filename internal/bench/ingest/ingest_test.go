@@ -63,6 +63,18 @@ func TestBenchIngest(t *testing.T) {
 	}
 	checkMemory(t, out, []string{PhaseOpen})
 	checkSearches(t, out, 1)
+
+	// Searched as a collection of another text (whose documents have other
+	// vectors under the same ids), it is refused rather than reported with
+	// a recall of 0.
+	scifact := filepath.Join("..", "..", "..", "..", "shared", "data", "scifact")
+	if _, err := os.Stat(filepath.Join(scifact, "corpus.jsonl")); err != nil {
+		t.Skipf("SciFact is not in ../shared/data (%v): skipping the search with another --text-from", err)
+	}
+	_, err = Run(context.Background(), Config{Dir: dir, SearchOnly: true, TextFrom: scifact, Queries: 2, RecallQueries: 2})
+	if err == nil || !strings.Contains(err.Error(), "document d00000000 is not the generator's") || !strings.Contains(err.Error(), "same --text-from") {
+		t.Errorf("search only with another TextFrom: %v", err)
+	}
 }
 
 func markdown(r *Report) string {
