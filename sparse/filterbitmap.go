@@ -293,12 +293,18 @@ func (f *segmentFilter) dict(field string) (segment.TermDictionary, error) {
 	return d, nil
 }
 
+// matches returns the documents of seg that b matches, deleted ones
+// included, by their numbers in the segment.
+func (f *segmentFilter) matches(seg segment.Segment, b *bitmapFilter) (*roaring.Bitmap, error) {
+	f.seg = seg
+	clear(f.dicts)
+	return f.eval(b)
+}
+
 // live returns the live documents of ss that b matches, by their
 // numbers in the segment.
 func (f *segmentFilter) live(ss *scorch.SegmentSnapshot, b *bitmapFilter) (*roaring.Bitmap, error) {
-	f.seg = ss.Segment()
-	clear(f.dicts)
-	bm, err := f.eval(b)
+	bm, err := f.matches(ss.Segment(), b)
 	if err != nil {
 		return nil, err
 	}

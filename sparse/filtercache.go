@@ -123,14 +123,12 @@ func (x *Index) segmentMatches(ctx context.Context, ss *scorch.SegmentSnapshot, 
 	k := filterKey{seg: ss.Segment(), filter: key}
 	e := x.filters.get(k)
 	if e == nil {
-		f.seg = ss.Segment()
-		clear(f.dicts)
-		local, err := f.eval(bf)
+		local, err := f.matches(ss.Segment(), bf)
 		if err != nil {
 			return nil, err
 		}
 		b := &docNumBitmap{}
-		if err := b.add(ctx, x.docNums.segment(f.seg), local); err != nil {
+		if err := b.add(ctx, x.docNums.segment(ss.Segment()), local); err != nil {
 			return nil, err
 		}
 		e = &filterEntry{local: local, nums: b.bitmap()}
