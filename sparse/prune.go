@@ -5,13 +5,18 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	segment "github.com/blevesearch/scorch_segment_api/v2"
 	zap "github.com/blevesearch/zapx/v17"
+
+	"github.com/tandemsearch/tandem/internal/manual"
 )
 
 // Block-max MaxScore. The textbook scorer, asked for the top K (limit),
@@ -89,55 +94,144 @@ type blockKey struct {
 // cursor can jump to a document by search. Zap moves its iterator one
 // posting at a time when frequencies are wanted, which makes every skip
 // cost what it skips; here a skip costs a galloping search.
+//
+// A posting takes 4 bytes, outside the Go heap (internal/manual): the low
+// 16 bits of its document, and its frequency (4 bits) and the field's
+// length (12 bits) packed in 16 (or a frequency of 0 there, and both in
+// wide). hi[w] is the first posting whose document's high bits are w or
+// more. The memory is reference-counted: the cache holds one reference,
+// and each cursor reading the list another (acquire, release); the last
+// release frees it. A cleanup frees it too if the list becomes
+// unreachable while still counted, so that a missing release leaks
+// nothing.
 type decoded struct {
-	docs []uint32
-	tf   []uint8  // the frequency, or MaxUint8 when wide holds it
-	dl   []uint16 // the field's length, or MaxUint16 when wide holds it
+	n    int      // postings added
+	lo   []uint16 // each posting's document, low 16 bits
+	pk   []uint16 // tf<<12 | dl, or 0 when wide holds them
+	hi   []uint32
 	wide map[int][2]uint64
+	mem  *offHeap
+	refs atomic.Int32
+}
+
+// offHeap is a decoded list's memory, freed once.
+type offHeap struct {
+	b     []byte
+	freed atomic.Bool
+}
+
+func (m *offHeap) free() {
+	if m.freed.CompareAndSwap(false, true) {
+		manual.Free(m.b)
+	}
+}
+
+// newDecoded returns room for count postings, with one reference.
+func newDecoded(count int) *decoded {
+	m := &offHeap{b: manual.New(4 * count)}
+	d := &decoded{mem: m}
+	if count > 0 {
+		d.lo = unsafe.Slice((*uint16)(unsafe.Pointer(&m.b[0])), count)
+		d.pk = unsafe.Slice((*uint16)(unsafe.Pointer(&m.b[2*count])), count)
+	}
+	d.refs.Store(1)
+	runtime.AddCleanup(d, (*offHeap).free, m)
+	return d
+}
+
+// acquire adds a reference; release drops one, and frees the postings
+// with the last.
+func (d *decoded) acquire() { d.refs.Add(1) }
+
+func (d *decoded) release() {
+	if d != nil && d.refs.Add(-1) == 0 {
+		d.lo, d.pk = nil, nil
+		d.mem.free()
+	}
 }
 
 // bytes is the memory d holds, as the cache counts it.
-func (d *decoded) bytes() int { return 7*cap(d.docs) + 48*len(d.wide) }
+func (d *decoded) bytes() int { return 4*len(d.lo) + 4*len(d.hi) + 48*len(d.wide) }
 
-func (d *decoded) add(doc uint32, tf, dl uint64) {
-	i := len(d.docs)
-	d.docs = append(d.docs, doc)
-	if tf >= math.MaxUint8 || dl >= math.MaxUint16 {
+// packable reports whether tf and dl fit a posting's 16 bits.
+func packable(tf, dl uint64) bool { return tf >= 1 && tf <= 15 && dl <= 0xfff }
+
+// add appends a posting, of a document after the last one's; false when
+// the room newDecoded made is full.
+func (d *decoded) add(doc uint32, tf, dl uint64) bool {
+	i := d.n
+	if i == len(d.lo) {
+		return false
+	}
+	for w := int(doc >> 16); len(d.hi) <= w; {
+		d.hi = append(d.hi, uint32(i))
+	}
+	d.lo[i] = uint16(doc)
+	if packable(tf, dl) {
+		d.pk[i] = uint16(tf<<12 | dl)
+	} else {
 		if d.wide == nil {
 			d.wide = map[int][2]uint64{}
 		}
 		d.wide[i] = [2]uint64{tf, dl}
-		d.tf, d.dl = append(d.tf, math.MaxUint8), append(d.dl, math.MaxUint16)
-		return
+		d.pk[i] = 0
 	}
-	d.tf, d.dl = append(d.tf, uint8(tf)), append(d.dl, uint16(dl))
+	d.n++
+	runtime.KeepAlive(d)
+	return true
 }
 
 // at is posting i's frequency and length, as zap gives them.
 func (d *decoded) at(i int) (tf, dl float64) {
-	t, l := d.tf[i], d.dl[i]
-	if t == math.MaxUint8 || l == math.MaxUint16 {
+	v := d.pk[i]
+	runtime.KeepAlive(d)
+	if v>>12 == 0 {
 		w := d.wide[i]
 		return float64(w[0]), float64(w[1])
 	}
-	return float64(t), float64(l)
+	return float64(v >> 12), float64(v & 0xfff)
+}
+
+// window returns the window (high 16 bits) of posting i, searching
+// forward from w, a window at or before it.
+func (d *decoded) window(i, w int) int {
+	for w+1 < len(d.hi) && int(d.hi[w+1]) <= i {
+		w++
+	}
+	return w
+}
+
+// doc is posting i's document, in window w (window(i, ...)).
+func (d *decoded) doc(i, w int) uint64 {
+	v := d.lo[i]
+	runtime.KeepAlive(d)
+	return uint64(w)<<16 | uint64(v)
 }
 
 // seek returns the first posting at or after i whose document is at or
-// after doc (len(d.docs) if none): a galloping search from i.
+// after doc (d.n if none): a galloping search from i within doc's window.
 func (d *decoded) seek(i int, doc uint64) int {
-	n := len(d.docs)
-	if doc > math.MaxUint32 {
-		return n
+	w := doc >> 16
+	if w >= uint64(len(d.hi)) {
+		return d.n
 	}
-	lo, hi, step := i, i, 1
-	for hi < n && uint64(d.docs[hi]) < doc {
+	lo, end := max(i, int(d.hi[w])), d.n
+	if w+1 < uint64(len(d.hi)) {
+		end = int(d.hi[w+1])
+	}
+	if lo >= end {
+		return lo
+	}
+	low := d.lo[:end]
+	target := uint16(doc)
+	hi, step := lo, 1
+	for hi < end && low[hi] < target {
 		lo = hi + 1
 		hi += step
 		step *= 2
 	}
-	end := min(hi+1, n)
-	j, _ := slices.BinarySearch(d.docs[lo:end], uint32(doc))
+	j, _ := slices.BinarySearch(low[lo:min(hi+1, end)], target)
+	runtime.KeepAlive(d)
 	return lo + j
 }
 
@@ -176,12 +270,12 @@ type termBlocks struct {
 // postings, so 64 MiB covers the blocks of 537M postings.
 const maxBlockBytes = 64 << 20
 
-// decodedBytes bounds a blockCache's decoded postings (7 bytes a
-// posting): about 77M postings. decodeAfter is the number of searches
+// decodedBytes bounds a blockCache's decoded postings (4 bytes a
+// posting): about 84M postings. decodeAfter is the number of searches
 // that ask for a term's blocks in a segment before its postings are
 // decoded there. Variables for the tests.
 var (
-	decodedBytes = 512 << 20
+	decodedBytes = 320 << 20
 	decodeAfter  = 2
 )
 
@@ -204,6 +298,7 @@ func (c *blockCache) lookup(k blockKey, count uint64) (tb *termBlocks, post *dec
 	tb.uses++
 	if tb.post != nil {
 		c.lru.MoveToFront(tb.el)
+		tb.post.acquire()
 		return tb, tb.post, false
 	}
 	if tb.uses < decodeAfter || !fitsDecoded(tb.count) {
@@ -211,7 +306,7 @@ func (c *blockCache) lookup(k blockKey, count uint64) (tb *termBlocks, post *dec
 	}
 	// Admission (as TinyLFU's): when the budget is full, only a term
 	// searched more often than the one it would push out.
-	if v := c.victim(); c.decBytes+7*int(tb.count) > decodedBytes && v != nil && v.uses >= tb.uses {
+	if v := c.victim(); c.decBytes+4*int(tb.count) > decodedBytes && v != nil && v.uses >= tb.uses {
 		return tb, nil, false
 	}
 	return tb, nil, true
@@ -249,11 +344,11 @@ func (c *blockCache) age() {
 
 // fitsDecoded reports whether a list of count postings may be decoded.
 func fitsDecoded(count uint64) bool {
-	return count <= math.MaxUint32 && 7*count <= uint64(decodedBytes/decodeShare)
+	return count <= math.MaxUint32 && 4*count <= uint64(decodedBytes/decodeShare)
 }
 
 // put records blocks, of count postings, and the decoded postings (nil:
-// none), for k.
+// none), for k. The cache takes a reference to the postings it keeps.
 func (c *blockCache) put(k blockKey, blocks []block, count uint64, post *decoded) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -279,6 +374,7 @@ func (c *blockCache) put(k blockKey, blocks []block, count uint64, post *decoded
 	if c.decBytes+n > decodedBytes {
 		return
 	}
+	post.acquire()
 	tb.post = post
 	tb.el = c.lru.PushFront(tb)
 	c.decBytes += n
@@ -287,12 +383,14 @@ func (c *blockCache) put(k blockKey, blocks []block, count uint64, post *decoded
 func (c *blockCache) dropDecoded(tb *termBlocks) {
 	c.decBytes -= tb.post.bytes()
 	c.lru.Remove(tb.el)
+	tb.post.release()
 	tb.post, tb.el = nil, nil
 }
 
 func (c *blockCache) clearLocked() {
 	for e := c.lru.Front(); e != nil; e = e.Next() {
 		tb := e.Value.(*termBlocks)
+		tb.post.release()
 		tb.post, tb.el = nil, nil
 	}
 	c.m, c.blockBytes = map[blockKey]*termBlocks{}, 0
@@ -345,8 +443,8 @@ func (c *blockCache) retain(segs []*scorch.SegmentSnapshot) {
 // blocks returns the blocks of term in field of the segment ss, from the
 // cache or computed from every posting, deleted documents included, and
 // its postings decoded (nil: read them through zap) when the cache holds
-// them or they are now due (lookup). live is the number of its live
-// postings.
+// them or they are now due (lookup), with a reference the caller
+// releases. live is the number of its live postings.
 func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string, live uint64) ([]block, *decoded, error) {
 	k := blockKey{seg: ss.Segment(), field: field, term: term}
 	tb, post, decode := c.lookup(k, live)
@@ -363,7 +461,7 @@ func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string, live
 	}
 	count := pl.Count()
 	if decode && fitsDecoded(count) {
-		post = &decoded{docs: make([]uint32, 0, count), tf: make([]uint8, 0, count), dl: make([]uint16, 0, count)}
+		post = newDecoded(int(count))
 	}
 	var out []block
 	cur := block{minDL: math.MaxUint32}
@@ -372,14 +470,16 @@ func (c *blockCache) blocks(ss *scorch.SegmentSnapshot, field, term string, live
 	for {
 		p, err := it.Next()
 		if err != nil {
+			post.release()
 			return nil, nil, err
 		}
 		if p == nil {
 			break
 		}
 		tf, dl := p.Frequency(), postingDL(p)
-		if post != nil {
-			post.add(uint32(p.Number()), tf, dl)
+		if post != nil && !post.add(uint32(p.Number()), tf, dl) {
+			post.release() // more postings than Count said: read them through zap
+			post = nil
 		}
 		cur.last = p.Number()
 		cur.maxTF = max(cur.maxTF, uint32(min(tf, math.MaxUint32)))
@@ -415,6 +515,7 @@ type cursor struct {
 	it      segment.PostingsIterator
 	dec     *decoded
 	pos     int    // the current posting in dec
+	win     int    // the window (high 16 bits) of the document at pos, or one before it
 	doc     uint64 // the current posting's document, noDoc at the end
 	tf, dl  float64
 	w, c1   float64
@@ -443,11 +544,12 @@ func (c *cursor) read(p segment.Posting, err error) error {
 
 // load reads the decoded posting at c.pos.
 func (c *cursor) load() {
-	if c.pos >= len(c.dec.docs) {
+	if c.pos >= c.dec.n {
 		c.doc = noDoc
 		return
 	}
-	c.doc = uint64(c.dec.docs[c.pos])
+	c.win = c.dec.window(c.pos, c.win)
+	c.doc = c.dec.doc(c.pos, c.win)
 	c.tf, c.dl = c.dec.at(c.pos)
 }
 
@@ -531,39 +633,47 @@ func (s *bm25Searcher) scorePruned(ctx context.Context, segs []*scorch.SegmentSn
 				continue
 			}
 		}
-		var cs []*cursor
-		var deleted *roaring.Bitmap // to test candidates against, when a cursor reads decoded postings
-		for ti, t := range terms {
-			if t.lists[i] == nil {
-				continue
-			}
-			c := &cursor{ti: ti, w: t.w, c1: t.c1, blocks: unbounded}
-			if t.lists[i].Count() >= blocksFrom {
-				var err error
-				if c.blocks, c.dec, err = blocks.blocks(ss, clauses[t.clause].field, clauses[t.clause].term, t.lists[i].Count()); err != nil {
-					return fmt.Errorf("sparse: BM25 blocks: %w", err)
+		err := func() error {
+			var cs []*cursor
+			defer func() {
+				for _, c := range cs {
+					c.dec.release()
+				}
+			}()
+			var deleted *roaring.Bitmap // to test candidates against, when a cursor reads decoded postings
+			for ti, t := range terms {
+				if t.lists[i] == nil {
+					continue
+				}
+				c := &cursor{ti: ti, w: t.w, c1: t.c1, blocks: unbounded}
+				cs = append(cs, c) // before blocks, so that its postings are released
+				if t.lists[i].Count() >= blocksFrom {
+					var err error
+					if c.blocks, c.dec, err = blocks.blocks(ss, clauses[t.clause].field, clauses[t.clause].term, t.lists[i].Count()); err != nil {
+						return fmt.Errorf("sparse: BM25 blocks: %w", err)
+					}
+				}
+				for _, b := range c.blocks {
+					c.max = max(c.max, c.blockBound(b, c0))
+				}
+				if c.dec != nil {
+					c.pos = -1
+					if d := ss.Deleted(); allow == nil && d != nil && !d.IsEmpty() {
+						deleted = d
+					}
+				} else {
+					c.it = t.lists[i].Iterator(true, true, false, nil)
+				}
+				if err := c.next(); err != nil {
+					return err
 				}
 			}
-			for _, b := range c.blocks {
-				c.max = max(c.max, c.blockBound(b, c0))
+			if len(cs) == 0 {
+				return nil
 			}
-			if c.dec != nil {
-				c.pos = -1
-				if d := ss.Deleted(); allow == nil && d != nil && !d.IsEmpty() {
-					deleted = d
-				}
-			} else {
-				c.it = t.lists[i].Iterator(true, true, false, nil)
-			}
-			if err := c.next(); err != nil {
-				return err
-			}
-			cs = append(cs, c)
-		}
-		if len(cs) == 0 {
-			continue
-		}
-		if err := scoreSegment(ctx, cs, c0, allow, deleted, segBase, top, theta, parts); err != nil {
+			return scoreSegment(ctx, cs, c0, allow, deleted, segBase, top, theta, parts)
+		}()
+		if err != nil {
 			return err
 		}
 	}

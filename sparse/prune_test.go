@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tandemsearch/tandem/filter"
@@ -101,7 +104,7 @@ func TestPrunedMatchesExhaustive(t *testing.T) {
 		// the longer ones read through zap.
 		{true, 0, 512 << 20, 1},
 		{false, 4096, 512 << 20, 2},
-		{true, 0, 7 * decodeShare * 500, 1},
+		{true, 0, (4*500 + 4) * decodeShare, 1},
 	} {
 		unmerged := cf.unmerged
 		x := openApplied(t, schema, log, unmerged, func(storage.Change) bool { return true })
@@ -179,35 +182,118 @@ func TestPrunedMatchesExhaustive(t *testing.T) {
 	}
 }
 
+// TestPrunedConcurrentEviction searches from four goroutines with a
+// cache that holds a few lists, so that lists are decoded, evicted and
+// freed while other searches read them, with collections between: every
+// pruned search still returns what exhaustive scoring does, and once the
+// searches are done only the cache's own references remain.
+func TestPrunedConcurrentEviction(t *testing.T) {
+	ctx := context.Background()
+	schema := shardTestSchema()
+	defer func(b uint64, c, a int) { blocksFrom, decodedBytes, decodeAfter = b, c, a }(blocksFrom, decodedBytes, decodeAfter)
+	blocksFrom, decodedBytes, decodeAfter = 0, (4*300+4)*decodeShare, 1
+	x := openApplied(t, schema, pruneLog(6000, 9), true, func(storage.Change) bool { return true })
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 77))
+			for qi := range 60 {
+				w := make([]string, 1+rng.IntN(5))
+				for i := range w {
+					w[i] = fmt.Sprintf("w%03d", int(float64(400)*rng.Float64()*rng.Float64()))
+				}
+				q := Query{Text: strings.Join(w, " "), K: 10}
+				want := q
+				want.Exhaustive = true
+				exp, err := x.Search(ctx, schema, want)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := x.Search(ctx, schema, q)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !slices.Equal(got, exp) {
+					errs <- fmt.Errorf("goroutine %d, query %d %q: %v pruned, %v exhaustive", g, qi, q.Text, got, exp)
+					return
+				}
+				if qi%10 == 0 {
+					runtime.GC()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	x.blocks.mu.Lock()
+	defer x.blocks.mu.Unlock()
+	held := 0
+	for _, tb := range x.blocks.m {
+		if tb.post != nil {
+			held++
+			if r := tb.post.refs.Load(); r != 1 {
+				t.Errorf("a decoded list has %d references after the searches, want the cache's 1", r)
+			}
+		}
+	}
+	if held == 0 {
+		t.Error("no list decoded")
+	}
+}
+
 // TestDecoded checks the decoded postings against what they were given:
-// frequencies and lengths too wide for their bytes come back exact, and
+// frequencies and lengths too wide for their 16 bits come back exact,
+// documents come back whole across windows of 65,536 (some empty), and
 // seek finds the first posting at or after any document from any start.
 func TestDecoded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	var d decoded
+	const n = 3000
+	d := newDecoded(n + 1)
+	defer d.release()
 	type posting struct{ doc, tf, dl uint64 }
 	var want []posting
 	doc := uint64(0)
-	for range 3000 {
+	for range n {
 		doc += 1 + uint64(rng.IntN(40))
-		p := posting{doc: doc, tf: 1 + uint64(rng.IntN(8)), dl: uint64(rng.IntN(300))}
-		switch rng.IntN(50) {
-		case 0:
-			p.tf = 255 + uint64(rng.IntN(1000))
-		case 1:
-			p.dl = 65535 + uint64(rng.IntN(1<<20))
-		case 2:
-			p.tf, p.dl = 254, 65534
+		if rng.IntN(100) == 0 {
+			doc += uint64(rng.IntN(300_000)) // past one window or more
 		}
-		d.add(uint32(p.doc), p.tf, p.dl)
+		p := posting{doc: doc, tf: 1 + uint64(rng.IntN(15)), dl: uint64(rng.IntN(4096))}
+		switch rng.IntN(40) {
+		case 0:
+			p.tf = 16 + uint64(rng.IntN(1000))
+		case 1:
+			p.dl = 4096 + uint64(rng.IntN(1<<20))
+		case 2:
+			p.tf, p.dl = 15, 4095
+		case 3:
+			p.tf = 0
+		}
+		if !d.add(uint32(p.doc), p.tf, p.dl) {
+			t.Fatalf("posting %d refused", len(want))
+		}
 		want = append(want, p)
 	}
+	win := 0
 	for i, p := range want {
 		tf, dl := d.at(i)
-		if tf != float64(p.tf) || dl != float64(p.dl) {
-			t.Fatalf("posting %d: (%v, %v), want (%d, %d)", i, tf, dl, p.tf, p.dl)
+		win = d.window(i, win)
+		if got := d.doc(i, win); got != p.doc || tf != float64(p.tf) || dl != float64(p.dl) {
+			t.Fatalf("posting %d: (%d, %v, %v), want (%d, %d, %d)", i, got, tf, dl, p.doc, p.tf, p.dl)
 		}
 	}
+	if !d.add(uint32(doc+1), 1, 1) || d.add(uint32(doc+2), 1, 1) {
+		t.Fatal("the room for n+1 postings did not take exactly one more")
+	}
+	want = append(want, posting{doc: doc + 1, tf: 1, dl: 1})
 	for range 20000 {
 		from := rng.IntN(len(want) + 1)
 		target := uint64(rng.IntN(int(doc) + 50))
@@ -230,11 +316,11 @@ func TestDecoded(t *testing.T) {
 // blocks), and never a list longer than its share.
 func TestBlockCacheAdmission(t *testing.T) {
 	defer func(c, a int) { decodedBytes, decodeAfter = c, a }(decodedBytes, decodeAfter)
-	decodedBytes, decodeAfter = 7*decodeShare*100, 2 // 800 postings in all, 100 a list
+	decodedBytes, decodeAfter = 4*decodeShare*100+4*8, 2 // 800 postings in all, 100 a list, and one window index each
 	var c blockCache
 	key := func(i int) blockKey { return blockKey{field: "text", term: fmt.Sprint("t", i)} }
 	list := func(n int) *decoded {
-		d := &decoded{docs: make([]uint32, 0, n), tf: make([]uint8, 0, n), dl: make([]uint16, 0, n)} // as blocks sizes them
+		d := newDecoded(n) // as blocks sizes them
 		for i := range n {
 			d.add(uint32(i), 1, 10)
 		}
@@ -248,8 +334,8 @@ func TestBlockCacheAdmission(t *testing.T) {
 	if _, post, decode := c.lookup(key(0), 100); post != nil || !decode {
 		t.Fatalf("second search: postings %v, decode %v; want none held, decode", post, decode)
 	}
-	c.put(key(100), bl, 101, nil)
-	if _, _, decode := c.lookup(key(100), 101); decode {
+	c.put(key(100), bl, 102, nil)
+	if _, _, decode := c.lookup(key(100), 102); decode {
 		t.Fatal("a list longer than its share is decoded")
 	}
 	// Eight lists of 100 fill the budget; a ninth drops the least
