@@ -149,19 +149,11 @@ func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 	case I8:
 		for r := range n {
 			row := vecs[r*dim : (r+1)*dim]
-			var m float32
-			for _, v := range row {
-				m = max(m, float32(math.Abs(float64(v))))
-			}
-			scale := m / 127
+			scale := scaleI8(row)
 			out := p[r*(4+dim):]
 			binary.LittleEndian.PutUint32(out, math.Float32bits(scale))
 			for j, v := range row {
-				var q float64
-				if scale > 0 {
-					q = math.Round(float64(v / scale))
-				}
-				out[4+j] = byte(int8(max(-127, min(127, q))))
+				out[4+j] = byte(quantizeI8(v, scale))
 			}
 		}
 	}
@@ -265,6 +257,25 @@ func decodeRows(b []byte, h blobHeader, from, to int, out []float32) {
 			}
 		}
 	}
+}
+
+// scaleI8 is an I8 row's scale: max|x|/127.
+func scaleI8(row []float32) float32 {
+	var m float32
+	for _, v := range row {
+		m = max(m, float32(math.Abs(float64(v))))
+	}
+	return m / 127
+}
+
+// quantizeI8 is v's value in an I8 row of the given scale: v/scale
+// rounded half away from zero, within [-127, 127] (0 for a zero scale).
+func quantizeI8(v, scale float32) int8 {
+	var q float64
+	if scale > 0 {
+		q = math.Round(float64(v / scale))
+	}
+	return int8(max(-127, min(127, q)))
 }
 
 // float16Bits converts v to IEEE binary16, rounding to nearest even;
