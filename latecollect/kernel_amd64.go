@@ -85,6 +85,16 @@ func haveAVX512BW() bool {
 	return ebx7&(1<<30) != 0
 }
 
+// haveVNNI reports haveAVX512BW with AVX-512VL and AVX512-VNNI (CPUID
+// leaf 7, EBX bit 31 and ECX bit 11): VPDPBUSD on 512-bit registers.
+func haveVNNI() bool {
+	if !haveAVX512BW() {
+		return false
+	}
+	_, ebx7, ecx7, _ := cpuid(7, 0)
+	return ebx7&(1<<31) != 0 && ecx7&(1<<11) != 0
+}
+
 // useAVX2, useF16C and useAVX512 select the assembly kernels; tests and
 // benchmarks turn them off to compare with the portable code.
 var (
@@ -92,7 +102,16 @@ var (
 	useF16C     = haveF16C()
 	useAVX512   = haveAVX512()
 	useAVX512BW = haveAVX512BW()
+	useVNNI     = haveVNNI()
 )
+
+// maxSimI8x32VNNI raises best[l], l < 32, to the largest s_j * <q_l,
+// d_j> over the 8 int8 rows d_j at d + j*stride bytes, dim values each
+// (a multiple of 64), each preceded by its float32 scale s_j, for the
+// query tokens laid out as queryI8.lanes; see kernel_amd64.s.
+//
+//go:noescape
+func maxSimI8x32VNNI(qt, d *byte, stride, dim int, best *float32)
 
 // maxSim8x32AVX512 raises best[l], l < 32, to the largest inner product of
 // query token l with the 8 rows at d, d + stride, ... (floats), dim values

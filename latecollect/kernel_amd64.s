@@ -1055,3 +1055,175 @@ aloop32:
 	VMOVDQU32 Z29, 64(R11)
 	VZEROUPPER
 	RET
+
+// func maxSimI8x32VNNI(qt *byte, d *byte, stride, dim int, best *float32)
+//
+// best[l] = max(best[l], s_j * <q_l, d_j>) over the 8 int8 rows d_j at
+// d + j*stride bytes (dim values, a multiple of 64), each preceded by its
+// float32 scale s_j, for the 32 int8 query tokens l laid out as
+// queryI8.lanes: qt[(k/4)*128 + 4*l + k%4] = q_l[k] + 128, unsigned.
+// VPDPBUSD multiplies those unsigned bytes by the row's signed bytes, four
+// at a time with the row's four values broadcast, so each lane sums
+// (q_l[k] + 128) * d_j[k]; the row's own sum, 128 * Σ d_j[k], taken with
+// VPSADBW, is subtracted. The integer sums are exact, and so is their
+// conversion to float32 (|sum| ≤ 127*127*dim < 2^24 for dim ≤ 1040); the
+// one rounding is the multiplication by s_j, as in maxSimI8Go.
+TEXT ·maxSimI8x32VNNI(SB), NOSPLIT, $0-40
+	MOVQ qt+0(FP), SI
+	MOVQ d+8(FP), DI
+	MOVQ stride+16(FP), R8
+	MOVQ dim+24(FP), CX
+	MOVQ best+32(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (DI)(R8*4), R10
+	MOVQ DI, R11
+	MOVQ R10, R12
+	MOVQ CX, R13
+	SHRQ $2, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+i8loop:
+	VMOVDQU32     (SI), Z16
+	VMOVDQU32     64(SI), Z17
+	VPDPBUSD.BCST (DI), Z16, Z0
+	VPDPBUSD.BCST (DI), Z17, Z1
+	VPDPBUSD.BCST (DI)(R8*1), Z16, Z2
+	VPDPBUSD.BCST (DI)(R8*1), Z17, Z3
+	VPDPBUSD.BCST (DI)(R8*2), Z16, Z4
+	VPDPBUSD.BCST (DI)(R8*2), Z17, Z5
+	VPDPBUSD.BCST (DI)(R9*1), Z16, Z6
+	VPDPBUSD.BCST (DI)(R9*1), Z17, Z7
+	VPDPBUSD.BCST (R10), Z16, Z8
+	VPDPBUSD.BCST (R10), Z17, Z9
+	VPDPBUSD.BCST (R10)(R8*1), Z16, Z10
+	VPDPBUSD.BCST (R10)(R8*1), Z17, Z11
+	VPDPBUSD.BCST (R10)(R8*2), Z16, Z12
+	VPDPBUSD.BCST (R10)(R8*2), Z17, Z13
+	VPDPBUSD.BCST (R10)(R9*1), Z16, Z14
+	VPDPBUSD.BCST (R10)(R9*1), Z17, Z15
+	ADDQ          $128, SI
+	ADDQ          $4, DI
+	ADDQ          $4, R10
+	DECQ          CX
+	JNZ           i8loop
+
+	// Each row's bytes as unsigned (x ^ 0x80 = x + 128), summed 8 at a
+	// time into 64-bit lanes: Z18..Z25 for rows 0..7.
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z28
+	VPXORD       Z29, Z29, Z29
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z21, Z21, Z21
+	VPXORD       Z22, Z22, Z22
+	VPXORD       Z23, Z23, Z23
+	VPXORD       Z24, Z24, Z24
+	VPXORD       Z25, Z25, Z25
+	MOVQ         R11, DI
+	MOVQ         R12, R10
+	MOVQ         R13, CX
+	SHRQ         $6, CX
+
+i8sum:
+	VPXORD  (DI), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z18, Z18
+	VPXORD  (DI)(R8*1), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z19, Z19
+	VPXORD  (DI)(R8*2), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z20, Z20
+	VPXORD  (DI)(R9*1), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z21, Z21
+	VPXORD  (R10), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z22, Z22
+	VPXORD  (R10)(R8*1), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z23, Z23
+	VPXORD  (R10)(R8*2), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z24, Z24
+	VPXORD  (R10)(R9*1), Z28, Z27
+	VPSADBW Z29, Z27, Z27
+	VPADDQ  Z27, Z25, Z25
+	ADDQ    $64, DI
+	ADDQ    $64, R10
+	DECQ    CX
+	JNZ     i8sum
+
+	// 128 * dim, the sum's offset from Σ d_j[k], in every lane.
+	MOVQ         R13, AX
+	SHLQ         $7, AX
+	VPBROADCASTD AX, Z30
+
+// I8ROW finishes row sums (the row's unsigned sum in the 64-bit lanes of
+// sums), subtracts 128 * Σ d_j[k] from the lanes a and b, converts them to
+// float32 and multiplies them by the row's scale at scale.
+#define I8ROW(zs, ys, xs, a, b, scale) \
+	VEXTRACTI64X4 $1, zs, Y27; \
+	VPADDQ        Y27, ys, ys; \
+	VEXTRACTI32X4 $1, ys, X27; \
+	VPADDQ        X27, xs, xs; \
+	VPSHUFD       $0x4e, xs, X27; \
+	VPADDQ        X27, xs, xs; \
+	VPBROADCASTD  xs, Z27; \
+	VPSUBD        Z30, Z27, Z27; \
+	VPSLLD        $7, Z27, Z27; \
+	VPSUBD        Z27, a, a; \
+	VPSUBD        Z27, b, b; \
+	VCVTDQ2PS     a, a; \
+	VCVTDQ2PS     b, b; \
+	VBROADCASTSS  scale, Z27; \
+	VMULPS        Z27, a, a; \
+	VMULPS        Z27, b, b
+
+	I8ROW(Z18, Y18, X18, Z0, Z1, -4(R11))
+	I8ROW(Z19, Y19, X19, Z2, Z3, -4(R11)(R8*1))
+	I8ROW(Z20, Y20, X20, Z4, Z5, -4(R11)(R8*2))
+	I8ROW(Z21, Y21, X21, Z6, Z7, -4(R11)(R9*1))
+	I8ROW(Z22, Y22, X22, Z8, Z9, -4(R12))
+	I8ROW(Z23, Y23, X23, Z10, Z11, -4(R12)(R8*1))
+	I8ROW(Z24, Y24, X24, Z12, Z13, -4(R12)(R8*2))
+	I8ROW(Z25, Y25, X25, Z14, Z15, -4(R12)(R9*1))
+
+	VMAXPS  Z2, Z0, Z0
+	VMAXPS  Z4, Z0, Z0
+	VMAXPS  Z6, Z0, Z0
+	VMAXPS  Z8, Z0, Z0
+	VMAXPS  Z10, Z0, Z0
+	VMAXPS  Z12, Z0, Z0
+	VMAXPS  Z14, Z0, Z0
+	VMAXPS  Z3, Z1, Z1
+	VMAXPS  Z5, Z1, Z1
+	VMAXPS  Z7, Z1, Z1
+	VMAXPS  Z9, Z1, Z1
+	VMAXPS  Z11, Z1, Z1
+	VMAXPS  Z13, Z1, Z1
+	VMAXPS  Z15, Z1, Z1
+	VMOVUPS (DX), Z16
+	VMOVUPS 64(DX), Z17
+	VMAXPS  Z16, Z0, Z0
+	VMAXPS  Z17, Z1, Z1
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VZEROUPPER
+	RET

@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -114,5 +115,51 @@ func BenchmarkScoreCentroids(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkMaxSimI8 measures exact scoring of the document of
+// BenchmarkMaxSim (238 tokens of 384 values) against queries of 20 and 32
+// tokens: from a float16 blob as search scores today (maxSimBlob, F16C
+// decoding and the float32 kernels), and from an I8 blob with the query
+// quantised once (queryI8.maxSim), with the VNNI kernel where the CPU has
+// it and with the portable code.
+func BenchmarkMaxSimI8(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	d := randomUnit(r, 238, 384)
+	f16, _ := EncodeTokens(d, 384, F16)
+	hf, _ := parseHeader(f16)
+	i8, _ := EncodeTokens(d, 384, I8)
+	hi, _ := parseHeader(i8)
+	saved := useVNNI
+	defer func() { useVNNI = saved }()
+	for _, nq := range []int{20, 32} {
+		q := randomUnit(r, nq, 384)
+		best := make([]float32, nq)
+		dots := float64(nq * 238)
+		b.Run(fmt.Sprintf("q%d/f16", nq), func(b *testing.B) {
+			ql := newQueryLanes(q, 384)
+			var scratch []float32
+			for b.Loop() {
+				scratch = maxSimBlob(q, ql, f16, hf, best, scratch)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/dots, "ns/dot")
+		})
+		for _, vnni := range []bool{true, false} {
+			if vnni && !saved {
+				continue
+			}
+			useVNNI = vnni
+			qi := newQueryI8(q, 384)
+			name := map[bool]string{true: "vnni", false: "portable"}[vnni]
+			b.Run(fmt.Sprintf("q%d/i8-%s", nq, name), func(b *testing.B) {
+				var pad []byte
+				for b.Loop() {
+					pad = qi.maxSim(i8[headerSize:], hi.count, best, pad)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/dots, "ns/dot")
+			})
+		}
+		useVNNI = saved
 	}
 }

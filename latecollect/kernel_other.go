@@ -7,7 +7,12 @@ var (
 	useF16C     = false
 	useAVX512   = false
 	useAVX512BW = false
+	useVNNI     = false
 )
+
+func maxSimI8x32VNNI(qt, d *byte, stride, dim int, best *float32) {
+	panic("latecollect: maxSimI8x32VNNI without amd64")
+}
 
 func dot4x2AVX2(q0, q1, q2, q3, d0, d1 *float32, n int, out *[8]float32) {
 	panic("latecollect: dot4x2AVX2 without amd64")

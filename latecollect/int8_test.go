@@ -1,0 +1,89 @@
+package latecollect
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The VNNI kernel and the portable code give the same maxima, bit for
+// bit up to the sign of zero, for query lengths across chunks of 32,
+// documents across tiles of 8 and dimensions the kernel takes; and both
+// equal the float maxima of the dequantised values to within the
+// quantisation's error.
+func TestMaxSimI8Kernels(t *testing.T) {
+	if !useVNNI {
+		t.Log("no AVX512-VNNI on this CPU: the portable code is checked against float32 only")
+	}
+	r := rand.New(rand.NewPCG(3, 8))
+	saved := useVNNI
+	defer func() { useVNNI = saved }()
+	for _, dim := range []int{64, 128, 384} {
+		for _, nq := range []int{1, 7, 20, 32, 33, 70} {
+			for _, nd := range []int{1, 3, 8, 9, 17, 238} {
+				q, d := randomUnit(r, nq, dim), randomUnit(r, nd, dim)
+				if nd > 1 {
+					// Extremes: a row of ±max, whose values quantise to ±127.
+					for k := range dim {
+						d[k] = float32(1 - 2*(k%2))
+					}
+				}
+				blob, err := EncodeTokens(d, dim, I8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := parseHeader(blob)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := blob[headerSize:]
+
+				useVNNI = false
+				goBest := make([]float32, nq)
+				newQueryI8(q, dim).maxSim(rows, h.count, goBest, nil)
+
+				deq := make([]float32, nd*dim)
+				decodeRows(blob, h, 0, nd, deq)
+				want := make([]float32, nq)
+				fillInf(want)
+				maxSimGo(q, deq, dim, nil, want)
+				for i := range want {
+					// Query quantisation: |q - q8*s| ≤ s/2 per value.
+					qmax := float32(0)
+					for _, v := range q[i*dim : (i+1)*dim] {
+						qmax = max(qmax, float32(math.Abs(float64(v))))
+					}
+					var dn float64
+					for j := range nd {
+						var n2 float64
+						for _, v := range deq[j*dim : (j+1)*dim] {
+							n2 += float64(v) * float64(v)
+						}
+						dn = max(dn, math.Sqrt(n2))
+					}
+					tol := float64(qmax/127/2)*math.Sqrt(float64(dim))*dn + 1e-5
+					if diff := math.Abs(float64(goBest[i] - want[i])); diff > tol {
+						t.Fatalf("dim %d, %d×%d: token %d: int8 %v, float %v, beyond %v", dim, nq, nd, i, goBest[i], want[i], tol)
+					}
+				}
+				if !saved {
+					continue
+				}
+				useVNNI = true
+				vnniBest := make([]float32, nq)
+				newQueryI8(q, dim).maxSim(rows, h.count, vnniBest, nil)
+				for i := range vnniBest {
+					if vnniBest[i] != goBest[i] {
+						t.Fatalf("dim %d, %d×%d: token %d: VNNI %v, Go %v", dim, nq, nd, i, vnniBest[i], goBest[i])
+					}
+				}
+			}
+		}
+	}
+	// No rows: every maximum is -Inf, as maxSim gives.
+	best := []float32{1, 2}
+	newQueryI8(make([]float32, 2*64), 64).maxSim(nil, 0, best, nil)
+	if !math.IsInf(float64(best[0]), -1) || !math.IsInf(float64(best[1]), -1) {
+		t.Errorf("no rows: %v, want -Inf", best)
+	}
+}
