@@ -156,7 +156,11 @@ func (e *Engine) newHighlighter(p *Plan, qtokens func(i int) []float32) (*highli
 		}
 		q := qtokens(i)
 		dim := r.model.spec.TokenDim
-		x, err := latecollect.NewExplainer(q, dim, p.scoring)
+		mode := latecollect.Candidates
+		if r.exact {
+			mode = latecollect.Reference
+		}
+		x, err := latecollect.NewExplainer(q, dim, p.scoring, mode)
 		if err != nil {
 			return nil, fmt.Errorf("engine: highlight %s: %w", r.name, err)
 		}

@@ -54,8 +54,8 @@ type Request struct {
 	// collection's first model of that kind). Empty means ["bm25"];
 	// Engine.Retrievers lists every one the collection has.
 	// "late-exact:<model>" (or "late-exact") scores every document exactly
-	// (latecollect.Exhaustive): the reference late-interaction search is
-	// measured against, slow on purpose.
+	// in float32 (latecollect.Reference): the reference late-interaction
+	// search, and its exact stage, are measured against, slow on purpose.
 	Retrievers []string
 	// Fusion names the fusion method when several retrievers run (see
 	// fusion.ParseMethod); empty means DefaultFusion.
@@ -152,7 +152,7 @@ type retriever struct {
 	name   string // canonical: bm25, dense:<model>, late:<model>
 	kind   string // bm25, dense, late
 	model  *model
-	exact  bool // late interaction in latecollect.Exhaustive mode
+	exact  bool // late interaction in latecollect.Reference mode
 	depth  int
 	weight float64
 	hits   []fusion.Item
@@ -694,7 +694,7 @@ func (e *Engine) rankLate(ctx context.Context, s *search, r *retriever) ([]fusio
 	r.tokens = qt
 	lo := &latecollect.SearchOptions{K: r.depth, Allow: s.allow, Scoring: s.p.scoring}
 	if r.exact {
-		lo.Mode = latecollect.Exhaustive
+		lo.Mode = latecollect.Reference
 	}
 	var hits []latecollect.Hit
 	if w, ok := s.shard.late(r.name); ok && !r.exact {

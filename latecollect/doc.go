@@ -56,9 +56,18 @@
 //     and then applies the changes after its sequence; otherwise it builds
 //     the index from the blobs.
 //   - Exhaustive mode scores every allowed document exactly, and every
-//     exact score, in any mode and in Rescore, comes from the same
-//     function over the stored blob: a document gets the same float32
-//     score wherever it is scored exactly.
+//     exact score, in Candidates and Exhaustive modes and in Rescore,
+//     comes from the same function over the stored blob (scoreBlob): a
+//     document gets the same float32 score wherever it is scored exactly.
+//     An I8 blob is scored in int8, the query quantised once per search
+//     (queryI8: integer sums, exact, then scaled), with the VNNI kernel
+//     where the CPU has it and the portable code elsewhere, bit for bit
+//     alike (TestMaxSimI8Kernels); float16 and float32 blobs in float32.
+//   - Reference mode scores every allowed document in float32 over the
+//     stored tokens as decoded and the query as given: the full-precision
+//     reference ("late-exact" in the engine). It equals Exhaustive for
+//     float16 and float32 blobs, and for I8 blobs measures what the
+//     quantised query costs.
 //
 // # Explaining a score
 //
@@ -69,14 +78,15 @@
 // their stored blobs, and reports which document token (row of the
 // stored matrix) gave each, the first among equal products. Invariants:
 //
-//   - Explainer.Explain computes every product with the kernel the exact
-//     stage uses on this CPU (AVX-512, AVX2 or Go: dotsInto mirrors
-//     maxSimInto), over the rows decoded as maxSimBlob decodes them, so
-//     Explanation.Max equals the maxima the exact score took and
-//     Explanation.Score equals the document's exact score, bit for bit
-//     (TestExplainMatchesExactScore with each kernel;
-//     TestExplainEqualsIndexScore against both families' hits, in both
-//     modes).
+//   - Explainer.Explain computes every product with the kernel a search
+//     in its mode uses on this CPU (AVX-512, AVX2 or Go: dotsInto mirrors
+//     maxSimInto, over the rows decoded as maxSimBlob decodes them; for
+//     an I8 blob outside Reference mode, the int8 kernel a row at a
+//     time), so Explanation.Max equals the maxima the exact score took
+//     and Explanation.Score equals the document's exact score, bit for
+//     bit (TestExplainMatchesExactScore with each kernel, encoding and
+//     mode; TestExplainEqualsIndexScore against both families' hits, in
+//     every mode, over float16 and I8 blobs).
 //   - A hit scored from its residual codes rather than its stored blob
 //     (ExactStale, ExactReadErrors: the document changed since the index
 //     applied it) is explained from the blob as it is now, so its score
@@ -261,7 +271,7 @@
 //	q, err := enc.Encode(ctx, encoder.Request{Side: encoder.Query, Texts: []string{text}, Tokens: true})
 //	allow, err := eng.FilterBitmap(ctx, filterJSON) // nil without a filter
 //	hits, err := x.Search(ctx, q.Tokens[0].Vectors, &latecollect.SearchOptions{K: 10, Allow: allow})
-//	// hits[i].DocNum, hits[i].Score; Mode: latecollect.Exhaustive for the exact reference.
+//	// hits[i].DocNum, hits[i].Score; Mode: latecollect.Reference for the float32 reference.
 //	err = x.Snapshot(ctx) // before closing, so that the next Open does not rebuild
 //
 // *Index satisfies the engine's derived-index interface (Name, AppliedSeq,

@@ -24,6 +24,7 @@ type Explanation struct {
 type Explainer struct {
 	q       []float32
 	ql      *queryLanes
+	qi      *queryI8 // the query quantised, for I8 blobs; nil in Reference mode
 	dim     int
 	scoring Scoring
 	block   []float32
@@ -33,8 +34,10 @@ type Explainer struct {
 
 // NewExplainer checks a query (token vectors of dim values row after row,
 // as Search takes it) and lays it out for the kernels once, for every
-// document Explain is then given.
-func NewExplainer(query []float32, dim int, scoring Scoring) (*Explainer, error) {
+// document Explain is then given. It explains the scores a search in mode
+// gives: Candidates and Exhaustive score as the exact stage does (I8
+// blobs in int8), Reference in float32.
+func NewExplainer(query []float32, dim int, scoring Scoring, mode Mode) (*Explainer, error) {
 	if !scoring.valid() {
 		return nil, fmt.Errorf("latecollect: explain: %w: Scoring %q", ErrBadOptions, scoring)
 	}
@@ -44,15 +47,19 @@ func NewExplainer(query []float32, dim int, scoring Scoring) (*Explainer, error)
 	if err := checkFinite(query, dim); err != nil {
 		return nil, fmt.Errorf("latecollect: explain: query %w", err)
 	}
-	return &Explainer{q: query, ql: newQueryLanes(query, dim), dim: dim, scoring: scoring}, nil
+	if mode != Candidates && mode != Exhaustive && mode != Reference {
+		return nil, fmt.Errorf("latecollect: explain: %w: %v", ErrBadOptions, mode)
+	}
+	k := newExactKernels(query, dim, mode)
+	return &Explainer{q: query, ql: k.ql, qi: k.qi, dim: dim, scoring: scoring}, nil
 }
 
-// Explain scores a stored token blob (EncodeTokens' format) exactly as the
-// exact stage and Exhaustive mode score it, and reports which document
-// token gave each query token's maximum. Each product is computed as
-// maxSimBlob computes it (the same kernel, on the same decoded rows), so
-// Max holds the maxima the exact score takes and Score is that score, bit
-// for bit. It costs what scoring the document costs, plus one comparison
+// Explain scores a stored token blob (EncodeTokens' format) exactly as a
+// search in the Explainer's mode scores it (scoreBlob), and reports which
+// document token gave each query token's maximum. Each product is
+// computed as scoreBlob computes it (the same kernel, on the same rows),
+// so Max holds the maxima the exact score takes and Score is that score,
+// bit for bit. It costs what scoring the document costs, plus one comparison
 // per product: a caller explains the hits it returns, not every
 // candidate.
 func (x *Explainer) Explain(blob []byte) (Explanation, error) {
@@ -65,7 +72,11 @@ func (x *Explainer) Explain(blob []byte) (Explanation, error) {
 	}
 	nq := len(x.q) / x.dim
 	ex := Explanation{Max: make([]float32, nq), Row: make([]int, nq)}
-	x.argmaxBlob(blob, h, ex.Max, ex.Row)
+	if h.enc == I8 && x.qi != nil {
+		x.qi.argmax(blob[headerSize:], h.count, ex.Max, ex.Row)
+	} else {
+		x.argmaxBlob(blob, h, ex.Max, ex.Row)
+	}
 	ex.Score = combine(x.scoring, ex.Max)
 	return ex, nil
 }

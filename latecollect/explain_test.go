@@ -2,6 +2,7 @@ package latecollect
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -14,8 +15,8 @@ import (
 // (when present), AVX2 (when present) and portable Go. run sets each in
 // turn.
 func kernelConfigs(t *testing.T, run func(t *testing.T)) {
-	saved := struct{ avx2, avx512 bool }{useAVX2, useAVX512}
-	defer func() { useAVX2, useAVX512 = saved.avx2, saved.avx512 }()
+	saved := struct{ avx2, avx512, vnni bool }{useAVX2, useAVX512, useVNNI}
+	defer func() { useAVX2, useAVX512, useVNNI = saved.avx2, saved.avx512, saved.vnni }()
 	for _, k := range []struct {
 		name         string
 		avx2, avx512 bool
@@ -23,17 +24,18 @@ func kernelConfigs(t *testing.T, run func(t *testing.T)) {
 		if (k.avx512 && !saved.avx512) || (k.avx2 && !saved.avx2) {
 			continue
 		}
-		useAVX2, useAVX512 = k.avx2, k.avx512
+		useAVX2, useAVX512, useVNNI = k.avx2, k.avx512, k.avx512 && saved.vnni
 		t.Run(k.name, run)
 	}
 }
 
-// TestExplainMatchesExactScore checks, with every kernel this CPU has and
-// every encoding, on random shapes (query tokens across the AVX-512
-// chunk widths of 16 and 32, documents across tiles of 8 and blocks of
-// exactBlockBytes, dimensions that take the kernels or not), that
-// Explain's maxima are bit for bit maxSimBlob's, its score the exact
-// stage's, and each row the first whose product is the maximum.
+// TestExplainMatchesExactScore checks, with every kernel this CPU has,
+// every encoding and both the exact stage's and Reference's kernels, on
+// random shapes (query tokens across the AVX-512 chunk widths of 16 and
+// 32, documents across tiles of 8 and blocks of exactBlockBytes,
+// dimensions that take the kernels or not), that Explain's maxima are
+// bit for bit scoreBlob's, its score the exact stage's, and each row the
+// first whose product is the maximum.
 func TestExplainMatchesExactScore(t *testing.T) {
 	kernelConfigs(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, 30))
@@ -51,20 +53,24 @@ func TestExplainMatchesExactScore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			best := make([]float32, nq)
-			maxSimBlob(q, newQueryLanes(q, dim), blob, h, best, nil)
-			what := fmt.Sprintf("case %d (dim %d, %d query tokens, %d document tokens, %s)", c, dim, nq, nd, enc)
-			for _, s := range []Scoring{ScoreAvgMax, ScoreSumMax} {
-				ex := explain(t, q, dim, blob, s)
-				if ex.Score != combine(s, best) {
-					t.Fatalf("%s %s: score %v, exact stage %v", what, s, ex.Score, combine(s, best))
-				}
-				for i := range best {
-					if ex.Max[i] != best[i] {
-						t.Fatalf("%s: query token %d: max %v, exact stage %v", what, i, ex.Max[i], best[i])
+			for _, mode := range []Mode{Candidates, Reference} {
+				k := newExactKernels(q, dim, mode)
+				best := make([]float32, nq)
+				scoreBlob(k, blob, h, best, &blobScratch{})
+				what := fmt.Sprintf("case %d (dim %d, %d query tokens, %d document tokens, %s, %s)", c, dim, nq, nd, enc, mode)
+				for _, s := range []Scoring{ScoreAvgMax, ScoreSumMax} {
+					ex := explainIn(t, q, dim, blob, s, mode)
+					if ex.Score != combine(s, best) {
+						t.Fatalf("%s %s: score %v, exact stage %v", what, s, ex.Score, combine(s, best))
 					}
+					for i := range best {
+						if ex.Max[i] != best[i] {
+							t.Fatalf("%s: query token %d: max %v, exact stage %v", what, i, ex.Max[i], best[i])
+						}
+					}
+					dot, n := productsOf(t, k, blob)
+					checkRows(t, what, dot, n, ex)
 				}
-				checkRows(t, what, q, blob, ex)
 			}
 		}
 	})
@@ -72,7 +78,13 @@ func TestExplainMatchesExactScore(t *testing.T) {
 
 func explain(t *testing.T, q []float32, dim int, blob []byte, s Scoring) Explanation {
 	t.Helper()
-	x, err := NewExplainer(q, dim, s)
+	return explainIn(t, q, dim, blob, s, Candidates)
+}
+
+// explainIn explains blob's score as a search in mode gives it.
+func explainIn(t *testing.T, q []float32, dim int, blob []byte, s Scoring, mode Mode) Explanation {
+	t.Helper()
+	x, err := NewExplainer(q, dim, s, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,32 +95,59 @@ func explain(t *testing.T, q []float32, dim int, blob []byte, s Scoring) Explana
 	return ex
 }
 
-// checkRows checks in float64 that each query token's row gives its
-// maximum and that no row gives more (TestExplainFirstAmongEquals checks
-// ties).
-func checkRows(t *testing.T, what string, q []float32, blob []byte, ex Explanation) {
+// productsOf returns, for a query made ready by k and a blob, the
+// function giving the product of query token i with row j as the
+// kernels compute it, in float64, and the blob's row count: float32 over
+// the decoded rows, or the int8 sum scaled for an I8 blob when k
+// quantises.
+func productsOf(t *testing.T, k exactKernels, blob []byte) (func(i, j int) float64, int) {
 	t.Helper()
-	d, dim, err := DecodeTokens(blob)
+	h, err := parseHeader(blob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dot64 := func(i, j int) float64 {
+	dim := h.dim
+	if h.enc == I8 && k.qi != nil {
+		rows := blob[headerSize:]
+		return func(i, j int) float64 {
+			row := rows[j*(4+dim) : (j+1)*(4+dim)]
+			s := math.Float32frombits(binary.LittleEndian.Uint32(row))
+			var acc int32
+			for kk := range dim {
+				acc += int32(k.qi.q8[i*dim+kk]) * int32(int8(row[4+kk]))
+			}
+			return float64(k.qi.scale[i] * (s * float32(acc)))
+		}, h.count
+	}
+	d, _, err := DecodeTokens(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := k.q
+	return func(i, j int) float64 {
 		var s float64
-		for k := range dim {
-			s += float64(q[i*dim+k]) * float64(d[j*dim+k])
+		for kk := range dim {
+			s += float64(q[i*dim+kk]) * float64(d[j*dim+kk])
 		}
 		return s
-	}
+	}, h.count
+}
+
+// checkRows checks in float64 that each query token's row gives its
+// maximum and that no row gives more, with products as dot gives them
+// for n rows (TestExplainFirstAmongEquals checks ties).
+func checkRows(t *testing.T, what string, dot func(i, j int) float64, n int, ex Explanation) {
+	t.Helper()
 	const tol = 1e-5
 	for i, row := range ex.Row {
-		if row < 0 || row >= len(d)/dim {
-			t.Fatalf("%s: query token %d: row %d of %d", what, i, row, len(d)/dim)
+		if row < 0 || row >= n {
+			t.Fatalf("%s: query token %d: row %d of %d", what, i, row, n)
 		}
-		if got := dot64(i, row); math.Abs(got-float64(ex.Max[i])) > tol {
+		if got := dot(i, row); math.Abs(got-float64(ex.Max[i])) > tol {
 			t.Fatalf("%s: query token %d: row %d's product %v, max %v", what, i, row, got, ex.Max[i])
 		}
-		for j := range len(d) / dim {
-			p := dot64(i, j)
+		for j := range n {
+			p := dot(i, j)
 			if p > float64(ex.Max[i])+tol {
 				t.Fatalf("%s: query token %d: row %d's product %v beside row %d's max %v", what, i, j, p, row, ex.Max[i])
 			}
@@ -145,37 +184,86 @@ func TestExplainFirstAmongEquals(t *testing.T) {
 func TestExplainEqualsIndexScore(t *testing.T) {
 	ctx := context.Background()
 	for _, desc := range []string{"", "Residual"} {
-		t.Run("desc="+desc, func(t *testing.T) {
-			c := newSynth(300, 16, 9)
-			st := openStore(t, "")
-			c.write(t, st, F16)
-			x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: desc})
-			r := rand.New(rand.NewPCG(11, 11))
-			for qi := range 4 {
-				q := randomUnit(r, 3+qi*11, 16)
-				for _, s := range []Scoring{ScoreAvgMax, ScoreSumMax} {
-					for _, mode := range []Mode{Exhaustive, Candidates} {
-						hits, err := x.Search(ctx, q, &SearchOptions{K: 20, Mode: mode, Scoring: s})
+		for _, enc := range []Encoding{F16, I8} {
+			// 64 values: the VNNI kernel's I8 path where the CPU has it
+			// (an I8 blob of 40 such tokens fits the test store's values).
+			for _, dim := range []int{16, 64} {
+				if enc != I8 && dim > 16 {
+					continue
+				}
+				t.Run(fmt.Sprintf("desc=%s/%s/dim=%d", desc, enc, dim), func(t *testing.T) {
+					explainEqualsIndexScore(t, ctx, desc, enc, dim)
+				})
+			}
+		}
+	}
+}
+
+// explainEqualsIndexScore checks, for an index over blobs of one
+// encoding, that each hit of each mode is explained, in its mode, to its
+// score bit for bit; that Candidates and Exhaustive give a document the
+// same score; and that Reference scores in float32 over the decoded rows
+// (AvgMax, SumMax).
+func explainEqualsIndexScore(t *testing.T, ctx context.Context, desc string, enc Encoding, dim int) {
+	c := newSynth(300, dim, 9)
+	st := openStore(t, "")
+	c.write(t, st, enc)
+	x := openIndex(t, st, &Options{Model: testModel, Dim: dim, Description: desc})
+	r := rand.New(rand.NewPCG(11, 11))
+	for qi := range 4 {
+		q := randomUnit(r, 3+qi*11, dim)
+		for _, s := range []Scoring{ScoreAvgMax, ScoreSumMax} {
+			exact := map[uint64]float32{}
+			for _, mode := range []Mode{Exhaustive, Candidates, Reference} {
+				hits, err := x.Search(ctx, q, &SearchOptions{K: 20, Mode: mode, Scoring: s})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(hits) == 0 {
+					t.Fatal("no hits")
+				}
+				xp, err := NewExplainer(q, dim, s, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, h := range hits {
+					blob, ok, err := st.Blob(h.DocNum, BlobName(testModel))
+					if err != nil || !ok {
+						t.Fatalf("blob of %d: %v %v", h.DocNum, ok, err)
+					}
+					ex, err := xp.Explain(blob)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ex.Score != h.Score {
+						t.Fatalf("query %d %s %s: document %d: explained %v, scored %v", qi, s, mode, h.DocNum, ex.Score, h.Score)
+					}
+					switch mode {
+					case Exhaustive:
+						exact[h.DocNum] = h.Score
+					case Candidates:
+						if e, ok := exact[h.DocNum]; ok && e != h.Score {
+							t.Fatalf("query %d %s: document %d: candidate %v, exhaustive %v", qi, s, h.DocNum, h.Score, e)
+						}
+					case Reference:
+						hd, _ := parseHeader(blob)
+						rows := make([]float32, hd.count*dim)
+						decodeRows(blob, hd, 0, hd.count, rows)
+						score := AvgMax
+						if s == ScoreSumMax {
+							score = SumMax
+						}
+						want, err := score(q, rows, dim, nil, nil)
 						if err != nil {
 							t.Fatal(err)
 						}
-						if len(hits) == 0 {
-							t.Fatal("no hits")
-						}
-						for _, h := range hits {
-							blob, ok, err := st.Blob(h.DocNum, BlobName(testModel))
-							if err != nil || !ok {
-								t.Fatalf("blob of %d: %v %v", h.DocNum, ok, err)
-							}
-							ex := explain(t, q, 16, blob, s)
-							if ex.Score != h.Score {
-								t.Fatalf("query %d %s %s: document %d: explained %v, scored %v", qi, s, mode, h.DocNum, ex.Score, h.Score)
-							}
+						if d := math.Abs(float64(want - h.Score)); d > 1e-5 {
+							t.Fatalf("query %d %s: document %d: reference %v, float32 over the decoded rows %v", qi, s, h.DocNum, h.Score, want)
 						}
 					}
 				}
 			}
-		})
+		}
 	}
 }
 
@@ -199,7 +287,7 @@ func TestExplainRejectsBadInput(t *testing.T) {
 		{"blob", make([]float32, 8), 8, blob[:10], ScoreAvgMax, ErrCorruption, "header says"},
 		{"dimension", make([]float32, 16), 16, blob, ScoreAvgMax, ErrBadVector, "dimension 8"},
 	} {
-		x, err := NewExplainer(tc.q, tc.dim, tc.s)
+		x, err := NewExplainer(tc.q, tc.dim, tc.s, Candidates)
 		if err == nil {
 			_, err = x.Explain(tc.blob)
 		}
@@ -221,7 +309,7 @@ func BenchmarkExplain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	x, err := NewExplainer(q, dim, ScoreAvgMax)
+	x, err := NewExplainer(q, dim, ScoreAvgMax, Candidates)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/tandemsearch/tandem/internal/faiss"
 )
 
-// search scores exactly every allowed document in Exhaustive mode, or when
+// search scores exactly every allowed document in Exhaustive and
+// Reference modes, or when
 // the filter allows no more documents than CandidateCap; otherwise the
 // candidates collectLocked chooses.
 func (f *faissFamily) search(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
@@ -20,7 +21,7 @@ func (f *faissFamily) search(ctx context.Context, query []float32, so SearchOpti
 		cands []uint64
 		err   error
 	)
-	if so.Mode == Exhaustive || (so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap)) {
+	if so.Mode == Exhaustive || so.Mode == Reference || (so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap)) {
 		cands, err = f.allowedDocsLocked(ctx, so.Allow)
 	} else {
 		cands, err = f.collectLocked(ctx, query, so)
@@ -141,7 +142,7 @@ func (f *faissFamily) rescore(ctx context.Context, query []float32, cands []uint
 	}
 	dim := f.opts.Dim
 	nq := len(query) / dim
-	ql := newQueryLanes(query, dim) // read only, shared by the workers
+	k := newExactKernels(query, dim, so.Mode) // read only, shared by the workers
 	hits := make([]Hit, len(cands))
 	workers := max(1, min(f.opts.Parallelism, len(cands)/16+1))
 	var (
@@ -163,11 +164,11 @@ func (f *faissFamily) rescore(ctx context.Context, query []float32, cands []uint
 		go func() {
 			defer wg.Done()
 			best := make([]float32, nq)
-			var buf []float32
+			var s blobScratch
 			for start := range next {
 				for i := start; i < min(start+chunk, len(cands)); i++ {
 					e := f.docs[cands[i]]
-					buf = maxSimBlob(query, ql, e.blob, e.h, best, buf)
+					scoreBlob(k, e.blob, e.h, best, &s)
 					hits[i] = Hit{DocNum: cands[i], Score: combine(so.Scoring, best)}
 				}
 			}

@@ -84,6 +84,43 @@ func (qi *queryI8) maxSim(rows []byte, n int, best []float32, pad []byte) []byte
 	return pad
 }
 
+// argmax sets best as maxSim does and row[i] to the row whose product
+// gave best[i], the first among equals (-1 when n is 0), computing each
+// product as maxSim does: with the VNNI kernel given one row as all 8 of
+// its tile (stride 0), or with the portable code.
+func (qi *queryI8) argmax(rows []byte, n int, best []float32, row []int) {
+	fillInf(best)
+	for i := range row {
+		row[i] = -1
+	}
+	dim, stride := qi.dim, 4+qi.dim
+	dots := make([]float32, qi.nq)
+	var cb [32]float32
+	for j := range n {
+		r := rows[j*stride : (j+1)*stride]
+		if qi.lanes != nil {
+			for c := 0; c < qi.nq; c += 32 {
+				for i := range cb {
+					cb[i] = float32(math.Inf(-1))
+				}
+				maxSimI8x32VNNI(&qi.lanes[c*dim], &r[4], 0, dim, &cb[0])
+				copy(dots[c:min(c+32, qi.nq)], cb[:])
+			}
+		} else {
+			fillInf(dots)
+			maxSimI8Go(qi, r, 1, dots)
+		}
+		for i, v := range dots {
+			if v > best[i] {
+				best[i], row[i] = v, j
+			}
+		}
+	}
+	for i := range best {
+		best[i] *= qi.scale[i]
+	}
+}
+
 // maxSimVNNI is maxSim's kernel path, before the query scales: 8 rows at
 // a time, the last rows, fewer than 8, copied to pad with the last one
 // repeated (which changes no maximum).

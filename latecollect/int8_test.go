@@ -87,3 +87,31 @@ func TestMaxSimI8Kernels(t *testing.T) {
 		t.Errorf("no rows: %v, want -Inf", best)
 	}
 }
+
+// Decoding I8 rows with AVX-512 gives the portable decoding's bits.
+func TestDecodeI8AVX512(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 on this CPU: only the portable decoding runs")
+	}
+	defer func() { useAVX512 = true }()
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, dim := range []int{16, 48, 384} {
+		d := randomUnit(r, 37, dim)
+		d[3] = -1 // a value quantised to -127
+		blob, err := EncodeTokens(d, dim, I8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := parseHeader(blob)
+		got, want := make([]float32, len(d)), make([]float32, len(d))
+		useAVX512 = true
+		decodeRows(blob, h, 0, h.count, got)
+		useAVX512 = false
+		decodeRows(blob, h, 0, h.count, want)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("dim %d: value %d: AVX-512 %v, portable %v", dim, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -105,6 +105,12 @@ var (
 	useVNNI     = haveVNNI()
 )
 
+// decodeI8AVX512 sets dst[i] = float32(int8(src[i])) * scale for n
+// values, a positive multiple of 16; see kernel_amd64.s.
+//
+//go:noescape
+func decodeI8AVX512(dst *float32, src *byte, scale float32, n int)
+
 // maxSimI8x32VNNI raises best[l], l < 32, to the largest s_j * <q_l,
 // d_j> over the 8 int8 rows d_j at d + j*stride bytes, dim values each
 // (a multiple of 64), each preceded by its float32 scale s_j, for the

@@ -1227,3 +1227,26 @@ i8sum:
 	VMOVUPS Z1, 64(DX)
 	VZEROUPPER
 	RET
+
+// func decodeI8AVX512(dst *float32, src *byte, scale float32, n int)
+//
+// dst[i] = float32(int8(src[i])) * scale for n values, a multiple of 16:
+// the exact conversion, then one rounding, as the portable decoding.
+TEXT ·decodeI8AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	VBROADCASTSS scale+16(FP), Z1
+	MOVQ         n+24(FP), CX
+	SHRQ         $4, CX
+
+i8dec:
+	VPMOVSXBD (SI), Z0
+	VCVTDQ2PS Z0, Z0
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       i8dec
+	VZEROUPPER
+	RET

@@ -10,6 +10,10 @@ var (
 	useVNNI     = false
 )
 
+func decodeI8AVX512(dst *float32, src *byte, scale float32, n int) {
+	panic("latecollect: decodeI8AVX512 without amd64")
+}
+
 func maxSimI8x32VNNI(qt, d *byte, stride, dim int, best *float32) {
 	panic("latecollect: maxSimI8x32VNNI without amd64")
 }

@@ -78,10 +78,11 @@ func byScore(a, b scored) int {
 	return cmp.Compare(a.num, b.num)
 }
 
-// search scores every allowed document exactly in Exhaustive mode, and
-// runs the staged search otherwise (searchResidualLocked).
+// search scores every allowed document exactly in Exhaustive and
+// Reference modes, and runs the staged search otherwise
+// (searchResidualLocked).
 func (f *residualFamily) search(ctx context.Context, query []float32, so SearchOptions) ([]Hit, error) {
-	if so.Mode == Exhaustive {
+	if so.Mode == Exhaustive || so.Mode == Reference {
 		return f.exhaustiveFromStoreLocked(ctx, query, so)
 	}
 	return f.searchResidualLocked(ctx, query, so)
@@ -234,7 +235,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	workers := exactWorkers{ql: ql}
+	workers := exactWorkers{k: exactKernels{q: query, ql: ql, qi: newQueryI8(query, dim)}}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
@@ -653,24 +654,24 @@ type residualScratch struct {
 // read, reads every blob the worker scores in one Badger transaction.
 type exactScratch struct {
 	blob []byte
-	rows []float32
+	blobScratch
 	best []float32
 	rd   *storage.BlobReader
-	ql   *queryLanes // the search's query laid out for AVX-512, or nil
+	k    exactKernels // the search's query, ready for the kernels
 }
 
 // exactWorkers hands out the exact stage's scratches, one per worker,
-// and closes their blob readers once the stage is done. ql is the query
-// laid out once for the AVX-512 kernels (newQueryLanes), shared by the
+// and closes their blob readers once the stage is done. k is the query
+// made ready for the kernels once (newExactKernels), shared by the
 // workers, which only read it.
 type exactWorkers struct {
-	ql  *queryLanes
+	k   exactKernels
 	mu  sync.Mutex
 	all []*exactScratch
 }
 
 func (w *exactWorkers) scratch() *exactScratch {
-	sc := &exactScratch{ql: w.ql}
+	sc := &exactScratch{k: w.k}
 	w.mu.Lock()
 	w.all = append(w.all, sc)
 	w.mu.Unlock()
@@ -728,7 +729,7 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
 	}
-	sc.rows = maxSimBlob(query, sc.ql, e.blob, e.h, sc.best[:nq], sc.rows)
+	scoreBlob(sc.k, e.blob, e.h, sc.best[:nq], &sc.blobScratch)
 	return combine(s, sc.best[:nq]), nil
 }
 
@@ -743,7 +744,7 @@ func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *
 	if cap(sc.rows) < (block+laneTile)*dim {
 		sc.rows = make([]float32, (block+laneTile)*dim)
 	}
-	ql := sc.ql
+	ql := sc.k.ql
 	nq := len(query) / dim
 	if cap(sc.best) < nq {
 		sc.best = make([]float32, nq)
@@ -875,7 +876,7 @@ func (f *residualFamily) exhaustiveFromStoreLocked(ctx context.Context, query []
 func (f *residualFamily) rescore(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	workers := exactWorkers{ql: newQueryLanes(query, f.opts.Dim)}
+	workers := exactWorkers{k: newExactKernels(query, f.opts.Dim, so.Mode)}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, len(nums), workers.scratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {

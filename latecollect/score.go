@@ -159,6 +159,44 @@ func maxSimBlob(q []float32, ql *queryLanes, blob []byte, h blobHeader, best, bu
 	return buf
 }
 
+// exactKernels is a query made ready, once per search, for the kernels
+// that score stored blobs exactly (scoreBlob): laid out for the AVX-512
+// float kernels (ql, nil where they are not used), and quantised for I8
+// blobs (qi, nil in Reference mode, which scores I8 blobs in float32).
+type exactKernels struct {
+	q  []float32
+	ql *queryLanes
+	qi *queryI8
+}
+
+// newExactKernels prepares query (tokens of dim values) for a search in
+// mode.
+func newExactKernels(query []float32, dim int, mode Mode) exactKernels {
+	k := exactKernels{q: query, ql: newQueryLanes(query, dim)}
+	if mode != Reference {
+		k.qi = newQueryI8(query, dim)
+	}
+	return k
+}
+
+// blobScratch is one worker's buffers for scoreBlob.
+type blobScratch struct {
+	rows []float32 // maxSimBlob's block of decoded rows
+	pad  []byte    // queryI8.maxSim's padded last tile
+}
+
+// scoreBlob sets best[i] to query token i's largest inner product with a
+// token of a checked blob: in int8 (queryI8.maxSim) for an I8 blob when k
+// has the quantised query, otherwise in float32 over the decoded rows
+// (maxSimBlob). Every exact score of a search comes from it.
+func scoreBlob(k exactKernels, blob []byte, h blobHeader, best []float32, s *blobScratch) {
+	if h.enc == I8 && k.qi != nil {
+		s.pad = k.qi.maxSim(blob[headerSize:], h.count, best, s.pad)
+		return
+	}
+	s.rows = maxSimBlob(k.q, k.ql, blob, h, best, s.rows)
+}
+
 // laneTile is the number of document rows the AVX-512 kernels take at a
 // time.
 const laneTile = 8

@@ -20,9 +20,17 @@ const (
 	// residual codes, the staged search scores exactly only the best
 	// ExactCap (see the package documentation).
 	Candidates Mode = iota
-	// Exhaustive scores every document exactly: the reference that
-	// candidate generation is measured against.
+	// Exhaustive scores every document exactly, as the exact stage of
+	// Candidates mode scores its candidates: the reference that candidate
+	// generation is measured against.
 	Exhaustive
+	// Reference scores every document exactly in float32 arithmetic,
+	// over the stored tokens as decoded and the query as given: the
+	// full-precision reference that the exact stage itself is measured
+	// against. It equals Exhaustive for float16 and float32 blobs; for I8
+	// blobs the exact stage computes in int8, the query quantised
+	// (queryI8), and Reference does not.
+	Reference
 )
 
 // String names the mode.
@@ -32,6 +40,8 @@ func (m Mode) String() string {
 		return "candidates"
 	case Exhaustive:
 		return "exhaustive"
+	case Reference:
+		return "reference"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -43,7 +53,7 @@ type SearchOptions struct {
 	// Allow, when not nil, restricts hits to these docnums (for example
 	// from engine.FilterBitmap).
 	Allow *roaring64.Bitmap
-	// Mode is Candidates (default) or Exhaustive.
+	// Mode is Candidates (default), Exhaustive or Reference.
 	Mode Mode
 	// Scoring overrides Options.Scoring.
 	Scoring Scoring
@@ -139,7 +149,7 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 		return fmt.Errorf("latecollect: search: %w: TokenPrune %v is not a finite number", ErrBadOptions, so.TokenPrune)
 	case !so.Scoring.valid():
 		return fmt.Errorf("latecollect: search: %w: Scoring %q", ErrBadOptions, so.Scoring)
-	case so.Mode != Candidates && so.Mode != Exhaustive:
+	case so.Mode != Candidates && so.Mode != Exhaustive && so.Mode != Reference:
 		return fmt.Errorf("latecollect: search: %w: %v", ErrBadOptions, so.Mode)
 	}
 	return nil
