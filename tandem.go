@@ -84,6 +84,12 @@ type Model struct {
 	// (latecollect.Options.Description): "" for the default, "Residual"
 	// for residual codes with full-precision tokens on disk.
 	LateIndex string `json:"late_index,omitempty"`
+	// LateEncoding is how the model's token vectors are stored
+	// (latecollect.ParseEncoding): "f16", or "i8", which the exact stage
+	// scores in int8. "" (collections made before it was recorded) means
+	// "f16". A blob records its own encoding, so a collection whose
+	// encoding changed reads both.
+	LateEncoding string `json:"late_encoding,omitempty"`
 	// Similarity is how the model's vectors compare, Cosine or Dot. For
 	// an installed model it is recorded from the model when the collection
 	// is created; "" (collections made before it was recorded) means

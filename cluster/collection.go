@@ -40,8 +40,8 @@ func (c Catalog) Open(name string) (*Collection, error) {
 	return &Collection{n: c.Node, name: name}, nil
 }
 
-// Create creates a collection with opts' Schema, Dense, Late and
-// LateIndex.
+// Create creates a collection with opts' Schema, Dense, Late, LateIndex
+// and LateEncoding.
 func (c Catalog) Create(ctx context.Context, name string, opts engine.Options) (*Collection, error) {
 	shards, replicas := c.Shards, c.Replicas
 	if shards == 0 {
@@ -51,7 +51,7 @@ func (c Catalog) Create(ctx context.Context, name string, opts engine.Options) (
 		replicas = min(3, len(c.Node.activeNodes()))
 	}
 	err := c.Node.CreateCollection(ctx, CollectionSpec{Name: name, Shards: shards, Replicas: replicas,
-		Schema: opts.Schema, Dense: opts.Dense, Late: opts.Late, LateIndex: opts.LateIndex})
+		Schema: opts.Schema, Dense: opts.Dense, Late: opts.Late, LateIndex: opts.LateIndex, LateEncoding: opts.LateEncoding})
 	if err != nil {
 		return nil, err
 	}

@@ -128,10 +128,11 @@ type CollectionSpec struct {
 	// shard cannot infer a new field's type the way every other shard
 	// would, so documents with undeclared fields are refused.
 	Schema *tandem.Schema `json:"schema"`
-	// Dense, Late and LateIndex are as in engine.Options.
-	Dense     []string `json:"dense,omitempty"`
-	Late      []string `json:"late,omitempty"`
-	LateIndex string   `json:"late_index,omitempty"`
+	// Dense, Late, LateIndex and LateEncoding are as in engine.Options.
+	Dense        []string `json:"dense,omitempty"`
+	Late         []string `json:"late,omitempty"`
+	LateIndex    string   `json:"late_index,omitempty"`
+	LateEncoding string   `json:"late_encoding,omitempty"`
 	// Placement lists, per shard, the ids of the nodes holding a replica;
 	// the node creating the collection fills it in, and moves change it.
 	Placement [][]string `json:"placement,omitempty"`
@@ -637,7 +638,7 @@ func (n *Node) openCollection(spec CollectionSpec, want map[int]bool, rejoining 
 			continue
 		}
 		opts := n.cfg.Engine
-		opts.Schema, opts.Dense, opts.Late, opts.LateIndex = spec.Schema, spec.Dense, spec.Late, spec.LateIndex
+		opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.LateEncoding = spec.Schema, spec.Dense, spec.Late, spec.LateIndex, spec.LateEncoding
 		dir := shardDir(n.cfg.Dir, spec.Name, s)
 		r, err := openReplica(spec.Name, s, dir, opts)
 		if err != nil {

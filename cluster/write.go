@@ -360,7 +360,7 @@ func (n *Node) coordinator(c *collection) (*replica, error) {
 		return nil, errors.New("cluster: node closed")
 	}
 	opts := n.cfg.Engine
-	opts.Schema, opts.Dense, opts.Late, opts.LateIndex = spec.Schema, spec.Dense, spec.Late, spec.LateIndex
+	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.LateEncoding = spec.Schema, spec.Dense, spec.Late, spec.LateIndex, spec.LateEncoding
 	dir := coordinatorDir(n.cfg.Dir, spec.Name)
 	// It holds no documents: start empty every time.
 	if err := os.RemoveAll(dir); err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,10 @@ type Options struct {
 	// FAISS factory string for FAISS token keys. Stored with the
 	// collection like Late, the default spelled out.
 	LateIndex string
+	// LateEncoding is how a new collection stores the token vectors of
+	// the models in Late (latecollect.ParseEncoding): empty for the
+	// default, DefaultLateEncoding.
+	LateEncoding string
 	// EncoderThreads caps the threads an encoder takes: a query runs on
 	// this many ONNX Runtime threads, and documents in bulk as up to this
 	// many concurrent one-thread runs; 0 means min(NumCPU, 4).
@@ -156,6 +161,11 @@ func CheckSchema(s *tandem.Schema) error {
 		if m.Late {
 			if err := latecollect.CheckDescription(m.LateIndex, m.TokenDim); err != nil {
 				return fmt.Errorf("%w: schema model %q: late_index %q: %w", ErrBadRequest, m.Name, m.LateIndex, err)
+			}
+			if m.LateEncoding != "" {
+				if _, err := latecollect.ParseEncoding(m.LateEncoding); err != nil {
+					return fmt.Errorf("%w: schema model %q: late_encoding: %w", ErrBadRequest, m.Name, err)
+				}
 			}
 		}
 	}
@@ -277,6 +287,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		for i, m := range schema.Models {
 			if m.Late {
 				schema.Models[i].LateIndex = DefaultLateIndex(m.LateIndex, m.TokenDim)
+				schema.Models[i].LateEncoding = cmp.Or(m.LateEncoding, DefaultLateEncoding)
 			}
 		}
 	}

@@ -33,6 +33,16 @@ type model struct {
 	denseSnap, lateSnap uint64
 }
 
+// tokenEncoding is how the model's token vectors are stored: its
+// schema's LateEncoding, checked when the collection was opened, or
+// float16 for collections made before it was recorded.
+func (m *model) tokenEncoding() latecollect.Encoding {
+	if e, err := latecollect.ParseEncoding(m.spec.LateEncoding); err == nil {
+		return e
+	}
+	return latecollect.F16
+}
+
 // defaultEncoderThreads caps the ONNX Runtime threads of one model run
 // when Options.EncoderThreads is 0: a library must not take every core of
 // its host, and beyond 4 threads a small BERT gains little per run.
@@ -104,7 +114,12 @@ func requestedModels(o *Options) ([]tandem.Model, map[string]*encoder.Encoder, e
 			if err := latecollect.CheckDescription(o.LateIndex, enc.TokenDim()); err != nil {
 				return fmt.Errorf("%w: late-interaction index %q for %q: %w", ErrBadRequest, o.LateIndex, name, err)
 			}
-			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex = true, enc.TokenDim(), o.LateIndex
+			if o.LateEncoding != "" {
+				if _, err := latecollect.ParseEncoding(o.LateEncoding); err != nil {
+					return fmt.Errorf("%w: late-interaction encoding for %q: %w", ErrBadRequest, name, err)
+				}
+			}
+			specs[i].Late, specs[i].TokenDim, specs[i].LateIndex, specs[i].LateEncoding = true, enc.TokenDim(), o.LateIndex, o.LateEncoding
 		} else {
 			if enc.Dim() == 0 {
 				return fmt.Errorf("%w %q: pools no vector (pooling %s), so cannot serve dense retrieval (request it for late interaction only, e.g. late:%s)", ErrModel, name, enc.Pooling(), name)
@@ -318,6 +333,10 @@ func docTextParts(fields []tandem.Field, values map[string]any) (string, []textP
 // read at most a few hundred tokens (bge-small 512, about 3 KB of English),
 // so a longer text only costs tokenization.
 const maxEncodeBytes = 64 << 10
+
+// DefaultLateEncoding is how a new collection stores token vectors when
+// Options.LateEncoding and its schema say nothing.
+const DefaultLateEncoding = "f16"
 
 // DefaultLateIndex is the late-interaction index a new collection records
 // for a model of tokenDim-value tokens when desc (Options.LateIndex, a

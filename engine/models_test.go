@@ -14,6 +14,7 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/encoder"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/latecollect"
 	"github.com/tandemsearch/tandem/storage"
 )
 
@@ -366,6 +367,74 @@ func TestResidualLateIndex(t *testing.T) {
 		if _, err := os.Stat(bdir); !os.IsNotExist(err) {
 			t.Errorf("LateIndex %q: the collection directory was created", bad)
 		}
+	}
+}
+
+// TestLateEncodingI8 stores token vectors as int8: the choice is kept in
+// the schema (a default collection records f16), the blobs are I8, the
+// late search ranks the small collection as the float32 reference
+// late-exact does, each late hit is explained to its score bit for bit
+// in both retrievers, and an unknown encoding is refused before anything
+// is created.
+func TestLateEncodingI8(t *testing.T) {
+	needModel(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := modelOpts()
+	o.LateEncoding = "i8"
+	e := openT(t, dir, o)
+	if _, err := e.Index(ctx, animals); err != nil {
+		t.Fatal(err)
+	}
+	m := e.models[e.modelIndex(encoder.DefaultModel)]
+	if got := m.spec.LateEncoding; got != "i8" {
+		t.Errorf("schema's late encoding %q, want i8", got)
+	}
+	blob, ok, err := e.st.ReadBlob(1, latecollect.BlobName(m.spec.Name), nil)
+	if err != nil || !ok {
+		t.Fatalf("blob of document 1: %v %v", ok, err)
+	}
+	if enc, _, _, err := latecollect.BlobInfo(blob); err != nil || enc != latecollect.I8 {
+		t.Errorf("blob encoding %v, %v; want i8", enc, err)
+	}
+	for _, q := range []string{"kitten", "heart attack", "puppy"} {
+		var ranked [2][]string
+		for i, r := range []string{"late", "late-exact"} {
+			res, err := e.Search(ctx, Request{Text: q, Retrievers: []string{r}, K: len(animals), Highlight: &HighlightRequest{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ranked[i] = ids(res.Hits)
+			for _, h := range res.Hits {
+				if len(h.Highlights.Late) != 1 || h.Sources[0].Score != h.Highlights.Late[0].Score {
+					t.Fatalf("%q %s %s: source %+v, late highlights %+v: want the explained score equal to the hit's", q, r, h.ID, h.Sources, h.Highlights.Late)
+				}
+			}
+		}
+		if fmt.Sprint(ranked[0]) != fmt.Sprint(ranked[1]) {
+			t.Errorf("%q: late %v, late-exact %v", q, ranked[0], ranked[1])
+		}
+		if q == "kitten" && ranked[0][0] != "cat" {
+			t.Errorf("kitten: %v, want cat first", ranked[0])
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := openT(t, dir, nil).Schema().Models[0].LateEncoding; got != "i8" {
+		t.Errorf("reopened: late encoding %q, want i8", got)
+	}
+	if got := openT(t, t.TempDir(), modelOpts()).Schema().Models[0].LateEncoding; got != DefaultLateEncoding {
+		t.Errorf("default collection: late encoding %q, want %q", got, DefaultLateEncoding)
+	}
+	o = modelOpts()
+	o.LateEncoding = "i4"
+	bdir := filepath.Join(t.TempDir(), "c")
+	if _, err := Open(bdir, o); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), `"i4"`) {
+		t.Errorf("LateEncoding i4: %v, want a bad request naming it", err)
+	}
+	if _, err := os.Stat(bdir); !os.IsNotExist(err) {
+		t.Errorf("LateEncoding i4: the collection directory was created")
 	}
 }
 

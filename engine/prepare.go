@@ -216,7 +216,7 @@ func (e *Engine) encodeChecked(ctx context.Context, docs []checked, in []modelIn
 				blobs[i][dense.BlobName(m.spec.Name)] = dense.EncodeVector(vec)
 			}
 			if m.spec.Late {
-				b, err := latecollect.EncodeTokens(toks, tokDim, latecollect.F16)
+				b, err := latecollect.EncodeTokens(toks, tokDim, m.tokenEncoding())
 				if err != nil {
 					return nil, 0, &docError{pos: i, id: d.doc.ID, err: fmt.Errorf("%s tokens: %w", m.spec.Name, err)}
 				}

@@ -298,10 +298,11 @@ func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
 
 // createRequest is the body of PUT /v1/collections/{name}.
 type createRequest struct {
-	Schema    *tandem.Schema `json:"schema"`
-	Dense     []string       `json:"dense"`
-	Late      []string       `json:"late"`
-	LateIndex string         `json:"late_index"`
+	Schema       *tandem.Schema `json:"schema"`
+	Dense        []string       `json:"dense"`
+	Late         []string       `json:"late"`
+	LateIndex    string         `json:"late_index"`
+	LateEncoding string         `json:"late_encoding"`
 }
 
 func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
@@ -329,7 +330,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts := s.cfg.Engine
-	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = req.Schema, req.Dense, req.Late, req.LateIndex, false
+	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.LateEncoding, opts.MustExist = req.Schema, req.Dense, req.Late, req.LateIndex, req.LateEncoding, false
 	c, err := s.reg.create(r.Context(), name, opts)
 	if err != nil {
 		s.fail(w, s.hidePaths(err, name))
@@ -367,7 +368,7 @@ func (s *Server) restoreCollection(w http.ResponseWriter, r *http.Request) {
 		body = &bodyReader{s: s, r: r.Body, limit: s.cfg.MaxRestore, flag: "--max-restore"}
 	}
 	opts := s.cfg.Engine
-	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.MustExist = nil, nil, nil, "", true
+	opts.Schema, opts.Dense, opts.Late, opts.LateIndex, opts.LateEncoding, opts.MustExist = nil, nil, nil, "", "", true
 	c, err := s.reg.restore(name, body, opts)
 	if err != nil {
 		s.fail(w, s.hidePaths(err, name))

@@ -28,10 +28,11 @@ type upload struct {
 	// creating says flags chose it (a note says they are ignored when
 	// the collection exists).
 	create struct {
-		Schema    *tandem.Schema `json:"schema"`
-		Dense     []string       `json:"dense,omitempty"`
-		Late      []string       `json:"late,omitempty"`
-		LateIndex string         `json:"late_index,omitempty"`
+		Schema       *tandem.Schema `json:"schema"`
+		Dense        []string       `json:"dense,omitempty"`
+		Late         []string       `json:"late,omitempty"`
+		LateIndex    string         `json:"late_index,omitempty"`
+		LateEncoding string         `json:"late_encoding,omitempty"`
 	}
 	creating bool
 	client   http.Client
