@@ -60,9 +60,10 @@
 //     comes from the same function over the stored blob (scoreBlob): a
 //     document gets the same float32 score wherever it is scored exactly.
 //     An I8 blob is scored in int8, the query quantised once per search
-//     (queryI8: integer sums, exact, then scaled), with the VNNI kernel
-//     where the CPU has it and the portable code elsewhere, bit for bit
-//     alike (TestMaxSimI8Kernels); float16 and float32 blobs in float32.
+//     (queryI8: integer sums, exact, then scaled), with the AVX512-VNNI
+//     or AVX2 kernel where the CPU has one and the portable code
+//     elsewhere, bit for bit alike (TestMaxSimI8Kernels); float16 and
+//     float32 blobs in float32.
 //   - Reference mode scores every allowed document in float32 over the
 //     stored tokens as decoded and the query as given: the full-precision
 //     reference ("late-exact" in the engine). It equals Exhaustive for

@@ -3,6 +3,7 @@ package latecollect
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 )
 
 // queryI8 is a query quantised for scoring I8 rows with integer
@@ -15,19 +16,30 @@ import (
 //
 // with the integer sum exact and converted to float32 exactly (|sum| ≤
 // 127*127*dim < 2^24 up to 1,040 dimensions), so the portable code and the
-// VNNI kernel give the same bits (TestMaxSimI8Kernels). The maximum over
+// VNNI and AVX2 kernels give the same bits (TestMaxSimI8Kernels). The maximum over
 // rows is taken before the multiplication by scale[i], which is positive
 // and so keeps it.
 type queryI8 struct {
 	nq, dim int
 	q8      []int8
 	scale   []float32
+	// kernel is the kernel maxSim runs: i8VNNI, i8AVX2 or i8Go.
+	kernel int
 	// lanes holds the tokens for maxSimI8x32VNNI, 32 at a time (the last
-	// chunk padded with zero tokens), or nil without the kernel: chunk c
-	// at lanes[c*32*dim:], value k of token l at (k/4)*128 + 4*l + k%4, as
-	// q8+128, an unsigned byte.
-	lanes []byte
+	// chunk padded with zero tokens): chunk c at lanes[c*32*dim:], value
+	// k of token l at (k/4)*128 + 4*l + k%4, as q8+128, an unsigned byte.
+	// abs and sgn hold them so for maxSimI8x32AVX2, as |q8| and q8.
+	lanes, abs, sgn []byte
 }
+
+// The kernels of queryI8.maxSim, and the rows each takes at a time.
+const (
+	i8Go = iota
+	i8AVX2
+	i8VNNI
+)
+
+var i8Tile = [...]int{i8Go: 1, i8AVX2: 2, i8VNNI: laneTile}
 
 // newQueryI8 quantises the query tokens q of dim values.
 func newQueryI8(q []float32, dim int) *queryI8 {
@@ -41,24 +53,55 @@ func newQueryI8(q []float32, dim int) *queryI8 {
 			qi.q8[i*dim+k] = quantizeI8(v, s)
 		}
 	}
-	if useVNNI && dim%64 == 0 {
-		chunks := (nq + 31) / 32
-		qi.lanes = make([]byte, chunks*32*dim)
-		for c := range chunks {
-			lanes := qi.lanes[c*32*dim : (c+1)*32*dim]
-			for l := range 32 {
-				i := c*32 + l
-				for k := range dim {
-					var v int8
-					if i < nq {
-						v = qi.q8[i*dim+k]
-					}
-					lanes[(k/4)*128+4*l+k%4] = byte(int(v) + 128)
+	switch {
+	case useVNNI && dim%64 == 0:
+		qi.kernel = i8VNNI
+		qi.lanes = qi.layout(func(v int8) byte { return byte(int(v) + 128) })
+	case useAVX2 && dim%4 == 0:
+		qi.kernel = i8AVX2
+		qi.abs = qi.layout(func(v int8) byte { return byte(max(v, -v)) })
+		qi.sgn = qi.layout(func(v int8) byte { return byte(v) })
+	}
+	return qi
+}
+
+// layout lays the tokens out for the kernels, 32 at a time, the last
+// chunk padded with zero tokens: chunk c at [c*32*dim:], value k of token
+// l at (k/4)*128 + 4*l + k%4, as f gives it.
+func (qi *queryI8) layout(f func(int8) byte) []byte {
+	nq, dim := qi.nq, qi.dim
+	chunks := (nq + 31) / 32
+	out := make([]byte, chunks*32*dim)
+	for c := range chunks {
+		lanes := out[c*32*dim : (c+1)*32*dim]
+		for l := range 32 {
+			i := c*32 + l
+			for k := range dim {
+				var v int8
+				if i < nq {
+					v = qi.q8[i*dim+k]
 				}
+				lanes[(k/4)*128+4*l+k%4] = f(v)
 			}
 		}
 	}
-	return qi
+	return out
+}
+
+// run raises cb[l], l < 32, over rows rows (a multiple of the kernel's
+// tile) at d, stride bytes apart (0: one row, repeated), for chunk c of
+// the query tokens, with the assembly kernel.
+func (qi *queryI8) run(c int, d *byte, stride, rows int, cb *[32]float32) {
+	dim := qi.dim
+	switch qi.kernel {
+	case i8VNNI:
+		qt := &qi.lanes[c*dim]
+		for t := 0; t < rows; t += laneTile {
+			maxSimI8x32VNNI(qt, (*byte)(unsafe.Add(unsafe.Pointer(d), t*stride)), stride, dim, &cb[0])
+		}
+	case i8AVX2:
+		maxSimI8x32AVX2(&qi.abs[c*dim], &qi.sgn[c*dim], d, stride, dim, rows, &cb[0])
+	}
 }
 
 // maxSim sets best[i], i < nq, to the largest inner product of query
@@ -73,10 +116,10 @@ func (qi *queryI8) maxSim(rows []byte, n int, best []float32, pad []byte) []byte
 	}
 	stride := 4 + qi.dim
 	rows = rows[:n*stride]
-	if qi.lanes == nil {
+	if qi.kernel == i8Go {
 		maxSimI8Go(qi, rows, n, best)
 	} else {
-		pad = qi.maxSimVNNI(rows, n, best, pad)
+		pad = qi.maxSimTiles(rows, n, best, pad)
 	}
 	for i := range best {
 		best[i] *= qi.scale[i]
@@ -86,24 +129,24 @@ func (qi *queryI8) maxSim(rows []byte, n int, best []float32, pad []byte) []byte
 
 // argmax sets best as maxSim does and row[i] to the row whose product
 // gave best[i], the first among equals (-1 when n is 0), computing each
-// product as maxSim does: with the VNNI kernel given one row as all 8 of
-// its tile (stride 0), or with the portable code.
+// product as maxSim does: with the kernel given one row as all of its
+// tile (stride 0), or with the portable code.
 func (qi *queryI8) argmax(rows []byte, n int, best []float32, row []int) {
 	fillInf(best)
 	for i := range row {
 		row[i] = -1
 	}
-	dim, stride := qi.dim, 4+qi.dim
+	stride := 4 + qi.dim
 	dots := make([]float32, qi.nq)
 	var cb [32]float32
 	for j := range n {
 		r := rows[j*stride : (j+1)*stride]
-		if qi.lanes != nil {
+		if qi.kernel != i8Go {
 			for c := 0; c < qi.nq; c += 32 {
 				for i := range cb {
 					cb[i] = float32(math.Inf(-1))
 				}
-				maxSimI8x32VNNI(&qi.lanes[c*dim], &r[4], 0, dim, &cb[0])
+				qi.run(c, &r[4], 0, i8Tile[qi.kernel], &cb)
 				copy(dots[c:min(c+32, qi.nq)], cb[:])
 			}
 		} else {
@@ -121,40 +164,39 @@ func (qi *queryI8) argmax(rows []byte, n int, best []float32, row []int) {
 	}
 }
 
-// maxSimVNNI is maxSim's kernel path, before the query scales: 8 rows at
-// a time, the last rows, fewer than 8, copied to pad with the last one
-// repeated (which changes no maximum).
-func (qi *queryI8) maxSimVNNI(rows []byte, n int, best []float32, pad []byte) []byte {
-	dim, stride := qi.dim, 4+qi.dim
-	full := n - n%laneTile
-	if full < n && len(pad) < laneTile*stride {
-		pad = make([]byte, laneTile*stride)
-	}
+// maxSimTiles is maxSim's assembly path, before the query scales: the
+// rows a tile at a time, the last rows, fewer than a tile, copied to pad
+// with the last one repeated (which changes no maximum).
+func (qi *queryI8) maxSimTiles(rows []byte, n int, best []float32, pad []byte) []byte {
+	stride := 4 + qi.dim
+	tile := i8Tile[qi.kernel]
+	full := n - n%tile
 	if full < n {
-		for j := range laneTile {
+		if len(pad) < tile*stride {
+			pad = make([]byte, tile*stride)
+		}
+		for j := range tile {
 			src := min(full+j, n-1)
 			copy(pad[j*stride:(j+1)*stride], rows[src*stride:(src+1)*stride])
 		}
 	}
 	var cb [32]float32
 	for c := 0; c < qi.nq; c += 32 {
-		m := min(32, qi.nq-c)
 		for i := range cb {
 			cb[i] = float32(math.Inf(-1))
 		}
-		qt := &qi.lanes[c*dim]
-		for t := 0; t < full; t += laneTile {
-			maxSimI8x32VNNI(qt, &rows[t*stride+4], stride, dim, &cb[0])
+		if full > 0 {
+			qi.run(c, &rows[4], stride, full, &cb)
 		}
 		if full < n {
-			maxSimI8x32VNNI(qt, &pad[4], stride, dim, &cb[0])
+			qi.run(c, &pad[4], stride, tile, &cb)
 		}
-		copy(best[c:c+m], cb[:m])
+		copy(best[c:min(c+32, qi.nq)], cb[:])
 	}
 	return pad
 }
 
-// maxSimI8Go is the portable maxSimVNNI: best[i] is raised to s_j *
+// maxSimI8Go is the portable maxSimTiles: best[i] is raised to s_j *
 // float32(Σ_k q8[k]*d8[k]) for each row j, before the query scales. Four
 // query tokens are taken at a time, so that each loaded value of the row
 // serves four products.

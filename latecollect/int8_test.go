@@ -6,19 +6,25 @@ import (
 	"testing"
 )
 
-// The VNNI kernel and the portable code give the same maxima, bit for
-// bit up to the sign of zero, for query lengths across chunks of 32,
-// documents across tiles of 8 and dimensions the kernel takes; and both
-// equal the float maxima of the dequantised values to within the
+// The VNNI and AVX2 kernels and the portable code give the same maxima,
+// bit for bit up to the sign of zero, for query lengths across chunks of
+// 32, documents across tiles of 8 and 2 and dimensions the kernels take;
+// and all equal the float maxima of the dequantised values to within the
 // quantisation's error.
 func TestMaxSimI8Kernels(t *testing.T) {
-	if !useVNNI {
-		t.Log("no AVX512-VNNI on this CPU: the portable code is checked against float32 only")
+	saved := struct{ vnni, avx2 bool }{useVNNI, useAVX2}
+	defer func() { useVNNI, useAVX2 = saved.vnni, saved.avx2 }()
+	kernels := []struct {
+		name       string
+		vnni, avx2 bool
+	}{{"vnni", true, true}, {"avx2", false, true}}
+	for _, k := range kernels {
+		if (k.vnni && !saved.vnni) || (k.avx2 && !saved.avx2) {
+			t.Logf("no %s on this CPU: not checked", k.name)
+		}
 	}
 	r := rand.New(rand.NewPCG(3, 8))
-	saved := useVNNI
-	defer func() { useVNNI = saved }()
-	for _, dim := range []int{64, 128, 384} {
+	for _, dim := range []int{64, 128, 384, 36} {
 		for _, nq := range []int{1, 7, 20, 32, 33, 70} {
 			for _, nd := range []int{1, 3, 8, 9, 17, 238} {
 				q, d := randomUnit(r, nq, dim), randomUnit(r, nd, dim)
@@ -38,7 +44,7 @@ func TestMaxSimI8Kernels(t *testing.T) {
 				}
 				rows := blob[headerSize:]
 
-				useVNNI = false
+				useVNNI, useAVX2 = false, false
 				goBest := make([]float32, nq)
 				newQueryI8(q, dim).maxSim(rows, h.count, goBest, nil)
 
@@ -66,15 +72,21 @@ func TestMaxSimI8Kernels(t *testing.T) {
 						t.Fatalf("dim %d, %d×%d: token %d: int8 %v, float %v, beyond %v", dim, nq, nd, i, goBest[i], want[i], tol)
 					}
 				}
-				if !saved {
-					continue
-				}
-				useVNNI = true
-				vnniBest := make([]float32, nq)
-				newQueryI8(q, dim).maxSim(rows, h.count, vnniBest, nil)
-				for i := range vnniBest {
-					if vnniBest[i] != goBest[i] {
-						t.Fatalf("dim %d, %d×%d: token %d: VNNI %v, Go %v", dim, nq, nd, i, vnniBest[i], goBest[i])
+				for _, k := range kernels {
+					if (k.vnni && !saved.vnni) || (k.avx2 && !saved.avx2) {
+						continue
+					}
+					useVNNI, useAVX2 = k.vnni, k.avx2
+					qi := newQueryI8(q, dim)
+					if want := map[bool]int{true: i8VNNI, false: i8AVX2}[k.vnni && dim%64 == 0]; qi.kernel != want {
+						t.Fatalf("%s, dim %d: kernel %d, want %d", k.name, dim, qi.kernel, want)
+					}
+					got := make([]float32, nq)
+					qi.maxSim(rows, h.count, got, nil)
+					for i := range got {
+						if got[i] != goBest[i] {
+							t.Fatalf("dim %d, %d×%d: token %d: %s %v, Go %v", dim, nq, nd, i, k.name, got[i], goBest[i])
+						}
 					}
 				}
 			}

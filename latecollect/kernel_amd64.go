@@ -105,6 +105,13 @@ var (
 	useVNNI     = haveVNNI()
 )
 
+// maxSimI8x32AVX2 is maxSimI8x32VNNI with AVX2 over rows rows (a positive
+// even number), the query tokens as |q8| at qabs and q8 at qsgn, dim a
+// multiple of 4; see kernel_amd64.s.
+//
+//go:noescape
+func maxSimI8x32AVX2(qabs, qsgn, d *byte, stride, dim, rows int, best *float32)
+
 // decodeI8AVX512 sets dst[i] = float32(int8(src[i])) * scale for n
 // values, a positive multiple of 16; see kernel_amd64.s.
 //

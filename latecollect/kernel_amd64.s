@@ -1250,3 +1250,123 @@ i8dec:
 	JNZ       i8dec
 	VZEROUPPER
 	RET
+
+// func maxSimI8x32AVX2(qabs, qsgn, d *byte, stride, dim, rows int, best *float32)
+//
+// maxSimI8x32VNNI with AVX2, over rows rows (a positive even number) two
+// at a time: qabs holds |q_l[k]| and qsgn q_l[k] in the lanes' layout
+// (queryI8.abs, queryI8.sgn), dim is a multiple of 4. Per four values and
+// eight lanes, VPSIGNB gives the row's bytes the query's signs,
+// VPMADDUBSW multiplies them by |q| into pairs (each at most 2*127*127,
+// so never saturated), and VPMADDWD adds the pairs into 32-bit sums: the
+// same exact integers as VPDPBUSD's, then the same conversion and
+// multiplication by the row's scale.
+TEXT ·maxSimI8x32AVX2(SB), NOSPLIT, $0-56
+	MOVQ         qabs+0(FP), AX
+	MOVQ         qsgn+8(FP), BX
+	MOVQ         d+16(FP), DI
+	MOVQ         stride+24(FP), R8
+	MOVQ         dim+32(FP), R9
+	MOVQ         rows+40(FP), R10
+	MOVQ         best+48(FP), DX
+	MOVL         $0x00010001, R11
+	MOVQ         R11, X15
+	VPBROADCASTD X15, Y15
+
+i8pair:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	MOVQ  AX, SI
+	MOVQ  BX, R12
+	MOVQ  DI, R13
+	LEAQ  (DI)(R8*1), R14
+	MOVQ  R9, CX
+	SHRQ  $2, CX
+
+i8quad:
+	VMOVDQU      (SI), Y8
+	VMOVDQU      32(SI), Y9
+	VMOVDQU      64(SI), Y10
+	VMOVDQU      96(SI), Y11
+	VPBROADCASTD (R13), Y12
+	VPSIGNB      (R12), Y12, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y0, Y0
+	VPSIGNB      32(R12), Y12, Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VPSIGNB      64(R12), Y12, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPSIGNB      96(R12), Y12, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VPBROADCASTD (R14), Y12
+	VPSIGNB      (R12), Y12, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VPSIGNB      32(R12), Y12, Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      64(R12), Y12, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPSIGNB      96(R12), Y12, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y15, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	ADDQ         $128, SI
+	ADDQ         $128, R12
+	ADDQ         $4, R13
+	ADDQ         $4, R14
+	DECQ         CX
+	JNZ          i8quad
+
+	VBROADCASTSS -4(DI), Y12
+	VCVTDQ2PS    Y0, Y0
+	VMULPS       Y12, Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y12, Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y12, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y12, Y3, Y3
+	VBROADCASTSS -4(DI)(R8*1), Y13
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y13, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y13, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y13, Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y13, Y7, Y7
+	VMAXPS       Y4, Y0, Y0
+	VMAXPS       Y5, Y1, Y1
+	VMAXPS       Y6, Y2, Y2
+	VMAXPS       Y7, Y3, Y3
+	VMAXPS       (DX), Y0, Y0
+	VMAXPS       32(DX), Y1, Y1
+	VMAXPS       64(DX), Y2, Y2
+	VMAXPS       96(DX), Y3, Y3
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y3, 96(DX)
+	LEAQ         (DI)(R8*2), DI
+	SUBQ         $2, R10
+	JNZ          i8pair
+	VZEROUPPER
+	RET

@@ -122,8 +122,8 @@ func BenchmarkScoreCentroids(b *testing.B) {
 // BenchmarkMaxSim (238 tokens of 384 values) against queries of 20 and 32
 // tokens: from a float16 blob as search scores today (maxSimBlob, F16C
 // decoding and the float32 kernels), and from an I8 blob with the query
-// quantised once (queryI8.maxSim), with the VNNI kernel where the CPU has
-// it and with the portable code.
+// quantised once (queryI8.maxSim), with the VNNI and AVX2 kernels where
+// the CPU has them and with the portable code.
 func BenchmarkMaxSimI8(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	d := randomUnit(r, 238, 384)
@@ -131,8 +131,8 @@ func BenchmarkMaxSimI8(b *testing.B) {
 	hf, _ := parseHeader(f16)
 	i8, _ := EncodeTokens(d, 384, I8)
 	hi, _ := parseHeader(i8)
-	saved := useVNNI
-	defer func() { useVNNI = saved }()
+	saved := struct{ vnni, avx2 bool }{useVNNI, useAVX2}
+	defer func() { useVNNI, useAVX2 = saved.vnni, saved.avx2 }()
 	for _, nq := range []int{20, 32} {
 		q := randomUnit(r, nq, 384)
 		best := make([]float32, nq)
@@ -145,14 +145,16 @@ func BenchmarkMaxSimI8(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/dots, "ns/dot")
 		})
-		for _, vnni := range []bool{true, false} {
-			if vnni && !saved {
+		for _, k := range []struct {
+			name       string
+			vnni, avx2 bool
+		}{{"vnni", true, true}, {"avx2", false, true}, {"portable", false, false}} {
+			if (k.vnni && !saved.vnni) || (k.avx2 && !saved.avx2) {
 				continue
 			}
-			useVNNI = vnni
+			useVNNI, useAVX2 = k.vnni, k.avx2
 			qi := newQueryI8(q, 384)
-			name := map[bool]string{true: "vnni", false: "portable"}[vnni]
-			b.Run(fmt.Sprintf("q%d/i8-%s", nq, name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("q%d/i8-%s", nq, k.name), func(b *testing.B) {
 				var pad []byte
 				for b.Loop() {
 					pad = qi.maxSim(i8[headerSize:], hi.count, best, pad)
@@ -160,6 +162,6 @@ func BenchmarkMaxSimI8(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/dots, "ns/dot")
 			})
 		}
-		useVNNI = saved
+		useVNNI, useAVX2 = saved.vnni, saved.avx2
 	}
 }

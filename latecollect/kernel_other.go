@@ -10,6 +10,10 @@ var (
 	useVNNI     = false
 )
 
+func maxSimI8x32AVX2(qabs, qsgn, d *byte, stride, dim, rows int, best *float32) {
+	panic("latecollect: maxSimI8x32AVX2 without amd64")
+}
+
 func decodeI8AVX512(dst *float32, src *byte, scale float32, n int) {
 	panic("latecollect: decodeI8AVX512 without amd64")
 }
