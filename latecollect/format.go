@@ -276,13 +276,21 @@ func decodeRows(b []byte, h blobHeader, from, to int, out []float32) {
 	}
 }
 
-// scaleI8 is an I8 row's scale: max|x|/127.
+// scaleI8 is an I8 row's scale: max|x|/127, rounded up to 16 significant
+// bits. Then 127*s and q*s are exact in float32 for every |q| ≤ 127, so a
+// decoded row encodes again to the same bytes (TestEncodeI8Idempotent):
+// tokens read back and brought again score as they did.
 func scaleI8(row []float32) float32 {
 	var m float32
 	for _, v := range row {
 		m = max(m, float32(math.Abs(float64(v))))
 	}
-	return m / 127
+	const low = 1<<(23-15) - 1 // the mantissa bits past the 15 kept
+	b := math.Float32bits(m / 127)
+	if b&low != 0 {
+		b = (b | low) + 1 // up; a carry into the exponent is still exact
+	}
+	return math.Float32frombits(b)
 }
 
 // quantizeI8 is v's value in an I8 row of the given scale: v/scale
