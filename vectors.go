@@ -70,6 +70,19 @@ func (e *VectorError) Unwrap() error { return e.Err }
 // from unit length) and rank exactly as when Tandem encodes them.
 const unitTolerance = 1e-5
 
+// i8Slack bounds how far int8 rounding moves a row's squared norm: each
+// value moves by at most s/2, s = max|x|/127 the row's scale, so the
+// squared norm by at most s*‖x‖₁ + dim*s²/4.
+func i8Slack(v []float32) float64 {
+	var m, l1 float64
+	for _, x := range v {
+		a := math.Abs(float64(x))
+		m, l1 = max(m, a), l1+a
+	}
+	s := m / 127
+	return s*l1 + float64(len(v))*s*s/4
+}
+
 // CheckVectors checks v against m and returns it ready to store: the
 // parts m indexes must have m's dimensions and finite values, a token
 // matrix must have 1 to MaxTokens rows, a part m does not index is an
@@ -83,7 +96,7 @@ func (m Model) CheckVectors(v Vectors) (Vectors, error) {
 		if !m.Dense {
 			return Vectors{}, &VectorError{Model: m.Name, Part: "dense", Err: fmt.Errorf("%w: the collection does not index %s for dense retrieval", ErrBadVectors, m.Name)}
 		}
-		d, err := checkVector(v.Dense, m.Dim, cosine)
+		d, err := checkVector(v.Dense, m.Dim, cosine, false)
 		if err != nil {
 			return Vectors{}, &VectorError{Model: m.Name, Part: "dense", Err: err}
 		}
@@ -101,7 +114,7 @@ func (m Model) CheckVectors(v Vectors) (Vectors, error) {
 		}
 		out.Tokens = make([][]float32, len(v.Tokens))
 		for i, row := range v.Tokens {
-			r, err := checkVector(row, m.TokenDim, cosine)
+			r, err := checkVector(row, m.TokenDim, cosine, m.LateEncoding == "i8")
 			if err != nil {
 				return Vectors{}, &VectorError{Model: m.Name, Part: fmt.Sprintf("tokens[%d]", i), Err: err}
 			}
@@ -112,8 +125,12 @@ func (m Model) CheckVectors(v Vectors) (Vectors, error) {
 }
 
 // checkVector checks one vector's length and values and, for cosine,
-// returns it at unit length.
-func checkVector(v []float32, dim int, cosine bool) ([]float32, error) {
+// returns it at unit length. With int8 set (a token row the collection
+// stores as int8) a row is already of unit length when its squared norm
+// is within what int8 rounding of a unit row could move it (i8Slack):
+// such a row, a stored one read back for instance, is kept as given, so
+// that it encodes again to the same bytes and ranks as before.
+func checkVector(v []float32, dim int, cosine, int8 bool) ([]float32, error) {
 	if len(v) != dim {
 		return nil, fmt.Errorf("%w: dimension %d, want %d", ErrBadVectors, len(v), dim)
 	}
@@ -124,7 +141,11 @@ func checkVector(v []float32, dim int, cosine bool) ([]float32, error) {
 		}
 		ss += float64(x) * float64(x)
 	}
-	if !cosine || math.Abs(ss-1) <= unitTolerance {
+	tol := unitTolerance
+	if int8 {
+		tol += i8Slack(v)
+	}
+	if !cosine || math.Abs(ss-1) <= tol {
 		return v, nil
 	}
 	if ss == 0 {
