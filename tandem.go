@@ -85,9 +85,11 @@ type Model struct {
 	// for residual codes with full-precision tokens on disk.
 	LateIndex string `json:"late_index,omitempty"`
 	// LateEncoding is how the model's token vectors are stored
-	// (latecollect.ParseEncoding): "f16", or "i8", which the exact stage
-	// scores in int8. "" (collections made before it was recorded) means
-	// "f16". A blob records its own encoding, so a collection whose
+	// (latecollect.ParseEncoding): "i8", which the exact stage scores in
+	// int8 (a new collection's default for an installed model), or "f16"
+	// (the default for an external one). "" (collections made before it
+	// was recorded) means "f16". With "i8", a supplied cosine token row
+	// within int8's rounding of unit length is stored as given. A blob records its own encoding, so a collection whose
 	// encoding changed reads both.
 	LateEncoding string `json:"late_encoding,omitempty"`
 	// Similarity is how the model's vectors compare, Cosine or Dot. For

@@ -66,7 +66,7 @@ type Options struct {
 	LateIndex string
 	// LateEncoding is how a new collection stores the token vectors of
 	// the models in Late (latecollect.ParseEncoding): empty for the
-	// default, DefaultLateEncoding.
+	// default, "i8" (DefaultLateEncoding).
 	LateEncoding string
 	// EncoderThreads caps the threads an encoder takes: a query runs on
 	// this many ONNX Runtime threads, and documents in bulk as up to this
@@ -281,13 +281,14 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		schema.Models = append(schema.Models, specs...)
 	}
 	if !exists && schema != nil {
-		// A new collection records the late-interaction index of each
-		// late model, the default spelled out (DefaultLateIndex).
+		// A new collection records the late-interaction index and the
+		// token encoding of each late model, the defaults spelled out
+		// (DefaultLateIndex, DefaultLateEncoding).
 		schema = schema.Clone()
 		for i, m := range schema.Models {
 			if m.Late {
 				schema.Models[i].LateIndex = DefaultLateIndex(m.LateIndex, m.TokenDim)
-				schema.Models[i].LateEncoding = cmp.Or(m.LateEncoding, DefaultLateEncoding)
+				schema.Models[i].LateEncoding = cmp.Or(m.LateEncoding, DefaultLateEncoding(m))
 			}
 		}
 	}

@@ -334,9 +334,20 @@ func docTextParts(fields []tandem.Field, values map[string]any) (string, []textP
 // so a longer text only costs tokenization.
 const maxEncodeBytes = 64 << 10
 
-// DefaultLateEncoding is how a new collection stores token vectors when
-// Options.LateEncoding and its schema say nothing.
-const DefaultLateEncoding = "f16"
+// DefaultLateEncoding is how a new collection stores a late model's token
+// vectors when Options.LateEncoding and its schema say nothing: "i8" for
+// an installed model, int8 with a scale per token, half the disk of
+// float16, which the exact stage scores in int8 and which ranks SciFact
+// and Cranfield as float16 does (latecollect/README.md, "An int8 exact
+// stage"); "f16" for an external model, whose vectors the documents
+// bring and get back (export) within float16's rounding, whatever their
+// distribution.
+func DefaultLateEncoding(m tandem.Model) string {
+	if m.External {
+		return "f16"
+	}
+	return "i8"
+}
 
 // DefaultLateIndex is the late-interaction index a new collection records
 // for a model of tokenDim-value tokens when desc (Options.LateIndex, a

@@ -370,19 +370,18 @@ func TestResidualLateIndex(t *testing.T) {
 	}
 }
 
-// TestLateEncodingI8 stores token vectors as int8: the choice is kept in
-// the schema (a default collection records f16), the blobs are I8, the
+// TestLateEncodingI8 stores an installed model's token vectors as int8,
+// the default: the choice is kept in the schema, the blobs are I8, the
 // late search ranks the small collection as the float32 reference
 // late-exact does, each late hit is explained to its score bit for bit
 // in both retrievers, and an unknown encoding is refused before anything
-// is created.
+// is created. An external model's default is f16, and an installed
+// model's f16 when asked.
 func TestLateEncodingI8(t *testing.T) {
 	needModel(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	o := modelOpts()
-	o.LateEncoding = "i8"
-	e := openT(t, dir, o)
+	e := openT(t, dir, modelOpts())
 	if _, err := e.Index(ctx, animals); err != nil {
 		t.Fatal(err)
 	}
@@ -424,8 +423,15 @@ func TestLateEncodingI8(t *testing.T) {
 	if got := openT(t, dir, nil).Schema().Models[0].LateEncoding; got != "i8" {
 		t.Errorf("reopened: late encoding %q, want i8", got)
 	}
-	if got := openT(t, t.TempDir(), modelOpts()).Schema().Models[0].LateEncoding; got != DefaultLateEncoding {
-		t.Errorf("default collection: late encoding %q, want %q", got, DefaultLateEncoding)
+	o := modelOpts()
+	o.LateEncoding = "f16"
+	if got := openT(t, t.TempDir(), o).Schema().Models[0].LateEncoding; got != "f16" {
+		t.Errorf("LateEncoding f16: late encoding %q, want f16", got)
+	}
+	ext := propSchema()
+	ext.Models = []tandem.Model{facetModel}
+	if got := openT(t, t.TempDir(), &Options{Schema: ext}).Schema().Models[0].LateEncoding; got != "f16" {
+		t.Errorf("external model: late encoding %q, want f16", got)
 	}
 	o = modelOpts()
 	o.LateEncoding = "i4"

@@ -165,7 +165,7 @@ func TestSuppliedVectorsRankExactly(t *testing.T) {
 	t.Run("External", func(t *testing.T) {
 		schema := tandem.DefaultSchema()
 		schema.Models = []tandem.Model{{Name: model, Dense: true, Dim: len(vecs["cat"].Dense), Late: true, TokenDim: len(vecs["cat"].Tokens[0]),
-			Similarity: tandem.Cosine, External: true}}
+			Similarity: tandem.Cosine, External: true, LateEncoding: DefaultLateEncoding(tandem.Model{})}}
 		e := openT(t, t.TempDir(), &Options{Schema: schema, BatchSize: 8, NoSync: true})
 		if _, err := e.Index(ctx, withVectors); err != nil {
 			t.Fatal(err)

@@ -24,7 +24,7 @@ func runIndex(args []string, stdout, stderr io.Writer) error {
 	batch := fs.Int("batch", 0, "documents per atomic batch (default 1000, or 256 when encoding)")
 	models := fs.String("models", "", "new collection: encoder models, comma-separated: NAME for dense and late retrieval, dense:NAME or late:NAME for one of them; 'none' for BM25 only (default: the installed default model, or none if it is not installed or --external is given; with --server, the default model, which a server without it refuses)")
 	lateIndex := fs.String("late-index", "", "new collection: late-interaction index, 'Residual' for residual codes (centroid ids and 1-bit residuals in memory, full-precision tokens on disk; the default), 'FAISS' or a FAISS factory string for FAISS over every token key")
-	lateEncoding := fs.String("late-encoding", "", "new collection: how token vectors are stored, 'f16' (the default) or 'i8', which the exact stage scores in int8")
+	lateEncoding := fs.String("late-encoding", "", "new collection: how token vectors are stored, 'i8' (int8, which the exact stage scores in int8: the default for installed models) or 'f16' (the default for --external ones)")
 	skipBad := fs.Bool("skip-bad", false, "skip bad lines (and count them) instead of stopping")
 	schemaFile := fs.String("schema", "", "JSON schema file for a new collection (default: BEIR _id, title, text)")
 	idField := fs.String("id-field", "", "JSON key of the document id for a new collection (default _id)")
