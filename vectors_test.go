@@ -3,6 +3,8 @@ package tandem
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,6 +114,50 @@ func TestCheckVectors(t *testing.T) {
 		var ve *VectorError
 		if !errors.As(err, &ve) || !errors.Is(err, ErrBadVectors) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "_vectors."+tc.m.Name) {
 			t.Errorf("%+v: err %v, want a VectorError with %q", tc.v, err, tc.want)
+		}
+	}
+}
+
+// A cosine token row rounded to int8, as a model that stores int8 tokens
+// reads it back, is kept as given by that model and normalised by one that
+// stores float16; a row further from unit length is normalised by both.
+func TestCheckVectorsInt8Slack(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	row := make([]float32, 384)
+	var ss float64
+	for i := range row {
+		row[i] = float32(r.NormFloat64())
+		ss += float64(row[i]) * float64(row[i])
+	}
+	var m float32
+	for i := range row {
+		row[i] /= float32(math.Sqrt(ss))
+		m = max(m, float32(math.Abs(float64(row[i]))))
+	}
+	s := m / 127
+	for i := range row {
+		row[i] = float32(math.Round(float64(row[i]/s))) * s
+	}
+	long := make([]float32, len(row))
+	for i, x := range row {
+		long[i] = 1.1 * x
+	}
+	for _, enc := range []string{"i8", "f16"} {
+		mod := Model{Name: "m", Late: true, TokenDim: 384, Similarity: Cosine, LateEncoding: enc}
+		got, err := mod.CheckVectors(Vectors{Tokens: [][]float32{row, long}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := slices.Equal(got.Tokens[0], row)
+		if kept != (enc == "i8") {
+			t.Errorf("%s: the int8-rounded row kept as given: %v", enc, kept)
+		}
+		var n float64
+		for _, x := range got.Tokens[1] {
+			n += float64(x) * float64(x)
+		}
+		if math.Abs(n-1) > 1e-5 {
+			t.Errorf("%s: a row of norm 1.1 stored with squared norm %v, want 1", enc, n)
 		}
 	}
 }
