@@ -42,11 +42,12 @@ const (
 	// F16 stores each value as an IEEE float16 (round to nearest even):
 	// 2 bytes per dimension. For unit-length token vectors the relative
 	// error is below 2^-11, which does not change rankings measurably (see
-	// the README); it is the default.
+	// the README).
 	F16 Encoding = 2
 	// I8 stores each row as a float32 scale s followed by dim int8 values
-	// q, with value = q*s and s = max|x|/127: 1 byte per dimension plus 4
-	// per token.
+	// q, with value = q*s and s = max|x|/127 rounded up to 16 significant
+	// bits (scaleI8): 1 byte per dimension plus 4 per token. The exact
+	// stage scores it in int8 (queryI8).
 	I8 Encoding = 3
 )
 
