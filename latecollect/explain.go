@@ -23,8 +23,7 @@ type Explanation struct {
 // safe for concurrent use.
 type Explainer struct {
 	q       []float32
-	ql      *queryLanes
-	qi      *queryI8 // the query quantised, for I8 blobs; nil in Reference mode
+	k       *exactKernels
 	dim     int
 	scoring Scoring
 	block   []float32
@@ -50,8 +49,8 @@ func NewExplainer(query []float32, dim int, scoring Scoring, mode Mode) (*Explai
 	if mode != Candidates && mode != Exhaustive && mode != Reference {
 		return nil, fmt.Errorf("latecollect: explain: %w: %v", ErrBadOptions, mode)
 	}
-	k := newExactKernels(query, dim, mode)
-	return &Explainer{q: query, ql: k.ql, qi: k.qi, dim: dim, scoring: scoring}, nil
+	k := newExactKernels(query, dim, newQueryLanes(query, dim), mode)
+	return &Explainer{q: query, k: k, dim: dim, scoring: scoring}, nil
 }
 
 // Explain scores a stored token blob (EncodeTokens' format) exactly as a
@@ -72,8 +71,8 @@ func (x *Explainer) Explain(blob []byte) (Explanation, error) {
 	}
 	nq := len(x.q) / x.dim
 	ex := Explanation{Max: make([]float32, nq), Row: make([]int, nq)}
-	if h.enc == I8 && x.qi != nil {
-		x.qi.argmax(blob[headerSize:], h.count, ex.Max, ex.Row)
+	if h.enc == I8 && x.k.quantise {
+		x.k.i8().argmax(blob[headerSize:], h.count, ex.Max, ex.Row)
 	} else {
 		x.argmaxBlob(blob, h, ex.Max, ex.Row)
 	}
@@ -106,7 +105,7 @@ func (x *Explainer) argmaxBlob(blob []byte, h blobHeader, best []float32, row []
 		to := min(h.count, from+rows)
 		d := block[:(to-from)*dim]
 		decodeRows(blob, h, from, to, d)
-		dotsInto(x.q, x.ql, d, dim, nq, dots, &x.scratch)
+		dotsInto(x.q, x.k.ql, d, dim, nq, dots, &x.scratch)
 		for j := range to - from {
 			p := dots[j*nq : (j+1)*nq]
 			for i, v := range p {

@@ -54,9 +54,12 @@ func TestExplainMatchesExactScore(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, mode := range []Mode{Candidates, Reference} {
-				k := newExactKernels(q, dim, mode)
+				k := newExactKernels(q, dim, newQueryLanes(q, dim), mode)
 				best := make([]float32, nq)
 				scoreBlob(k, blob, h, best, &blobScratch{})
+				if enc != I8 && k.qi != nil {
+					t.Fatalf("case %d: the query was quantised for a %s blob", c, enc)
+				}
 				what := fmt.Sprintf("case %d (dim %d, %d query tokens, %d document tokens, %s, %s)", c, dim, nq, nd, enc, mode)
 				for _, s := range []Scoring{ScoreAvgMax, ScoreSumMax} {
 					ex := explainIn(t, q, dim, blob, s, mode)
@@ -100,23 +103,23 @@ func explainIn(t *testing.T, q []float32, dim int, blob []byte, s Scoring, mode 
 // kernels compute it, in float64, and the blob's row count: float32 over
 // the decoded rows, or the int8 sum scaled for an I8 blob when k
 // quantises.
-func productsOf(t *testing.T, k exactKernels, blob []byte) (func(i, j int) float64, int) {
+func productsOf(t *testing.T, k *exactKernels, blob []byte) (func(i, j int) float64, int) {
 	t.Helper()
 	h, err := parseHeader(blob)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dim := h.dim
-	if h.enc == I8 && k.qi != nil {
+	if qi := k.i8(); h.enc == I8 && k.quantise {
 		rows := blob[headerSize:]
 		return func(i, j int) float64 {
 			row := rows[j*(4+dim) : (j+1)*(4+dim)]
 			s := math.Float32frombits(binary.LittleEndian.Uint32(row))
 			var acc int32
 			for kk := range dim {
-				acc += int32(k.qi.q8[i*dim+kk]) * int32(int8(row[4+kk]))
+				acc += int32(qi.q8[i*dim+kk]) * int32(int8(row[4+kk]))
 			}
-			return float64(k.qi.scale[i] * (s * float32(acc)))
+			return float64(qi.scale[i] * (s * float32(acc)))
 		}, h.count
 	}
 	d, _, err := DecodeTokens(blob)

@@ -142,7 +142,7 @@ func (f *faissFamily) rescore(ctx context.Context, query []float32, cands []uint
 	}
 	dim := f.opts.Dim
 	nq := len(query) / dim
-	k := newExactKernels(query, dim, so.Mode) // read only, shared by the workers
+	k := newExactKernels(query, dim, newQueryLanes(query, dim), so.Mode) // shared by the workers
 	hits := make([]Hit, len(cands))
 	workers := max(1, min(f.opts.Parallelism, len(cands)/16+1))
 	var (

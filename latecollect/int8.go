@@ -56,33 +56,34 @@ func newQueryI8(q []float32, dim int) *queryI8 {
 	switch {
 	case useVNNI && dim%64 == 0:
 		qi.kernel = i8VNNI
-		qi.lanes = qi.layout(func(v int8) byte { return byte(int(v) + 128) })
+		qi.lanes = qi.layout(128, false)
 	case useAVX2 && dim%4 == 0:
 		qi.kernel = i8AVX2
-		qi.abs = qi.layout(func(v int8) byte { return byte(max(v, -v)) })
-		qi.sgn = qi.layout(func(v int8) byte { return byte(v) })
+		qi.abs = qi.layout(0, true)
+		qi.sgn = qi.layout(0, false)
 	}
 	return qi
 }
 
 // layout lays the tokens out for the kernels, 32 at a time, the last
 // chunk padded with zero tokens: chunk c at [c*32*dim:], value k of token
-// l at (k/4)*128 + 4*l + k%4, as f gives it.
-func (qi *queryI8) layout(f func(int8) byte) []byte {
-	nq, dim := qi.nq, qi.dim
-	chunks := (nq + 31) / 32
-	out := make([]byte, chunks*32*dim)
-	for c := range chunks {
-		lanes := out[c*32*dim : (c+1)*32*dim]
-		for l := range 32 {
-			i := c*32 + l
-			for k := range dim {
-				var v int8
-				if i < nq {
-					v = qi.q8[i*dim+k]
-				}
-				lanes[(k/4)*128+4*l+k%4] = f(v)
+// l at (k/4)*128 + 4*l + k%4, as the byte q8+bias (modulo 256), or
+// |q8|+bias when abs is set.
+func (qi *queryI8) layout(bias byte, abs bool) []byte {
+	dim := qi.dim
+	out := make([]byte, (qi.nq+31)/32*32*dim)
+	if bias != 0 {
+		for i := range out {
+			out[i] = bias // the padding's zero tokens
+		}
+	}
+	for i := range qi.nq {
+		base := (i/32)*32*dim + 4*(i%32)
+		for k, v := range qi.q8[i*dim : (i+1)*dim] {
+			if abs && v < 0 {
+				v = -v
 			}
+			out[base+(k/4)*128+k%4] = byte(v) + bias
 		}
 	}
 	return out

@@ -235,7 +235,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	workers := exactWorkers{k: exactKernels{q: query, ql: ql, qi: newQueryI8(query, dim)}}
+	workers := exactWorkers{k: newExactKernels(query, dim, ql, so.Mode)}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
@@ -657,7 +657,7 @@ type exactScratch struct {
 	blobScratch
 	best []float32
 	rd   *storage.BlobReader
-	k    exactKernels // the search's query, ready for the kernels
+	k    *exactKernels // the search's query, ready for the kernels
 }
 
 // exactWorkers hands out the exact stage's scratches, one per worker,
@@ -665,7 +665,7 @@ type exactScratch struct {
 // made ready for the kernels once (newExactKernels), shared by the
 // workers, which only read it.
 type exactWorkers struct {
-	k   exactKernels
+	k   *exactKernels
 	mu  sync.Mutex
 	all []*exactScratch
 }
@@ -876,7 +876,7 @@ func (f *residualFamily) exhaustiveFromStoreLocked(ctx context.Context, query []
 func (f *residualFamily) rescore(ctx context.Context, query []float32, nums []uint64, so SearchOptions) ([]Hit, error) {
 	hits := make([]Hit, len(nums))
 	errs := make([]error, len(nums))
-	workers := exactWorkers{k: newExactKernels(query, f.opts.Dim, so.Mode)}
+	workers := exactWorkers{k: newExactKernels(query, f.opts.Dim, newQueryLanes(query, f.opts.Dim), so.Mode)}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, len(nums), workers.scratch, func(i int, sc *exactScratch) {
 		if ctx.Err() != nil {

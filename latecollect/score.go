@@ -3,6 +3,7 @@ package latecollect
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Scoring names how a document's token similarities become one score.
@@ -162,21 +163,32 @@ func maxSimBlob(q []float32, ql *queryLanes, blob []byte, h blobHeader, best, bu
 // exactKernels is a query made ready, once per search, for the kernels
 // that score stored blobs exactly (scoreBlob): laid out for the AVX-512
 // float kernels (ql, nil where they are not used), and quantised for I8
-// blobs (qi, nil in Reference mode, which scores I8 blobs in float32).
+// blobs the first time one is scored (i8), unless the search is in
+// Reference mode, which scores I8 blobs in float32. It is safe for
+// concurrent use by a search's workers.
 type exactKernels struct {
-	q  []float32
-	ql *queryLanes
-	qi *queryI8
+	q        []float32
+	dim      int
+	ql       *queryLanes
+	quantise bool
+	once     sync.Once
+	qi       *queryI8
 }
 
-// newExactKernels prepares query (tokens of dim values) for a search in
-// mode.
-func newExactKernels(query []float32, dim int, mode Mode) exactKernels {
-	k := exactKernels{q: query, ql: newQueryLanes(query, dim)}
-	if mode != Reference {
-		k.qi = newQueryI8(query, dim)
+// newExactKernels prepares query (tokens of dim values, laid out as ql,
+// which may be nil) for a search in mode.
+func newExactKernels(query []float32, dim int, ql *queryLanes, mode Mode) *exactKernels {
+	return &exactKernels{q: query, dim: dim, ql: ql, quantise: mode != Reference}
+}
+
+// i8 is the query quantised for I8 blobs, made at the first call, or nil
+// in Reference mode.
+func (k *exactKernels) i8() *queryI8 {
+	if !k.quantise {
+		return nil
 	}
-	return k
+	k.once.Do(func() { k.qi = newQueryI8(k.q, k.dim) })
+	return k.qi
 }
 
 // blobScratch is one worker's buffers for scoreBlob.
@@ -189,9 +201,9 @@ type blobScratch struct {
 // token of a checked blob: in int8 (queryI8.maxSim) for an I8 blob when k
 // has the quantised query, otherwise in float32 over the decoded rows
 // (maxSimBlob). Every exact score of a search comes from it.
-func scoreBlob(k exactKernels, blob []byte, h blobHeader, best []float32, s *blobScratch) {
-	if h.enc == I8 && k.qi != nil {
-		s.pad = k.qi.maxSim(blob[headerSize:], h.count, best, s.pad)
+func scoreBlob(k *exactKernels, blob []byte, h blobHeader, best []float32, s *blobScratch) {
+	if h.enc == I8 && k.quantise {
+		s.pad = k.i8().maxSim(blob[headerSize:], h.count, best, s.pad)
 		return
 	}
 	s.rows = maxSimBlob(k.q, k.ql, blob, h, best, s.rows)
