@@ -173,13 +173,7 @@ func (qi *queryI8) maxSimTiles(rows []byte, n int, best []float32, pad []byte) [
 	tile := i8Tile[qi.kernel]
 	full := n - n%tile
 	if full < n {
-		if len(pad) < tile*stride {
-			pad = make([]byte, tile*stride)
-		}
-		for j := range tile {
-			src := min(full+j, n-1)
-			copy(pad[j*stride:(j+1)*stride], rows[src*stride:(src+1)*stride])
-		}
+		pad = padTile(pad, rows, full, n, tile, stride)
 	}
 	var cb [32]float32
 	for c := 0; c < qi.nq; c += 32 {

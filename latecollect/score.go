@@ -265,6 +265,9 @@ func (ql *queryLanes) maxSimInto(d, best, pad []float32) {
 		return
 	}
 	full := nd - nd%laneTile
+	if full < nd {
+		pad = padTile(pad, d, full, nd, laneTile, dim)
+	}
 	var cb [32]float32
 	off := 0
 	for c := 0; c < ql.nq; c += 32 {
@@ -283,18 +286,26 @@ func (ql *queryLanes) maxSimInto(d, best, pad []float32) {
 			kernel(qt, &d[t*dim], dim, dim, &cb[0])
 		}
 		if full < nd {
-			if len(pad) < laneTile*dim {
-				pad = make([]float32, laneTile*dim)
-			}
-			for j := range laneTile {
-				src := min(full+j, nd-1)
-				copy(pad[j*dim:(j+1)*dim], d[src*dim:(src+1)*dim])
-			}
 			kernel(qt, &pad[0], dim, dim, &cb[0])
 		}
 		copy(best[c:c+n], cb[:n])
 		off += dim * lanes
 	}
+}
+
+// padTile copies rows full to n of rows (stride values each) to pad, the
+// last one repeated up to tile rows (which changes no maximum), and
+// returns pad, grown if it was too small: the last, partial tile of a
+// kernel that takes tile rows at a time.
+func padTile[T float32 | byte](pad, rows []T, full, n, tile, stride int) []T {
+	if len(pad) < tile*stride {
+		pad = make([]T, tile*stride)
+	}
+	for j := range tile {
+		src := min(full+j, n-1)
+		copy(pad[j*stride:(j+1)*stride], rows[src*stride:(src+1)*stride])
+	}
+	return pad
 }
 
 // dotInto sets out[i*ldo+l] to the inner product of row i of d (rows of
