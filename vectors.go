@@ -125,12 +125,12 @@ func (m Model) CheckVectors(v Vectors) (Vectors, error) {
 }
 
 // checkVector checks one vector's length and values and, for cosine,
-// returns it at unit length. With int8 set (a token row the collection
+// returns it at unit length. With stored8 set (a token row the collection
 // stores as int8) a row is already of unit length when its squared norm
 // is within what int8 rounding of a unit row could move it (i8Slack):
 // such a row, a stored one read back for instance, is kept as given, so
 // that it encodes again to the same bytes and ranks as before.
-func checkVector(v []float32, dim int, cosine, int8 bool) ([]float32, error) {
+func checkVector(v []float32, dim int, cosine, stored8 bool) ([]float32, error) {
 	if len(v) != dim {
 		return nil, fmt.Errorf("%w: dimension %d, want %d", ErrBadVectors, len(v), dim)
 	}
@@ -142,7 +142,7 @@ func checkVector(v []float32, dim int, cosine, int8 bool) ([]float32, error) {
 		ss += float64(x) * float64(x)
 	}
 	tol := unitTolerance
-	if int8 {
+	if stored8 {
 		tol += i8Slack(v)
 	}
 	if !cosine || math.Abs(ss-1) <= tol {
