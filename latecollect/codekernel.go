@@ -315,6 +315,59 @@ func (t *residualTables) residualMaxGo(best []int16, cids []uint16, codes []byte
 	}
 }
 
+// listMax scores the tokens of centroid c's code list (docnums docs,
+// one-bit codes of codeBytes bytes each in codes) and raises, for each
+// token whose document has a slot s = slots[docnum] ≥ 0, every lane of
+// slab row s (blocks*lutBlock values, block by block) to the token's
+// scaled score where that is higher. Every docnum must be below
+// len(slots) and every slot below the slab's rows.
+//
+// With byte tables (withPairs) the assembly kernel listPairAVX512 does
+// the work; on a docnum out of range it hands over to listMaxGo, which
+// panics on it (max is idempotent).
+func (t *residualTables) listMax(slab []int16, c int, docs []uint32, slots []int32, codes []byte, codeBytes int) {
+	n := len(docs)
+	if n == 0 {
+		return
+	}
+	if len(codes) < n*codeBytes || c < 0 || c >= t.nlist {
+		panic("latecollect: listMax: codes or centroid out of range")
+	}
+	if t.pair != nil && codeBytes%4 == 0 && 2*codeBytes == t.npos && len(slots) > 0 {
+		if listPairAVX512(&slab[0], &t.cent[c*lutBlock], t.nlist*lutBlock*2, &t.pair[0], t.blocks, &docs[0], &slots[0], len(slots), &codes[0], n, codeBytes) {
+			return
+		}
+	}
+	t.listMaxGo(slab, c, docs, slots, codes, codeBytes)
+}
+
+func (t *residualTables) listMaxGo(slab []int16, c int, docs []uint32, slots []int32, codes []byte, codeBytes int) {
+	lanes := t.blocks * lutBlock
+	var acc [lutBlock]int16
+	for blk := range t.blocks {
+		cent := t.cent[(blk*t.nlist+c)*lutBlock : (blk*t.nlist+c+1)*lutBlock]
+		nib := t.nib[blk*t.npos*16*lutBlock : (blk+1)*t.npos*16*lutBlock]
+		for i, num := range docs {
+			s := slots[num]
+			if s < 0 {
+				continue
+			}
+			copy(acc[:], cent)
+			for b, byt := range codes[i*codeBytes : (i+1)*codeBytes] {
+				lo := nib[((2*b)*16+int(byt&15))*lutBlock:]
+				hi := nib[((2*b+1)*16+int(byt>>4))*lutBlock:]
+				for j := range acc {
+					acc[j] += lo[j] + hi[j]
+				}
+			}
+			row := slab[int(s)*lanes+blk*lutBlock : int(s)*lanes+(blk+1)*lutBlock]
+			for j, v := range acc {
+				row[j] = max(row[j], v)
+			}
+		}
+	}
+}
+
 // selectTokens appends to out the index of every token (centroid ids
 // cids) whose centroid row reaches the threshold of some lane:
 // table[c*stride+j] >= thr[j] for some j < stride. stride is a positive

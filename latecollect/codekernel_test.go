@@ -575,3 +575,72 @@ func BenchmarkResidualKept(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(keep)), "ns/token")
 	})
 }
+
+// listMax, whichever kernel runs it, raises each slotted document's row
+// to what residualMaxGo gives over that document's tokens of the list,
+// and leaves the rows of unslotted documents as they were.
+func TestListMaxMatchesResidualMax(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 9))
+	const rows = 40
+	for _, nq := range []int{1, 32, 33, 96} {
+		for _, codeBytes := range []int{4, 48} {
+			tb := randomTables(r, nq, rows, codeBytes)
+			tb.withPairs(2)
+			lanes := tb.blocks * lutBlock
+			for _, n := range []int{1, 5, 200} {
+				const ndocs = 30
+				c := r.IntN(rows)
+				docs := make([]uint32, n)
+				for i := range docs {
+					docs[i] = uint32(r.IntN(ndocs))
+				}
+				slices.Sort(docs) // a document's entries are contiguous
+				codes := make([]byte, n*codeBytes)
+				for i := range codes {
+					codes[i] = byte(r.Uint32())
+				}
+				slots := make([]int32, ndocs)
+				nslots := 0
+				for d := range slots {
+					slots[d] = -1
+					if r.IntN(4) != 0 {
+						slots[d] = int32(nslots)
+						nslots++
+					}
+				}
+				init := make([]int16, nslots*lanes)
+				for i := range init {
+					init[i] = int16(r.Uint32())
+				}
+				want := slices.Clone(init)
+				for d := range ndocs {
+					s := slots[d]
+					if s < 0 {
+						continue
+					}
+					var cids []uint16
+					var dc []byte
+					for i, num := range docs {
+						if int(num) == d {
+							cids = append(cids, uint16(c))
+							dc = append(dc, codes[i*codeBytes:(i+1)*codeBytes]...)
+						}
+					}
+					if len(cids) > 0 {
+						tb.residualMaxGo(want[int(s)*lanes:int(s+1)*lanes], cids, dc, codeBytes, nil)
+					}
+				}
+				got, gogot := slices.Clone(init), slices.Clone(init)
+				tb.listMax(got, c, docs, slots, codes, codeBytes)
+				tb.listMaxGo(gogot, c, docs, slots, codes, codeBytes)
+				if !slices.Equal(gogot, want) {
+					t.Fatalf("nq=%d codeBytes=%d n=%d: listMaxGo differs from residualMaxGo", nq, codeBytes, n)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("nq=%d codeBytes=%d n=%d (byte tables %v): listMax differs from residualMaxGo", nq, codeBytes, n, tb.pair != nil)
+				}
+			}
+			tb.release()
+		}
+	}
+}

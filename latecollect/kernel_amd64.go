@@ -193,6 +193,12 @@ func residualMaxAVX512(best, cent *int16, rows int, nib *int16, blocks int, cids
 //go:noescape
 func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) (ok bool)
 
+// listPairAVX512 is listMaxGo over byte tables (see the assembly for
+// its arguments). Implemented in kernel_amd64.s.
+//
+//go:noescape
+func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, docs *uint32, slots *int32, nslots int, codes *byte, n, codeBytes int) (ok bool)
+
 // selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
 // indices at out (room for n) and returning how many; stride must be a
 // positive multiple of 8 and table must hold rows rows of stride values.

@@ -1370,3 +1370,97 @@ i8quad:
 	JNZ          i8pair
 	VZEROUPPER
 	RET
+
+// func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, docs *uint32, slots *int32, nslots int, codes *byte, n, codeBytes int) (ok bool)
+//
+// Scores the n tokens of one centroid's code list (docnums at docs, codes
+// of codeBytes bytes, a multiple of 4, at codes) over byte tables as
+// residualPairAVX512 does, and for a token whose document has a slot
+// s = slots[docnum] ≥ 0 sets each lane of slab row s (blocks × 32
+// lanes) to the max of itself and the token's score. cent is the
+// centroid's row of block 0; the next block's is centStride bytes on.
+// Returns false, maybe after some rows were raised, on a docnum of
+// nslots or more.
+TEXT ·listPairAVX512(SB), NOSPLIT, $0-89
+	MOVQ slab+0(FP), DX
+	MOVQ cent+8(FP), BX
+	MOVQ pair+24(FP), SI
+	MOVQ blocks+32(FP), R15
+	MOVQ slots+48(FP), R9
+	MOVQ R15, R14
+	SHLQ $6, R14
+
+lblock:
+	VMOVDQU16 0(BX), Z1
+	MOVQ      docs+40(FP), R10
+	MOVQ      n+72(FP), R11
+	LEAQ      (R10)(R11*4), R11
+	MOVQ      codes+64(FP), DI
+
+lentry:
+	CMPQ    R10, R11
+	JAE     lnext
+	MOVLQZX 0(R10), R13
+	CMPQ    R13, nslots+56(FP)
+	JAE     lbad
+	MOVLQSX (R9)(R13*4), R13
+	TESTQ   R13, R13
+	JS      lskip
+	IMULQ   R14, R13
+	ADDQ    DX, R13
+	VMOVDQA64 Z1, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	MOVQ    SI, R12
+	MOVQ    codeBytes+80(FP), CX
+	SHRQ    $2, CX
+
+lbyte:
+	MOVBQZX 0(DI), AX
+	MOVBQZX 1(DI), R8
+	SHLQ    $6, AX
+	SHLQ    $6, R8
+	VPADDW  0(R12)(AX*1), Z4, Z4
+	VPADDW  16384(R12)(R8*1), Z5, Z5
+	MOVBQZX 2(DI), AX
+	MOVBQZX 3(DI), R8
+	SHLQ    $6, AX
+	SHLQ    $6, R8
+	VPADDW  32768(R12)(AX*1), Z6, Z6
+	VPADDW  49152(R12)(R8*1), Z7, Z7
+	ADDQ    $65536, R12
+	ADDQ    $4, DI
+	DECQ    CX
+	JNZ     lbyte
+
+	VPADDW    Z5, Z4, Z4
+	VPADDW    Z7, Z6, Z6
+	VPADDW    Z6, Z4, Z4
+	VPMAXSW   0(R13), Z4, Z4
+	VMOVDQU16 Z4, 0(R13)
+	ADDQ      $4, R10
+	JMP       lentry
+
+lskip:
+	ADDQ codeBytes+80(FP), DI
+	ADDQ $4, R10
+	JMP  lentry
+
+lnext:
+	ADDQ $64, DX
+	ADDQ centStride+16(FP), BX
+	MOVQ codeBytes+80(FP), AX
+	SHLQ $14, AX
+	ADDQ AX, SI
+	DECQ R15
+	JNZ  lblock
+
+	MOVB $1, ok+88(FP)
+	VZEROUPPER
+	RET
+
+lbad:
+	MOVB $0, ok+88(FP)
+	VZEROUPPER
+	RET

@@ -77,3 +77,7 @@ func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, ci
 func argmax8x32AVX512(qt, rows *float32, n, dim int, best *float32, idx *int32, base int) {
 	panic("latecollect: argmax8x32AVX512 without amd64")
 }
+
+func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, docs *uint32, slots *int32, nslots int, codes *byte, n, codeBytes int) bool {
+	panic("latecollect: no assembly on this architecture")
+}
