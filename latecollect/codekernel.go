@@ -324,7 +324,8 @@ func (t *residualTables) residualMaxGo(best []int16, cids []uint16, codes []byte
 //
 // With byte tables (withPairs) the assembly kernel listPairAVX512 does
 // the work; on a docnum out of range it hands over to listMaxGo, which
-// panics on it (max is idempotent).
+// panics on it (max is idempotent). Without them, residualMax (with its
+// AVX2 or AVX-512 kernels) scores each document's run of entries.
 func (t *residualTables) listMax(slab []int16, c int, docs []uint32, slots []int32, codes []byte, codeBytes int) {
 	n := len(docs)
 	if n == 0 {
@@ -337,6 +338,25 @@ func (t *residualTables) listMax(slab []int16, c int, docs []uint32, slots []int
 		if listPairAVX512(&slab[0], &t.cent[c*lutBlock], t.nlist*lutBlock*2, &t.pair[0], t.blocks, &docs[0], &slots[0], len(slots), &codes[0], n, codeBytes) {
 			return
 		}
+	}
+	if useAVX2 {
+		lanes := t.blocks * lutBlock
+		var run [64]uint16
+		for i := range run {
+			run[i] = uint16(c)
+		}
+		for i := 0; i < n; {
+			num := docs[i]
+			j := i + 1
+			for j < n && j-i < len(run) && docs[j] == num {
+				j++
+			}
+			if s := slots[num]; s >= 0 {
+				t.residualMax(slab[int(s)*lanes:int(s+1)*lanes], run[:j-i], codes[i*codeBytes:j*codeBytes], codeBytes, nil)
+			}
+			i = j
+		}
+		return
 	}
 	t.listMaxGo(slab, c, docs, slots, codes, codeBytes)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,11 +16,11 @@ import (
 // TestSciFactResidualDepth traces, for the residual-code index at the
 // depth fusion and evaluation use (K=100), where the staged search loses
 // the exhaustive top 100: the share of it each stage passes on (stage 2's
-// probe, stage 3's centroid interaction, the first N of stage 4's
-// residual-code order), the recall@100 against exhaustive of the default
-// search and of exact rescoring of the first N by residual score, how far
-// residual-code scores stand from exact ones, and the qrels' nDCG@10 and
-// R@100 of each. Opt-in (TANDEM_LATE_DEPTH_TRACE=1); with
+// probe, the first N of the list stage's order), the recall@100 against
+// exhaustive of the default search and of exact rescoring of the first N
+// by list-stage score, how far list-stage scores stand from exact ones,
+// the list stage's time and tokens, and the qrels' nDCG@10 and R@100 of
+// each. Opt-in (TANDEM_LATE_DEPTH_TRACE=1); with
 // TANDEM_LATE_COLLECTION it reads a collection `tandem index --late-index
 // Residual` made.
 //
@@ -36,6 +37,16 @@ func TestSciFactResidualDepth(t *testing.T) {
 	ctx := context.Background()
 	const k = 100
 	ns := []int{100, 128, 160, 192, 256, 384, 512}
+	if v := sweepList("TANDEM_DEPTH_NS", ",", nil); v != nil {
+		ns = ns[:0]
+		for _, s := range v {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatalf("TANDEM_DEPTH_NS: %q: %v", s, err)
+			}
+			ns = append(ns, n)
+		}
+	}
 	qs := f.recallQueries()
 	s, _ := f.x.Stats()
 	t.Logf("index: %s, %d docs, %d tokens, exact cap %d; %d queries, K=%d", s.Description, s.Docs, s.Tokens, fam.exactCapLocked(), len(qs), k)
@@ -54,14 +65,15 @@ func TestSciFactResidualDepth(t *testing.T) {
 	}
 	t.Logf("exhaustive: %.1f ms per query", ms(tExh)/float64(len(qs)))
 	// TANDEM_DEPTH_GRID lists settings
-	// "nprobe/candidates/residual/exact" separated by ','; 0 keeps a
-	// default.
-	for _, g := range sweepList("TANDEM_DEPTH_GRID", ",", []string{"0/0/0/0"}) {
+	// "nprobe/candidates/exact/rank/probe" separated by ',': rank is the
+	// list stage's estimate rank, probe stage 2's nprobe when it differs
+	// from the list stage's; 0 keeps a default.
+	for _, g := range sweepList("TANDEM_DEPTH_GRID", ",", []string{"0/0/0/0/0"}) {
 		var base SearchOptions
-		if _, err := fmt.Sscanf(g, "%d/%d/%d/%d", &base.NProbe, &base.CandidateCap, &base.ResidualCap, &base.ExactCap); err != nil {
+		if _, err := fmt.Sscanf(g, "%d/%d/%d/%d/%d", &base.NProbe, &base.candCap, &base.ExactCap, &base.listEst, &base.candProbe); err != nil {
 			t.Fatalf("TANDEM_DEPTH_GRID: %q: %v", g, err)
 		}
-		t.Logf("--- nprobe/candidates/residual/exact %s", g)
+		t.Logf("--- nprobe/candidates/exact/rank/probe %s", g)
 		depthTrace(t, f, qs, exh, base, k, ns)
 	}
 }
@@ -70,7 +82,7 @@ func TestSciFactResidualDepth(t *testing.T) {
 // depth k and logs where it loses the exhaustive top k (exh).
 func depthTrace(t *testing.T, f *sciFact, qs []int, exh map[int][]Hit, base SearchOptions, k int, ns []int) {
 	ctx := context.Background()
-	var probed, centroid float64
+	var probed float64
 	within := make([]float64, len(ns))
 	exactAt := make([]float64, len(ns))
 	var deflt float64
@@ -82,6 +94,7 @@ func depthTrace(t *testing.T, f *sciFact, qs []int, exh map[int][]Hit, base Sear
 	}
 	var tDef time.Duration
 	var stages [5]time.Duration
+	var lt stageTrace
 	add := func(name string, i int, hits []Hit) {
 		id := f.queries[i].ID
 		for _, h := range hits {
@@ -117,9 +130,11 @@ func depthTrace(t *testing.T, f *sciFact, qs []int, exh map[int][]Hit, base Sear
 		for j := range stages {
 			stages[j] += tr.took[j]
 		}
+		lt.listSetup += tr.listSetup
+		lt.listScan += tr.listScan
+		lt.listTokens += tr.listTokens
 		add("default", i, def)
 		probed += share(want, tr.probed)
-		centroid += share(want, tr.centroid)
 		defNums := make([]uint64, len(def))
 		for j, h := range def {
 			defNums[j] = h.DocNum
@@ -158,14 +173,14 @@ func depthTrace(t *testing.T, f *sciFact, qs []int, exh map[int][]Hit, base Sear
 		}
 	}
 	nq := float64(len(qs))
-	t.Logf("share of the exhaustive top %d passed on: stage 2 (probe) %.4f, stage 3 (centroids) %.4f", k, probed/nq, centroid/nq)
+	t.Logf("share of the exhaustive top %d passed on by stage 2 (probe): %.4f", k, probed/nq)
 	for j, n := range ns {
-		t.Logf("  first %4d by residual code: %.4f of the exhaustive top %d; exact rescoring of them: recall@%d vs exhaustive %.4f", n, within[j]/nq, k, k, exactAt[j]/nq)
+		t.Logf("  first %4d by list-stage score: %.4f of the exhaustive top %d; exact rescoring of them: recall@%d vs exhaustive %.4f", n, within[j]/nq, k, k, exactAt[j]/nq)
 	}
 	t.Logf("default search: recall@%d vs exhaustive %.4f", k, deflt/nq)
 	if nbias > 0 {
 		mean := bias / float64(nbias)
-		t.Logf("residual-code score minus exact, over %d documents of the exhaustive top %d: mean %+.4f, rms %.4f, above exact %.1f%%", nbias, k, mean, math.Sqrt(spread/float64(nbias)), 100*overExact/float64(nbias))
+		t.Logf("list-stage score minus exact, over %d documents of the exhaustive top %d: mean %+.4f, rms %.4f, above exact %.1f%%", nbias, k, mean, math.Sqrt(spread/float64(nbias)), 100*overExact/float64(nbias))
 	}
 	qrels := evaluate.Qrels{}
 	for _, i := range qs {
@@ -184,6 +199,9 @@ func depthTrace(t *testing.T, f *sciFact, qs []int, exh map[int][]Hit, base Sear
 		}
 		t.Logf("%-12s nDCG@10 %.4f  R@100 %.4f", name, rep.Mean.NDCG10, rep.Mean.Recall100)
 	}
-	t.Logf("time per query: %.1f ms (traced); to the end of centroid scores %.1f, probe %.1f, centroid interaction %.1f, residual codes %.1f, exact %.1f",
-		ms(tDef)/nq, ms(stages[0])/nq, ms(stages[1])/nq, ms(stages[2])/nq, ms(stages[3])/nq, ms(stages[4])/nq)
+	if lt.listTokens > 0 {
+		t.Logf("list stage per query: setup %.2f ms, scan %.2f ms, %d tokens", ms(lt.listSetup)/nq, ms(lt.listScan)/nq, lt.listTokens/len(qs))
+	}
+	t.Logf("time per query: %.1f ms (traced); to the end of centroid scores %.1f, probe %.1f, list stage %.1f, exact %.1f",
+		ms(tDef)/nq, ms(stages[0])/nq, ms(stages[1])/nq, ms(stages[3])/nq, ms(stages[4])/nq)
 }

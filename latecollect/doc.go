@@ -11,11 +11,11 @@
 //     token collects its nearest document tokens, and the documents they
 //     belong to are rescored exactly over all their tokens.
 //   - Residual codes ("Residual", or "Residual<n>" for n centroids). Every
-//     document token is its nearest centroid's id and a one-bit-per-
-//     dimension residual, held in memory; the full-precision tokens are in
-//     a file of the index's own. Candidates are found and ranked in stages
-//     through the centroids and the codes, and the best are rescored
-//     exactly from that file.
+//     document token is a one-bit-per-dimension residual in the code list
+//     of its nearest centroid, held in memory; the full-precision tokens
+//     are the store's blobs. Candidates are found and ranked in stages
+//     through the centroids and the code lists the query probes, and the
+//     best are rescored exactly from the blobs.
 //
 // The main types are Index (one model's retriever over a storage.Store),
 // Options, SearchOptions and Hit; AvgMax and SumMax are the pure scoring
@@ -132,26 +132,32 @@
 // two levels, a near one for a few tokens) and its residual from that
 // centroid quantised to one bit per dimension (per-dimension cut-off at
 // the training median, reconstructed as the mean of the training residuals
-// on its side); each centroid lists the documents with a token there.
-// Search is staged: the query tokens are scored against every centroid
-// (AVX-512 kernels, or BLAS products where the CPU lacks AVX-512); each query token probes its NProbe best centroids and
-// the listed documents are ranked by their best probed centroids; the
-// best CandidateCap are scored through the centroids of all their tokens;
-// the best ResidualCap from centroid plus residual code; and the best
-// ExactCap exactly from their full-precision tokens. The caps grow with
-// the hits asked for (DepthCandidates and DepthResidual per hit, a quarter
-// more exact than hits), so that a fusion's list of 100 ranks as the
-// exhaustive search would.
+// on its side). The codes are grouped by centroid, as WARP groups them:
+// each centroid's code list holds the docnum and code of every token
+// coded to it, a document's entries contiguous; a document records its
+// distinct centroids. Search is staged: the query tokens are scored
+// against every centroid (AVX-512 kernels, or BLAS products where the
+// CPU lacks AVX-512); each query token probes its NProbe best centroids
+// and the listed documents are ranked by their best probed centroids; the
+// best CandidateCap go to the list stage, which scores every token of
+// theirs listed under a probed centroid from its residual code against
+// every query token, keeps per document and query token the best, and
+// stands in an estimate (the query token's score against its centroid of
+// rank DefaultEstimateRank) where none of the query token's own probed
+// lists holds a token of the document; and the best ExactCap are scored
+// exactly from their full-precision tokens. The caps grow with the hits
+// asked for (DepthCandidates per hit, a quarter more exact than hits), so
+// that a fusion's list of 100 ranks as the exhaustive search would.
 //
-//   - The residual stage does not decode codes: a token's score is its
+//   - The list stage does not decode codes: a token's score is its
 //     centroid's score plus one looked-up value per 4-bit nibble of its
 //     code, in 16-bit integers with a scale per query token chosen so
 //     that no sum leaves the range (the rounding error is bounded and
 //     small against the 1-bit quantisation's).
-//   - At the residual stage a document's tokens whose centroid scores are
-//     more than TokenPrune below its best centroid score, for every query
-//     token, are skipped: pruning only lowers residual-code scores, never
-//     raises them, and the exact stage scores every token.
+//   - A document's list-stage score per query token is at most its best
+//     token's residual-code score, or the estimate: the lists it reads are
+//     a subset of the document's tokens, and the exact stage scores every
+//     token.
 //   - The full-precision tokens are stored once, as the store's blobs:
 //     the exact stage reads each candidate's with Store.ReadBlobCRC (pread
 //     from a blob segment, checked against its CRC-32C, never mapped), so

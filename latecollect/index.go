@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -48,16 +47,13 @@ type Options struct {
 	KPrime int
 	// CandidateCap bounds the candidate documents: for the FAISS index,
 	// those rescored exactly (default DefaultCandidateCap); for the
-	// residual codes, those scored through their tokens' centroids
-	// (default DefaultCentroidCandidates).
+	// residual codes, those the list stage scores (default
+	// DefaultCentroidCandidates, raised with the hits asked for).
 	CandidateCap int
 	// NProbe is the number of IVF lists (FAISS, default DefaultNProbe) or
 	// centroids (residual codes, default DefaultCentroidProbe) each query
 	// token visits.
 	NProbe int
-	// ResidualCap bounds the documents scored from their residual codes;
-	// default DefaultResidualCandidates. Residual codes only.
-	ResidualCap int
 	// ExactCap is the number of documents rescored exactly from the
 	// stored tokens, at least the hits asked for (only they are ranked),
 	// negative for none. The default (0) is as many as make up
@@ -67,13 +63,6 @@ type Options struct {
 	// residual codes carry fewer bits, get more), and at least the depth
 	// rule's (DepthExactValues). Residual codes only.
 	ExactCap int
-	// TokenPrune skips, at the residual stage, the tokens of a document
-	// whose centroid scores against every query token are more than
-	// TokenPrune below the document's best centroid score for that query
-	// token: they are unlikely to be its best match once residuals are
-	// added. Default DefaultTokenPrune, negative for none. Residual codes
-	// only.
-	TokenPrune float32
 	// Scoring is the default score; default ScoreAvgMax.
 	Scoring Scoring
 	// SnapshotEvery saves a snapshot after this many applied change-log
@@ -116,12 +105,6 @@ func (o *Options) fill() (Options, error) {
 	if c.NProbe == 0 {
 		c.NProbe = nprobe
 	}
-	if c.ResidualCap == 0 {
-		c.ResidualCap = DefaultResidualCandidates
-	}
-	if c.TokenPrune == 0 {
-		c.TokenPrune = DefaultTokenPrune
-	}
 	if c.Scoring == "" {
 		c.Scoring = ScoreAvgMax
 	}
@@ -138,10 +121,6 @@ func (o *Options) fill() (Options, error) {
 		return c, fmt.Errorf("%w: Options.CandidateCap %d is negative", ErrBadOptions, c.CandidateCap)
 	case c.NProbe < 0:
 		return c, fmt.Errorf("%w: Options.NProbe %d is negative", ErrBadOptions, c.NProbe)
-	case c.ResidualCap < 0:
-		return c, fmt.Errorf("%w: Options.ResidualCap %d is negative", ErrBadOptions, c.ResidualCap)
-	case math.IsNaN(float64(c.TokenPrune)) || math.IsInf(float64(c.TokenPrune), 0):
-		return c, fmt.Errorf("%w: Options.TokenPrune %v is not a finite number", ErrBadOptions, c.TokenPrune)
 	case c.Parallelism < 0:
 		return c, fmt.Errorf("%w: Options.Parallelism %d is negative", ErrBadOptions, c.Parallelism)
 	case !c.Scoring.valid():

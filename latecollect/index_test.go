@@ -207,7 +207,7 @@ func testSearchMatchesBruteForce(t *testing.T, desc string) {
 			sameHits(t, fmt.Sprintf("query %d %s exhaustive", qi, s), got, want)
 			// With every knob covering everything, candidate
 			// generation must find the exact top 10.
-			got, err = x.Search(ctx, q, &SearchOptions{Scoring: s, KPrime: 10000, CandidateCap: 10000, NProbe: maxCentroids, ResidualCap: 10000, ExactCap: 10000})
+			got, err = x.Search(ctx, q, &SearchOptions{Scoring: s, KPrime: 10000, CandidateCap: 10000, NProbe: maxCentroids, ExactCap: 10000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -679,7 +679,9 @@ func sameCodes(t *testing.T, what string, got, want *residualFamily) {
 	}
 	for num, wd := range w.docs {
 		gd, ok := g.docs[num]
-		if !ok || !slices.Equal(gd.cids, wd.cids) || !slices.Equal(gd.codes, wd.codes) || gd.normSum != wd.normSum || gd.blob != wd.blob {
+		gc, gcodes := g.tokensOf(num, gd, nil, nil)
+		wc, wcodes := w.tokensOf(num, wd, nil, nil)
+		if !ok || !slices.Equal(gd.cents, wd.cents) || gd.count != wd.count || !slices.Equal(gc, wc) || !slices.Equal(gcodes, wcodes) || gd.normSum != wd.normSum || gd.blob != wd.blob {
 			t.Fatalf("%s: document %d coded differently (held %v)", what, num, ok)
 		}
 	}

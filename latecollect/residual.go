@@ -9,12 +9,12 @@ import (
 	"strings"
 )
 
-// The residual-code index (PLAID's layout, ColBERTv2's compression): each
-// document token is kept as the id of its nearest centroid plus its
-// residual from that centroid, quantised to one bit per dimension with a
-// per-dimension cut-off and two reconstruction values (the means of the
-// training residuals below and above the cut-off). Each centroid lists the
-// documents that have a token there. The full-precision tokens are not
+// The residual-code index (ColBERTv2's compression, WARP's layout): each
+// document token is kept under its nearest centroid as its residual from
+// that centroid, quantised to one bit per dimension with a per-dimension
+// cut-off and two reconstruction values (the means of the training
+// residuals below and above the cut-off). Each centroid's code list holds
+// the docnum and code of every token there. The full-precision tokens are not
 // copied: the final exact stage reads each candidate's blob from the store
 // (Store.ReadBlobCRC: pread, never a memory map), and scores it only if it
 // is the blob the document's codes were made from (blobStamp); otherwise
@@ -278,12 +278,22 @@ func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte, norms []
 	return nil
 }
 
-// docCodes is one document's tokens as centroid ids and residual codes.
+// docCodes is one document's tokens as centroid ids and residual codes,
+// as coded (put takes them apart into the code lists).
 type docCodes struct {
 	cids    []uint16
 	codes   []byte
 	normSum float32   // sum of the tokens' residual norms (before quantisation)
 	blob    blobStamp // the blob the codes were made from
+}
+
+// docMeta is what the index keeps of a document beside its tokens, which
+// are in the code lists of its centroids.
+type docMeta struct {
+	cents   []uint16 // the distinct centroids of its tokens, ascending
+	count   int32    // its tokens
+	normSum float32
+	blob    blobStamp
 }
 
 // blobStamp identifies the blob a document's codes were made from by its
@@ -302,33 +312,91 @@ func stampOf(e docEntry) blobStamp { return blobStamp{size: uint32(len(e.blob)),
 
 // matches reports whether a blob of the given length, CRC-32C and token
 // count is the one d was coded from.
-func (d docCodes) matches(size int, crc uint32, count int) bool {
+func (d docMeta) matches(size int, crc uint32, count int) bool {
 	if d.blob.size == 0 {
-		return count == len(d.cids)
+		return count == int(d.count)
 	}
-	return d.blob.size == uint32(size) && d.blob.crc == crc && count == len(d.cids)
+	return d.blob.size == uint32(size) && d.blob.crc == crc && count == int(d.count)
 }
 
-// residualIndex holds the codes of every document and the centroid →
-// documents lists.
+// residualIndex holds the codes of every document, grouped by centroid:
+// each centroid's code list holds every token coded to it. Invariants:
+// a document's entries in a list are contiguous, in the order put gave
+// them; the lists of a document's cents hold exactly its count tokens,
+// and no other list holds any.
 type residualIndex struct {
-	cb      *codebook
-	docs    map[uint64]docCodes
-	lists   [][]uint32 // per centroid, the docnums with a token there
-	tokens  int64
-	normSum float64 // sum of the residual norms of the tokens held
+	cb     *codebook
+	docs   map[uint64]docMeta
+	clists []codeList // per centroid
+	tokens int64
+	// normSum is the sum of the residual norms of the tokens held.
+	normSum float64
 	stamp   []uint32
 	gen     uint32
 	// maxNum is the largest docnum ever put (deletes leave it).
 	maxNum uint32
+	// cents counts the documents' distinct centroids.
+	cents int64
 }
 
 func newResidualIndex(cb *codebook) *residualIndex {
 	return &residualIndex{
-		cb:    cb,
-		docs:  map[uint64]docCodes{},
-		lists: make([][]uint32, cb.nlist),
-		stamp: make([]uint32, cb.nlist),
+		cb:     cb,
+		docs:   map[uint64]docMeta{},
+		clists: make([]codeList, cb.nlist),
+		stamp:  make([]uint32, cb.nlist),
+	}
+}
+
+// codeList is one centroid's tokens: entry i is a token of document
+// docs[i] with code codes[i*codeBytes:(i+1)*codeBytes].
+type codeList struct {
+	docs  []uint32
+	codes []byte
+}
+
+// add appends an entry. A full list grows by an eighth (at least 16
+// entries), not by append's doubling: the lists are most of the index's
+// memory, and their slack stays within an eighth.
+func (l *codeList) add(num uint32, code []byte) {
+	if len(l.docs) == cap(l.docs) {
+		n := len(l.docs) + max(16, len(l.docs)/8)
+		docs := make([]uint32, len(l.docs), n)
+		copy(docs, l.docs)
+		codes := make([]byte, len(l.codes), n*len(code))
+		copy(codes, l.codes)
+		l.docs, l.codes = docs, codes
+	}
+	l.docs = append(l.docs, num)
+	l.codes = append(l.codes, code...)
+}
+
+// find returns the entries [i, j) of document num (i == j when none).
+func (l *codeList) find(num uint32) (int, int) {
+	i := slices.Index(l.docs, num)
+	if i < 0 {
+		return 0, 0
+	}
+	j := i + 1
+	for j < len(l.docs) && l.docs[j] == num {
+		j++
+	}
+	return i, j
+}
+
+// remove drops document num's entries, keeping the order of the others.
+// A list that shrinks to a quarter of its capacity is copied to release
+// the larger arrays.
+func (l *codeList) remove(num uint32, codeBytes int) {
+	i, j := l.find(num)
+	if i == j {
+		return
+	}
+	l.docs = slices.Delete(l.docs, i, j)
+	l.codes = slices.Delete(l.codes, i*codeBytes, j*codeBytes)
+	if cap(l.docs) > 64 && len(l.docs) < cap(l.docs)/4 {
+		l.docs = slices.Clone(l.docs)
+		l.codes = slices.Clone(l.codes)
 	}
 }
 
@@ -338,29 +406,34 @@ func (r *residualIndex) close() {
 	}
 }
 
-// uniqueCentroids calls fn once for each distinct centroid id in cids.
-func (r *residualIndex) uniqueCentroids(cids []uint16, fn func(c int)) {
+// put adds (or replaces) a document's codes.
+func (r *residualIndex) put(num uint64, d docCodes) {
+	r.drop(num)
+	cb := r.cb.codeBytes()
+	// Tokens go to their lists centroid by centroid, so that a
+	// document's entries in a list are contiguous.
+	m := docMeta{count: int32(len(d.cids)), normSum: d.normSum, blob: d.blob}
 	r.gen++
 	if r.gen == 0 {
 		clear(r.stamp)
 		r.gen = 1
 	}
-	for _, c := range cids {
+	for _, c := range d.cids {
 		if r.stamp[c] != r.gen {
 			r.stamp[c] = r.gen
-			fn(int(c))
+			m.cents = append(m.cents, c)
 		}
 	}
-}
-
-// put adds (or replaces) a document's codes.
-func (r *residualIndex) put(num uint64, d docCodes) {
-	r.drop(num)
-	r.docs[num] = d
+	slices.Sort(m.cents)
+	m.cents = slices.Clip(m.cents)
+	for t, c := range d.cids {
+		r.clists[c].add(uint32(num), d.codes[t*cb:(t+1)*cb])
+	}
+	r.docs[num] = m
 	r.maxNum = max(r.maxNum, uint32(num))
-	r.tokens += int64(len(d.cids))
+	r.tokens += int64(m.count)
 	r.normSum += float64(d.normSum)
-	r.uniqueCentroids(d.cids, func(c int) { r.lists[c] = append(r.lists[c], uint32(num)) })
+	r.cents += int64(len(m.cents))
 }
 
 // drop removes a document, if held.
@@ -370,19 +443,40 @@ func (r *residualIndex) drop(num uint64) {
 		return
 	}
 	delete(r.docs, num)
-	r.tokens -= int64(len(d.cids))
+	r.tokens -= int64(d.count)
 	r.normSum -= float64(d.normSum)
-	r.uniqueCentroids(d.cids, func(c int) {
-		l := r.lists[c]
-		if i := slices.Index(l, uint32(num)); i >= 0 {
-			l[i] = l[len(l)-1]
-			l = l[:len(l)-1]
-			if cap(l) > 64 && len(l) < cap(l)/4 {
-				l = slices.Clone(l) // release the larger array
-			}
-			r.lists[c] = l
+	r.cents -= int64(len(d.cents))
+	cb := r.cb.codeBytes()
+	for _, c := range d.cents {
+		r.clists[c].remove(uint32(num), cb)
+	}
+}
+
+// compact reallocates every list with spare capacity to its length,
+// where a whole index was just put together.
+func (r *residualIndex) compact() {
+	for c := range r.clists {
+		l := &r.clists[c]
+		if cap(l.docs) > len(l.docs) {
+			l.docs = slices.Clone(l.docs)
+			l.codes = slices.Clone(l.codes)
 		}
-	})
+	}
+}
+
+// tokensOf appends document num's centroid ids and codes (meta d) to
+// cids and codes, grouped by centroid.
+func (r *residualIndex) tokensOf(num uint64, d docMeta, cids []uint16, codes []byte) ([]uint16, []byte) {
+	cb := r.cb.codeBytes()
+	for _, c := range d.cents {
+		l := &r.clists[c]
+		i, j := l.find(uint32(num))
+		for range j - i {
+			cids = append(cids, c)
+		}
+		codes = append(codes, l.codes[i*cb:j*cb]...)
+	}
+	return cids, codes
 }
 
 // drift is the mean residual norm of the tokens held over that of the
@@ -394,19 +488,19 @@ func (r *residualIndex) drift() float64 {
 	return r.normSum / float64(r.tokens) / float64(r.cb.meanRes)
 }
 
-// memoryBytes is the memory the index takes: codes, centroid ids, lists,
-// centroids, the quantiser's copy of them, and per-document bookkeeping
-// (map entry, slice headers and blob stamp, estimated at 88 bytes).
+// memoryBytes is the memory the index takes: code lists (docnum and
+// code per token, by capacity), centroids, the
+// quantiser's copy of them, and per document its distinct centroids and
+// bookkeeping (map entry, slice header and blob stamp, estimated at 88
+// bytes).
 func (r *residualIndex) memoryBytes() int64 {
 	cb := r.cb
 	b := int64(len(cb.cent))*4 + int64(len(cb.cutoff)+len(cb.lo)+len(cb.hi))*4 + int64(len(r.stamp))*4
 	if cb.quant != nil {
 		b += int64(len(cb.cent)) * 4
 	}
-	b += r.tokens * int64(2+cb.codeBytes())
-	for _, l := range r.lists {
-		b += int64(cap(l))*4 + 24
+	for _, l := range r.clists {
+		b += int64(cap(l.docs))*4 + int64(cap(l.codes)) + 48
 	}
-	b += int64(len(r.docs)) * 88
-	return b
+	return b + 88*int64(len(r.docs)) + 2*r.cents
 }

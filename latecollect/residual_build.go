@@ -134,6 +134,7 @@ func (f *residualFamily) build(ctx context.Context) error {
 		r.close()
 		r = nil
 	}
+	r.compact()
 	f.rc, f.skipped = r, skipped
 	return nil
 }

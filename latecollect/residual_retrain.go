@@ -106,7 +106,7 @@ func (f *residualFamily) heldLocked(nums []uint64) []heldDoc {
 	out := make([]heldDoc, len(nums))
 	for i, num := range nums {
 		d, ok := f.rc.docs[num]
-		out[i] = heldDoc{num: num, count: len(d.cids), held: ok}
+		out[i] = heldDoc{num: num, count: int(d.count), held: ok}
 	}
 	return out
 }
@@ -315,6 +315,7 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, nlist
 		next.close()
 		return nil, nil, fmt.Errorf("retrain: encode: %w", err)
 	}
+	next.compact()
 	return next, missing, nil
 }
 

@@ -17,20 +17,18 @@ import (
 	"github.com/tandemsearch/tandem/storage"
 )
 
-// Defaults of the residual-code search: the cheapest setting measured on
-// SciFact with bge-small-en-v1.5 tokens that finds at least 97% of the
-// exhaustive top 10 (0.978 on 60 queries, 0.979 on all 300; see the
-// README's sweep). The residual stage is most of the search time.
+// Defaults of the residual-code search (the latecollect README, "The
+// list stage", has the measurements).
 const (
 	// DefaultCentroidProbe is the number of centroids each query token
-	// probes for candidate documents.
-	DefaultCentroidProbe = 8
-	// DefaultCentroidCandidates bounds the documents scored through the
-	// centroid ids of all their tokens.
+	// probes: stage 2 finds candidates in their docnum lists, and the
+	// list stage scores the candidates' tokens in their code lists. On
+	// SciFact's as-built index, 64 pass 0.881 of the exhaustive top 100 to
+	// an exact stage of 128 documents (32: 0.819, 48: 0.860).
+	DefaultCentroidProbe = 64
+	// DefaultCentroidCandidates bounds the documents the list stage
+	// scores; raised with the hits asked for (DepthCandidates).
 	DefaultCentroidCandidates = 1024
-	// DefaultResidualCandidates bounds the documents scored from their
-	// residual codes.
-	DefaultResidualCandidates = 512
 	// DefaultExactCandidates is the fewest documents the exact stage
 	// rescores by default from their full-precision tokens.
 	DefaultExactCandidates = 32
@@ -43,11 +41,6 @@ const (
 	ExactBudget = 4_000_000
 	// MaxExactCandidates bounds the automatic exact stage.
 	MaxExactCandidates = 1024
-	// DefaultTokenPrune is the margin below a document's best centroid
-	// score, per query token, within which its tokens are scored from
-	// residual codes. On SciFact it skips 64% of the tokens and keeps
-	// recall@10 against exhaustive at 0.978 (0.979 without pruning).
-	DefaultTokenPrune = 0.03
 )
 
 // stageTrace is what a traced residual-code search (SearchOptions.trace)
@@ -55,20 +48,20 @@ const (
 // stage's scores where it has them.
 type stageTrace struct {
 	probed   []uint64 // stage 2
-	centroid []uint64 // stage 3, best first
-	residual []scored // stage 4, best first, with residual-code scores
+	residual []scored // the list stage, best first, with its scores
 	// took is the time to the end of each stage: the centroid scores,
 	// stages 2 to 5.
 	took [5]time.Duration
+	// The list stage's setup (tables, lanes, slots) and scan times, and
+	// the tokens it scored.
+	listSetup, listScan time.Duration
+	listTokens          int
 }
 
 // scored is a candidate and its score at the latest stage it reached.
-// When stage 3 ran, slot locates the candidate's best centroid score per
-// query token in that stage's slab.
 type scored struct {
 	num   uint64
 	score float32
-	slot  int32
 }
 
 func byScore(a, b scored) int {
@@ -96,9 +89,9 @@ func (f *residualFamily) search(ctx context.Context, query []float32, so SearchO
 //     query tokens of the best probed centroid they have; the best
 //     CandidateCap go on (when a filter allows no more documents than
 //     that, all allowed documents go on instead);
-//  3. those are scored through the centroid ids of all their tokens (each
-//     token scored as its centroid); the best ResidualCap go on;
-//  4. those are scored from centroid + residual code;
+//  3. and 4. those are scored from the residual codes of their tokens
+//     listed under the probed centroids (listStageLocked), unless all of
+//     them go to stage 5 anyway;
 //  5. the best ExactCap are rescored exactly from the stored tokens.
 //
 // The caps grow with K (depthCaps), so that the list fusion takes (K =
@@ -111,7 +104,10 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	if r == nil || so.K == 0 {
 		return nil, nil
 	}
-	so.CandidateCap, so.ResidualCap = depthCaps(so.K, so.CandidateCap, so.ResidualCap)
+	so.CandidateCap = depthCaps(so.K, so.CandidateCap)
+	if so.candCap > 0 {
+		so.CandidateCap = so.candCap
+	}
 	start := time.Now()
 	stage := func(i int) {
 		if so.trace != nil {
@@ -128,6 +124,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	}
 	stage(0)
 
+	tops := topCentroids(table, stride, nq, r.cb.nlist, min(so.NProbe, r.cb.nlist), f.opts.Parallelism)
 	var cands []scored
 	switch {
 	case so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap):
@@ -137,7 +134,14 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 			}
 		}
 	default:
-		cands = f.probeLocked(table, nq, stride, so)
+		probe := tops
+		if so.candProbe > 0 {
+			probe = make([][]int32, len(tops))
+			for q, top := range tops {
+				probe[q] = top[:min(len(top), so.candProbe)]
+			}
+		}
+		cands = f.probeLocked(table, stride, probe, so)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -149,83 +153,9 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 		}
 	}
 
-	// Stage 3: centroid interaction over every token of each candidate.
-	// Each candidate's best centroid scores are kept for stage 4.
-	keep3 := max(so.ResidualCap, so.K)
-	var slab []float32
-	if len(cands) > keep3 {
-		slab = make([]float32, len(cands)*stride)
-		f.parallel(len(cands), func(i int, _ []float32) {
-			d := r.docs[cands[i].num]
-			best := slab[i*stride : (i+1)*stride]
-			fillInf(best)
-			centroidMax(best, table, stride, d.cids)
-			cands[i].score = combine(so.Scoring, best[:nq])
-			cands[i].slot = int32(i)
-		}, 0)
-		cands = bestFirst(cands, keep3)
-	}
-	stage(2)
-	if tr := so.trace; tr != nil {
-		for _, c := range cands {
-			tr.centroid = append(tr.centroid, c.num)
-		}
-	}
-
-	// Stage 4: residual codes, scored through lookup tables, of the
-	// tokens within TokenPrune of the document's best centroid score for
-	// some query token.
-	cbytes := r.cb.codeBytes()
-	rt := newResidualTables(query, nq, dim, table, stride, r.cb.nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
-	if len(cands) >= pairTablesFrom {
-		rt.withPairs(f.opts.Parallelism)
-		defer rt.release()
-	}
-	prune := so.TokenPrune > 0
-	newScratch := func() *residualScratch {
-		return &residualScratch{best: make([]float32, stride), thr: make([]float32, stride), max16: make([]int16, rt.blocks*lutBlock)}
-	}
-	parallelWith(f.opts.Parallelism, len(cands), newScratch, func(i int, sc *residualScratch) {
-		d := r.docs[cands[i].num]
-		cids, codes := d.cids, d.codes
-		var keep []int32 // nil: every token
-		if prune && len(cids) > 0 {
-			best := sc.best
-			if slab != nil {
-				c := cands[i]
-				best = slab[int(c.slot)*stride : int(c.slot+1)*stride]
-			} else {
-				fillInf(best)
-				centroidMax(best, table, stride, cids)
-			}
-			for q := range sc.thr {
-				sc.thr[q] = float32(math.Inf(1))
-				if q < nq {
-					sc.thr[q] = best[q] - so.TokenPrune
-				}
-			}
-			sc.keep = selectTokens(sc.keep[:0], table, stride, sc.thr, cids)
-			keep = sc.keep
-		}
-		for j := range sc.max16 {
-			sc.max16[j] = noScore
-		}
-		if len(cids) > 0 {
-			rt.residualMax(sc.max16, cids, codes, cbytes, keep)
-		}
-		rt.score(sc.best, sc.max16)
-		cands[i].score = combine(so.Scoring, sc.best[:nq])
-	})
-	slices.SortFunc(cands, byScore)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	stage(3)
-	if tr := so.trace; tr != nil {
-		tr.residual = slices.Clone(cands)
-	}
-
-	// Stage 5: exact, from the stored tokens.
+	// Stages 3 and 4: the candidates' tokens listed under the probed
+	// centroids, from their residual codes (listStageLocked). When every
+	// candidate goes to the exact stage anyway, they are not needed.
 	nExact := so.ExactCap
 	switch {
 	case nExact == 0:
@@ -233,6 +163,20 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	case nExact > 0:
 		nExact = max(nExact, so.K) // only these are ranked
 	}
+	if len(cands) > nExact || nExact < 0 {
+		keep := len(cands)
+		if nExact >= 0 {
+			keep = max(nExact, so.K)
+		}
+		cands = f.listStageLocked(query, table, nq, stride, tops, cands, keep, so)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	stage(2)
+	stage(3)
+
+	// Stage 5: exact, from the stored tokens.
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
 	workers := exactWorkers{k: newExactKernels(query, dim, ql, so.Mode)}
@@ -264,32 +208,28 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 }
 
 // The residual-code search's caps per hit asked for: with K hits, at
-// least DepthCandidates·K documents go through the centroid
-// interaction, DepthResidual·K through the residual codes, and the exact
+// least DepthCandidates·K documents go to the list stage, and the exact
 // stage rescores K and a quarter more documents, and at least
 // DepthExactValues·K full-precision values' worth. Measured at K=100 (the
-// fusion depth; README, "At the depth fusion uses"): on SciFact 2048,
-// 1024 and 128 (327 tokens of 384 values a document) rank as the
-// exhaustive search does by the qrels (nDCG@10 0.7473, R@100 0.9617
-// against 0.9667) where the caps set for K=10 (1024, 512, 32) lost 0.002
-// and 0.02; Cranfield's shorter documents (213 tokens), coded against
-// fewer centroids, needed about 196 exact for R@100 within 0.005.
+// fusion depth; README, "At the depth fusion uses"): on SciFact 2048 and
+// 128 (327 tokens of 384 values a document); Cranfield's shorter
+// documents (213 tokens), coded against fewer centroids, needed about
+// 196 exact for R@100 within 0.005.
 const (
 	DepthCandidates  = 20
-	DepthResidual    = 10
 	DepthExactValues = 160_000
 )
 
-// pairTablesFrom is the fewest documents the residual stage scores with
+// pairTablesFrom is the fewest listed tokens the list stage scores with
 // byte tables (residualTables.withPairs): building them costs about as
-// much as scoring some tens of documents.
-const pairTablesFrom = 64
+// much as scoring some thousands of tokens.
+const pairTablesFrom = 16384
 
-// depthCaps returns the candidate and residual caps for K hits: the
-// configured ones, raised to DepthCandidates·K and DepthResidual·K.
-func depthCaps(k, candidates, residual int) (int, int) {
+// depthCaps returns the candidate cap for K hits: the configured one,
+// raised to DepthCandidates·K.
+func depthCaps(k, candidates int) int {
 	k = min(k, 1<<20)
-	return max(candidates, k*DepthCandidates), max(residual, k*DepthResidual)
+	return max(candidates, k*DepthCandidates)
 }
 
 // depthExactLocked is the fewest documents rescored exactly for K hits:
@@ -326,12 +266,10 @@ func (f *residualFamily) exactCapLocked() int {
 }
 
 // probeLocked is stage 2: the documents listed under each query token's
-// best centroids, ranked by the sum over query tokens of the best probed
-// centroid score they have, the best CandidateCap of them.
-func (f *residualFamily) probeLocked(table []float32, nq, stride int, so SearchOptions) []scored {
+// best centroids (tops), ranked by the sum over query tokens of the best
+// probed centroid score they have, the best CandidateCap of them.
+func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32, so SearchOptions) []scored {
 	r := f.rc
-	nlist := r.cb.nlist
-	tops := topCentroids(table, stride, nq, nlist, min(so.NProbe, nlist), f.opts.Parallelism)
 	// Sums are kept per docnum in pooled arrays when docnums are dense
 	// enough, in a map otherwise.
 	var acc probeSums
@@ -346,7 +284,7 @@ func (f *residualFamily) probeLocked(table []float32, nq, stride int, so SearchO
 		listed := 0
 		for _, top := range tops {
 			for _, c := range top {
-				listed += len(r.lists[c])
+				listed += len(r.clists[c].docs)
 			}
 		}
 		acc = newMapSums(min(listed, len(r.docs)))
@@ -356,19 +294,32 @@ func (f *residualFamily) probeLocked(table []float32, nq, stride int, so SearchO
 	for q, top := range tops {
 		for _, c := range top {
 			s := table[int(c)*stride+q]
-			for _, num := range r.lists[c] {
-				// Centroids come best first, so the first is the max.
-				acc.add(num, int32(q), s, allow)
+			prev := uint32(math.MaxUint32)
+			for _, num := range r.clists[c].docs {
+				// Centroids come best first, so the first is the max; a
+				// document's entries are contiguous.
+				if num != prev {
+					acc.add(num, int32(q), s, allow)
+					prev = num
+				}
 			}
 		}
 	}
-	return bestFirst(acc.drain(nil), so.CandidateCap)
+	return selectBest(acc.drain(nil), so.CandidateCap)
 }
 
 // bestFirst returns the best k of c (all of them if fewer), sorted by
 // byScore. It selects before it sorts: stage 2 finds tens of thousands of
 // documents in a large collection and keeps a thousand.
 func bestFirst(c []scored, k int) []scored {
+	c = selectBest(c, k)
+	slices.SortFunc(c, byScore)
+	return c
+}
+
+// selectBest returns the best k of c (all of them if fewer), in no
+// particular order.
+func selectBest(c []scored, k int) []scored {
 	if len(c) > k {
 		// Quickselect: c[:k] ends holding the k best (byScore is a strict
 		// order, so which they are does not depend on the pivots).
@@ -405,7 +356,6 @@ func bestFirst(c []scored, k int) []scored {
 		}
 		c = c[:k]
 	}
-	slices.SortFunc(c, byScore)
 	return c
 }
 
@@ -713,7 +663,7 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 		f.exactReadErrors.Add(1)
 		err = fmt.Errorf("latecollect: exact stage: read %s of document %d: %w", f.blob, num, err)
 		f.exactReadErr.Store(&err)
-		return f.codedScore(query, d, s, sc), nil
+		return f.codedScore(query, num, d, s, sc), nil
 	case err != nil:
 		return 0, fmt.Errorf("latecollect: search: read %s of document %d: %w", f.blob, num, err)
 	case ok:
@@ -723,7 +673,7 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 		fallthrough
 	default:
 		f.exactStale.Add(1)
-		return f.codedScore(query, d, s, sc), nil
+		return f.codedScore(query, num, d, s, sc), nil
 	}
 	nq := len(query) / f.opts.Dim
 	if cap(sc.best) < nq {
@@ -733,11 +683,12 @@ func (f *residualFamily) exactScore(query []float32, num uint64, s Scoring, sc *
 	return combine(s, sc.best[:nq]), nil
 }
 
-// codedScore scores a document from its codes: each token decoded to its
-// centroid plus its residual's reconstruction (the low or high value of
-// each dimension), the vectors the residual stage scores, then scored as
-// exactScore scores stored tokens, a block of rows at a time.
-func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *exactScratch) float32 {
+// codedScore scores document num (meta d) from its codes: each token
+// decoded to its centroid plus its residual's reconstruction (the low or
+// high value of each dimension), the vectors the residual stage scores,
+// then scored as exactScore scores stored tokens, a block of rows at a
+// time. Its codes are gathered from its centroids' lists.
+func (f *residualFamily) codedScore(query []float32, num uint64, d docMeta, s Scoring, sc *exactScratch) float32 {
 	cb := f.rc.cb
 	dim, cbytes := cb.dim, cb.codeBytes()
 	block := max(1, exactBlockBytes/(4*dim))
@@ -751,13 +702,14 @@ func (f *residualFamily) codedScore(query []float32, d docCodes, s Scoring, sc *
 	}
 	best := sc.best[:nq]
 	fillInf(best)
-	for from := 0; from < len(d.cids); from += block {
-		to := min(len(d.cids), from+block)
+	cids, codes := f.rc.tokensOf(num, d, nil, nil)
+	for from := 0; from < len(cids); from += block {
+		to := min(len(cids), from+block)
 		rows := sc.rows[:(to-from)*dim]
 		for t := from; t < to; t++ {
-			c := int(d.cids[t])
+			c := int(cids[t])
 			cent := cb.cent[c*dim : (c+1)*dim]
-			code := d.codes[t*cbytes : (t+1)*cbytes]
+			code := codes[t*cbytes : (t+1)*cbytes]
 			row := rows[(t-from)*dim : (t-from+1)*dim]
 			for j := range row {
 				r := cb.lo[j]

@@ -25,8 +25,9 @@ import (
 // (centroids × dim f32), cut-offs, low and high values (dim f32 each),
 // document count (u64), then per document in docnum order: docnum (u64),
 // token count (u32), residual norm sum (f32), the length (u32) and
-// CRC-32C (u32) of the blob it was coded from (blobStamp), centroid ids
-// (u16 each), residual codes (dim/8 bytes each); then residualEnd.
+// CRC-32C (u32) of the blob it was coded from (blobStamp); then per
+// centroid in id order its code list: entries (u32), their docnums (u32
+// each), their residual codes (dim/8 bytes each); then residualEnd.
 //
 // Versions:
 //
@@ -41,7 +42,10 @@ import (
 //	2: no token file: the exact stage reads the store, and each document
 //	   records the stamp of the blob it was coded from. Later, without a
 //	   new version: settledBit (below); a provisional codebook saved
-//	   before it loads as unsettled.
+//	   before it loads as unsettled. After each document's stamp came its
+//	   centroid ids (u16 each) and residual codes (dim/8 bytes each), and
+//	   no code lists followed. Read by putting each document.
+//	3: the code lists, grouped by centroid as the index holds them.
 //
 // provisionalBit, set in the snapshot's count of tokens when trained,
 // marks a provisional codebook (one trained on the first part of a run,
@@ -62,7 +66,7 @@ const (
 const (
 	residualMagic   = "TLCR"
 	residualEnd     = "TLCE"
-	residualVersion = 2
+	residualVersion = 3
 )
 
 // save writes the residual-code snapshot (format residualVersion), settled
@@ -117,15 +121,27 @@ func (f *residualFamily) save(ctx context.Context, seq uint64) error {
 			}
 			d := r.docs[num]
 			b = le.AppendUint64(b[:0], num)
-			b = le.AppendUint32(b, uint32(len(d.cids)))
+			b = le.AppendUint32(b, uint32(d.count))
 			b = le.AppendUint32(b, math.Float32bits(d.normSum))
 			b = le.AppendUint32(b, d.blob.size)
 			b = le.AppendUint32(b, d.blob.crc)
-			for _, c := range d.cids {
-				b = le.AppendUint16(b, c)
-			}
-			b = append(b, d.codes...)
 			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+		}
+		for c := range r.clists {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			l := &r.clists[c]
+			b = le.AppendUint32(b[:0], uint32(len(l.docs)))
+			for _, num := range l.docs {
+				b = le.AppendUint32(b, num)
+			}
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			if _, err := bw.Write(l.codes); err != nil {
 				return err
 			}
 		}
@@ -143,7 +159,7 @@ func appendF32s(b []byte, v []float32) []byte {
 	return b
 }
 
-// load loads the saved residual codes (format 1 or 2; see family).
+// load loads the saved residual codes (format 1, 2 or 3; see residualMagic).
 func (f *residualFamily) load() (bool, uint64, error) {
 	rc, seq, err := f.st.OpenSnapshot(f.snapshotName())
 	if errors.Is(err, storage.ErrNotFound) {
@@ -159,7 +175,7 @@ func (f *residualFamily) load() (bool, uint64, error) {
 	}
 	rd := snapReader{r: r}
 	magic, version := string(rd.bytes(4)), rd.u32()
-	if magic != residualMagic || version != 1 && version != residualVersion {
+	if magic != residualMagic || version < 1 || version > residualVersion {
 		return false, 0, nil // another format: rebuild
 	}
 	if rd.err != nil {
@@ -195,6 +211,18 @@ func (f *residualFamily) load() (bool, uint64, error) {
 	if rd.err != nil {
 		return false, 0, corrupt("codebook", rd.err)
 	}
+	if version >= 3 {
+		idx, err := loadLists(&rd, cb, ndocs)
+		if err != nil {
+			return false, 0, corrupt("code lists", err)
+		}
+		if string(rd.bytes(4)) != residualEnd || rd.err != nil {
+			idx.close()
+			return false, 0, corrupt("end", fmt.Errorf("no end mark: %v", rd.err))
+		}
+		f.rc, f.unsettled = idx, unsettled
+		return true, seq, nil
+	}
 	idx := newResidualIndex(cb)
 	cbytes := cb.codeBytes()
 	var prev uint64
@@ -227,12 +255,121 @@ func (f *residualFamily) load() (bool, uint64, error) {
 		}
 		idx.put(num, d)
 	}
+	idx.compact()
 	if string(rd.bytes(4)) != residualEnd || rd.err != nil {
 		idx.close()
 		return false, 0, corrupt("end", fmt.Errorf("no end mark: %v", rd.err))
 	}
 	f.rc, f.unsettled = idx, unsettled
 	return true, seq, nil
+}
+
+// loadLists reads format 3's documents (ndocs of them) and code lists
+// into a new index over cb, checking the index's invariants: docnums
+// ascending, each listed document known, its entries in a list
+// contiguous and, over all lists, as many as its token count.
+func loadLists(rd *snapReader, cb *codebook, ndocs uint64) (*residualIndex, error) {
+	idx := newResidualIndex(cb)
+	fail := func(err error) (*residualIndex, error) {
+		idx.close()
+		return nil, err
+	}
+	if ndocs > maxResidualDoc+1 {
+		return fail(fmt.Errorf("%d documents", ndocs))
+	}
+	nums := make([]uint64, 0, ndocs)
+	metas := make([]docMeta, 0, ndocs)
+	var prev uint64
+	for i := range ndocs {
+		num, n := rd.u64(), rd.u32()
+		m := docMeta{count: int32(n), normSum: math.Float32frombits(rd.u32()), blob: blobStamp{size: rd.u32(), crc: rd.u32()}}
+		if rd.err != nil || n > 1<<24 || (i > 0 && num <= prev) || num > maxResidualDoc {
+			return fail(fmt.Errorf("document %d (%d tokens) after %d: %v", num, n, prev, rd.err))
+		}
+		prev = num
+		nums, metas = append(nums, num), append(metas, m)
+	}
+	// at maps a docnum to its index in nums, densely when docnums are.
+	var dense []int32
+	var sparse map[uint64]int32
+	if len(nums) > 0 && nums[len(nums)-1] <= 4*ndocs+4096 {
+		dense = make([]int32, nums[len(nums)-1]+1)
+		for i := range dense {
+			dense[i] = -1
+		}
+		for i, num := range nums {
+			dense[num] = int32(i)
+		}
+	} else {
+		sparse = make(map[uint64]int32, len(nums))
+		for i, num := range nums {
+			sparse[num] = int32(i)
+		}
+	}
+	at := func(num uint32) int32 {
+		if dense != nil {
+			if int(num) < len(dense) {
+				return dense[num]
+			}
+			return -1
+		}
+		if i, ok := sparse[uint64(num)]; ok {
+			return i
+		}
+		return -1
+	}
+	seen := make([]int32, len(nums)) // tokens listed so far
+	lastList := make([]int32, len(nums))
+	for i := range lastList {
+		lastList[i] = -1
+	}
+	cbytes := cb.codeBytes()
+	var total int64
+	for c := range cb.nlist {
+		n := rd.u32()
+		if rd.err != nil || int64(n) > int64(1<<24)*int64(len(nums)) {
+			return fail(fmt.Errorf("centroid %d: %d entries: %v", c, n, rd.err))
+		}
+		raw := rd.bytes(4 * int(n))
+		codes := rd.bytes(int(n) * cbytes)
+		if rd.err != nil {
+			return fail(fmt.Errorf("centroid %d: %v", c, rd.err))
+		}
+		docs := make([]uint32, n)
+		prevDoc := int32(-1)
+		for e := range docs {
+			num := binary.LittleEndian.Uint32(raw[4*e:])
+			i := at(num)
+			if i < 0 {
+				return fail(fmt.Errorf("centroid %d: entry %d: document %d is not in the document list", c, e, num))
+			}
+			if i != prevDoc {
+				if lastList[i] == int32(c) {
+					return fail(fmt.Errorf("centroid %d: entry %d: document %d's entries are not contiguous", c, e, num))
+				}
+				lastList[i] = int32(c)
+				metas[i].cents = append(metas[i].cents, uint16(c))
+				prevDoc = i
+			}
+			seen[i]++
+			docs[e] = num
+		}
+		idx.clists[c] = codeList{docs: docs, codes: codes}
+		total += int64(n)
+	}
+	for i, num := range nums {
+		m := metas[i]
+		if seen[i] != m.count {
+			return fail(fmt.Errorf("document %d: %d tokens listed, %d recorded", num, seen[i], m.count))
+		}
+		m.cents = slices.Clip(m.cents)
+		idx.docs[num] = m
+		idx.tokens += int64(m.count)
+		idx.normSum += float64(m.normSum)
+		idx.cents += int64(len(m.cents))
+		idx.maxNum = max(idx.maxNum, uint32(num))
+	}
+	return idx, nil
 }
 
 // snapReader reads little-endian values, keeping the first error.

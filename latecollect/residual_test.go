@@ -25,7 +25,7 @@ import (
 
 // everything makes every stage of the residual search keep every document,
 // so that it must return the exact top k.
-var everything = SearchOptions{NProbe: maxCentroids, CandidateCap: 1 << 20, ResidualCap: 1 << 20, ExactCap: 1 << 20}
+var everything = SearchOptions{NProbe: maxCentroids, CandidateCap: 1 << 20, ExactCap: 1 << 20}
 
 // TestResidualSnapshot saves the residual codes, changes the store, and
 // reopens from the snapshot with catch-up: searches covering every
@@ -184,10 +184,11 @@ func codesScoreByHand(t *testing.T, f *residualFamily, num uint64, q []float32) 
 		t.Fatalf("document %d not held", num)
 	}
 	var vecs []float32
-	for i, c := range d.cids {
+	cids, codes := f.rc.tokensOf(num, d, nil, nil)
+	for i, c := range cids {
 		for j := range cb.dim {
 			v := cb.cent[int(c)*cb.dim+j]
-			if d.codes[i*cb.dim/8+j/8]&(1<<(j%8)) != 0 {
+			if codes[i*cb.dim/8+j/8]&(1<<(j%8)) != 0 {
 				v += cb.hi[j]
 			} else {
 				v += cb.lo[j]
@@ -584,26 +585,26 @@ func TestResidualDescriptions(t *testing.T) {
 	}
 }
 
-// Token pruning at the residual stage only ever leaves tokens out: with a
-// margin wider than any score range it changes nothing, and with a margin
-// of almost nothing no document scores higher than without pruning and
-// some score lower.
-func TestResidualTokenPrune(t *testing.T) {
+// The list stage scores a candidate per query token from its tokens
+// listed under the probed centroids: with every centroid probed, that is
+// every token, and its score is its residual-code score (as decoded by
+// hand, within the 16-bit tables' rounding); with one centroid probed,
+// no document scores above its every-token score unless a query token
+// has none of its tokens in its own probed list and takes the estimate.
+func TestListStageScores(t *testing.T) {
 	ctx := context.Background()
 	c := newSynth(300, 16, 3)
 	st := openStore(t, "")
 	c.write(t, st, F32)
 	x := openIndex(t, st, &Options{Model: testModel, Dim: 16, Description: "Residual"})
+	f := x.mu.fam.(*residualFamily)
 	r := rand.New(rand.NewPCG(4, 4))
-	// Every document reaches the residual stage and none is rescored
-	// exactly, so the hits carry residual-code scores.
-	search := func(q []float32, prune float32) map[uint64]float32 {
-		hits, err := x.Search(ctx, q, &SearchOptions{K: 300, CandidateCap: 10000, NProbe: maxCentroids, ResidualCap: 10000, ExactCap: -1, TokenPrune: prune})
+	// Every document is a candidate and none is rescored exactly, so the
+	// hits carry list-stage scores.
+	search := func(q []float32, nprobe, est int) map[uint64]float32 {
+		hits, err := x.Search(ctx, q, &SearchOptions{K: 300, CandidateCap: 10000, NProbe: nprobe, ExactCap: -1, listEst: est})
 		if err != nil {
 			t.Fatal(err)
-		}
-		if len(hits) != 300 {
-			t.Fatalf("%d hits, want all 300 documents", len(hits))
 		}
 		m := map[uint64]float32{}
 		for _, h := range hits {
@@ -611,27 +612,28 @@ func TestResidualTokenPrune(t *testing.T) {
 		}
 		return m
 	}
-	lower := 0
 	for qi := range 5 {
 		q := randomUnit(r, 3+qi, 16)
-		all, wide, tight := search(q, -1), search(q, 100), search(q, 1e-9)
+		all := search(q, maxCentroids, 0)
+		if len(all) != 300 {
+			t.Fatalf("query %d: %d hits with every centroid probed, want all 300 documents", qi, len(all))
+		}
 		for num, s := range all {
-			if wide[num] != s {
-				t.Fatalf("query %d: document %d scores %v with a margin of 100, %v without pruning", qi, num, wide[num], s)
-			}
-			if tight[num] > s {
-				t.Fatalf("query %d: document %d scores %v pruned, more than %v without pruning", qi, num, tight[num], s)
-			}
-			if tight[num] < s {
-				lower++
+			if want := codesScoreByHand(t, f, num, q); math.Abs(float64(s-want)) > 0.01 {
+				t.Fatalf("query %d: document %d scores %v in the list stage, %v from its codes by hand", qi, num, s, want)
 			}
 		}
-	}
-	if lower == 0 {
-		t.Error("pruning to each query token's best centroid never lowered a score: nothing was pruned")
-	}
-	if _, err := x.Search(ctx, randomUnit(r, 2, 16), &SearchOptions{TokenPrune: float32(math.NaN())}); !errors.Is(err, ErrBadOptions) {
-		t.Errorf("TokenPrune NaN: err %v, want ErrBadOptions", err)
+		// An estimate below every score leaves each document at most at
+		// its every-token score; candidates come from stage 2 alone.
+		one := search(q, 1, f.rc.cb.nlist)
+		if len(one) == 0 {
+			t.Fatalf("query %d: no hits probing one centroid", qi)
+		}
+		for num, s := range one {
+			if s > all[num]+1e-6 {
+				t.Fatalf("query %d: document %d scores %v probing one centroid, above its every-token %v", qi, num, s, all[num])
+			}
+		}
 	}
 }
 
@@ -912,4 +914,48 @@ func TestAutomaticSnapshotRetried(t *testing.T) {
 	if s, _ := x.Stats(); s.SnapshotErr != nil || x.SavedSeq() <= failedAt {
 		t.Fatalf("after the fault: SnapshotErr %v, SavedSeq %d (the failed snapshot was at %d, applied %d)", s.SnapshotErr, x.SavedSeq(), failedAt, x.AppliedSeq())
 	}
+}
+
+// A format-2 snapshot (codes per document) loads into the code lists:
+// the reopened index holds every document's codes as the index that
+// saved it did, searches as brute force does, and saves format 3.
+func TestResidualSnapshotFormat2(t *testing.T) {
+	ctx := context.Background()
+	c := newSynth(200, 8, 22)
+	st := openStore(t, t.TempDir())
+	c.write(t, st, F16)
+	opts := &Options{Model: testModel, Dim: 8, Description: "Residual", SnapshotEvery: -1}
+	x := openIndex(t, st, opts)
+	f := residualOf(x)
+	seq := x.AppliedSeq()
+	v2 := encodeSnapshotV2(f)
+	if err := st.SaveSnapshot(ctx, "late-"+testModel, seq, func(w io.Writer) error {
+		_, err := w.Write(v2)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	y := openIndex(t, st, opts)
+	if !y.LoadedSnapshot() {
+		t.Fatal("format 2: not loaded")
+	}
+	sameCodes(t, "format 2", residualOf(y), f)
+	q := randomUnit(rand.New(rand.NewPCG(5, 5)), 4, 8)
+	so := everything
+	so.K = 201
+	got, err := y.Search(ctx, q, &so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHits(t, "format 2", got, bruteForce(t, st, c, q, nil, ScoreAvgMax))
+	if err := y.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	y.Close()
+	z := openIndex(t, st, opts)
+	if !z.LoadedSnapshot() {
+		t.Fatal("format 3: not loaded")
+	}
+	sameCodes(t, "format 3 after format 2", residualOf(z), f)
+	x.Close()
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -57,15 +56,18 @@ type SearchOptions struct {
 	Mode Mode
 	// Scoring overrides Options.Scoring.
 	Scoring Scoring
-	// KPrime, CandidateCap, NProbe, ResidualCap and ExactCap override
-	// the Options of the same name.
-	KPrime, CandidateCap, NProbe, ResidualCap, ExactCap int
-	// TokenPrune overrides Options.TokenPrune.
-	TokenPrune float32
+	// KPrime, CandidateCap, NProbe and ExactCap override the Options of
+	// the same name.
+	KPrime, CandidateCap, NProbe, ExactCap int
 
 	// trace, when set (tests), records the candidates of each stage of
 	// a residual-code search.
 	trace *stageTrace
+	// listEst, when not 0 (tests), replaces DefaultEstimateRank.
+	listEst int
+	// candProbe and candCap, when not 0 (tests), replace stage 2's
+	// probe and the candidate cap depthCaps sets.
+	candProbe, candCap int
 }
 
 // Hit is one scored document.
@@ -133,20 +135,12 @@ func (x *Index) fillSearch(so *SearchOptions) error {
 	if so.Scoring == "" {
 		so.Scoring = x.opts.Scoring
 	}
-	if so.ResidualCap == 0 {
-		so.ResidualCap = x.opts.ResidualCap
-	}
 	if so.ExactCap == 0 {
 		so.ExactCap = x.opts.ExactCap // 0 still: automatic (exactCapLocked)
 	}
-	if so.TokenPrune == 0 {
-		so.TokenPrune = x.opts.TokenPrune
-	}
 	switch {
-	case so.K < 0 || so.KPrime < 0 || so.CandidateCap < 0 || so.NProbe < 0 || so.ResidualCap < 0:
-		return fmt.Errorf("latecollect: search: %w: negative K %d, KPrime %d, CandidateCap %d, NProbe %d or ResidualCap %d", ErrBadOptions, so.K, so.KPrime, so.CandidateCap, so.NProbe, so.ResidualCap)
-	case math.IsNaN(float64(so.TokenPrune)) || math.IsInf(float64(so.TokenPrune), 0):
-		return fmt.Errorf("latecollect: search: %w: TokenPrune %v is not a finite number", ErrBadOptions, so.TokenPrune)
+	case so.K < 0 || so.KPrime < 0 || so.CandidateCap < 0 || so.NProbe < 0:
+		return fmt.Errorf("latecollect: search: %w: negative K %d, KPrime %d, CandidateCap %d or NProbe %d", ErrBadOptions, so.K, so.KPrime, so.CandidateCap, so.NProbe)
 	case !so.Scoring.valid():
 		return fmt.Errorf("latecollect: search: %w: Scoring %q", ErrBadOptions, so.Scoring)
 	case so.Mode != Candidates && so.Mode != Exhaustive && so.Mode != Reference:

@@ -48,15 +48,55 @@ func encodeSnapshotV1(f *residualFamily, tfID, tfSize uint64, locOf func(num uin
 		d := r.docs[num]
 		l := locOf(num)
 		b = le.AppendUint64(b, num)
-		b = le.AppendUint32(b, uint32(len(d.cids)))
+		cids, codes := r.tokensOf(num, d, nil, nil)
+		b = le.AppendUint32(b, uint32(len(cids)))
 		b = le.AppendUint32(b, math.Float32bits(d.normSum))
 		b = le.AppendUint64(b, uint64(l.off))
 		b = le.AppendUint32(b, l.size)
 		b = le.AppendUint32(b, l.crc)
-		for _, c := range d.cids {
+		for _, c := range cids {
 			b = le.AppendUint16(b, c)
 		}
-		b = append(b, d.codes...)
+		b = append(b, codes...)
+	}
+	return append(b, residualEnd...)
+}
+
+// encodeSnapshotV2 writes f's residual codes as format version 2 did: per
+// document its stamp, centroid ids and codes, and no code lists.
+func encodeSnapshotV2(f *residualFamily) []byte {
+	le := binary.LittleEndian
+	var b []byte
+	b = append(b, residualMagic...)
+	b = le.AppendUint32(b, 2)
+	b = le.AppendUint32(b, uint32(f.opts.Dim))
+	b = le.AppendUint16(b, uint16(len(f.opts.Description)))
+	b = append(b, f.opts.Description...)
+	r := f.rc
+	cb := r.cb
+	b = le.AppendUint32(b, uint32(cb.nlist))
+	b = le.AppendUint32(b, math.Float32bits(cb.meanRes))
+	trained := uint64(cb.trained)
+	if cb.provisional {
+		trained |= provisionalBit | settledBit
+	}
+	b = le.AppendUint64(b, trained)
+	for _, v := range [][]float32{cb.cent, cb.cutoff, cb.lo, cb.hi} {
+		b = appendF32s(b, v)
+	}
+	b = le.AppendUint64(b, uint64(len(r.docs)))
+	for _, num := range slices.Sorted(maps.Keys(r.docs)) {
+		d := r.docs[num]
+		cids, codes := r.tokensOf(num, d, nil, nil)
+		b = le.AppendUint64(b, num)
+		b = le.AppendUint32(b, uint32(len(cids)))
+		b = le.AppendUint32(b, math.Float32bits(d.normSum))
+		b = le.AppendUint32(b, d.blob.size)
+		b = le.AppendUint32(b, d.blob.crc)
+		for _, c := range cids {
+			b = le.AppendUint16(b, c)
+		}
+		b = append(b, codes...)
 	}
 	return append(b, residualEnd...)
 }

@@ -205,12 +205,12 @@ func TestSciFactResidualSweep(t *testing.T) {
 	}
 	run("defaults", SearchOptions{})
 	// TANDEM_SWEEP_GRID lists whole settings,
-	// "nprobe/candidates/residual/exact/prune" separated by ',', and
+	// "nprobe/candidates/exact" separated by ',', and
 	// replaces the one-knob sweeps.
 	if grid := sweepList("TANDEM_SWEEP_GRID", ",", nil); len(grid) > 0 {
 		for _, g := range grid {
 			var so SearchOptions
-			if _, err := fmt.Sscanf(g, "%d/%d/%d/%d/%g", &so.NProbe, &so.CandidateCap, &so.ResidualCap, &so.ExactCap, &so.TokenPrune); err != nil {
+			if _, err := fmt.Sscanf(g, "%d/%d/%d", &so.NProbe, &so.CandidateCap, &so.ExactCap); err != nil {
 				t.Fatalf("TANDEM_SWEEP_GRID: %q: %v", g, err)
 			}
 			run(g, so)
@@ -223,14 +223,8 @@ func TestSciFactResidualSweep(t *testing.T) {
 	for _, v := range sweepInts("TANDEM_SWEEP_CANDIDATES", []int{256, 512, 2048, 4096}) {
 		run(fmt.Sprintf("centroid candidates=%d", v), SearchOptions{CandidateCap: v})
 	}
-	for _, v := range sweepInts("TANDEM_SWEEP_RESIDUAL", []int{16, 32, 128, 256}) {
-		run(fmt.Sprintf("residual candidates=%d", v), SearchOptions{ResidualCap: v})
-	}
 	for _, v := range sweepInts("TANDEM_SWEEP_EXACT", []int{-1, 8, 32, 64}) {
 		run(fmt.Sprintf("exact=%d", v), SearchOptions{ExactCap: v})
-	}
-	for _, v := range []float32{-1, 0.01, 0.02, 0.05, 0.1} {
-		run(fmt.Sprintf("token prune=%g", v), SearchOptions{TokenPrune: v})
 	}
 }
 

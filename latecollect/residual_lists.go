@@ -1,0 +1,210 @@
+package latecollect
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultEstimateRank is the rank, among a query token's centroids by
+// score, of the centroid whose score stands in for the token's best match
+// in a document none of whose tokens lies under that query token's own
+// probed centroids (the list stage's estimate; WARP's "missing similarity
+// estimate"). Measured on SciFact's as-built index (docs: latecollect
+// README, "The list stage").
+const DefaultEstimateRank = 256
+
+// listStageLocked scores the candidates of stage 2 from the code lists of
+// the centroids the query tokens probed (tops), replacing the
+// candidates' scores and returning the best keep of them best first (all
+// of them when tracing):
+//
+//   - every token listed under a probed centroid whose document is a
+//     candidate is scored from its residual code against every query
+//     token (lane), and a document keeps per lane the best of its tokens
+//     so scored (listMax): the union of the probed lists bounds each
+//     lane from below, more tightly than the lists of its own query
+//     token alone would;
+//   - a lane none of whose own probed lists holds a token of the
+//     document is raised to the estimate, the score of the query token's
+//     centroid at rank DefaultEstimateRank: the document's best token for
+//     it lies under a centroid it did not probe;
+//   - the document's score combines its lanes as an exact score does.
+//
+// The lists are scored in two shares of about equal entries, each into a
+// slab of its own, merged by max.
+func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int, tops [][]int32, cands []scored, keep int, so SearchOptions) []scored {
+	t0 := time.Now()
+	r := f.rc
+	nlist := r.cb.nlist
+	cbytes := r.cb.codeBytes()
+	total := 0
+	for _, top := range tops {
+		for _, c := range top {
+			total += len(r.clists[c].docs)
+		}
+	}
+	rt := newResidualTables(query, nq, f.opts.Dim, table, stride, nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
+	if total >= pairTablesFrom {
+		rt.withPairs(f.opts.Parallelism)
+		defer rt.release()
+	}
+	depth := DefaultEstimateRank
+	if so.listEst > 0 {
+		depth = so.listEst
+	}
+	est := laneEstimates(table, stride, nq, nlist, depth)
+
+	// The distinct probed lists, ascending, each with the mask of the
+	// query tokens that probed it.
+	words := rt.blocks
+	at := map[int32]int{}
+	var order []int32
+	var masks []uint32
+	for q, top := range tops {
+		for _, c := range top {
+			i, ok := at[c]
+			if !ok {
+				i = len(order)
+				at[c] = i
+				order = append(order, c)
+				masks = append(masks, make([]uint32, words)...)
+			}
+			masks[i*words+q/32] |= 1 << (q % 32)
+		}
+	}
+	slots := slotsPool.Get().(*[]int32)
+	defer slotsPool.Put(slots)
+	slot := growSlots(slots, int(r.maxNum)+1)
+	for i, c := range cands {
+		slot[c.num] = int32(i)
+	}
+	defer func() {
+		for _, c := range cands {
+			slot[c.num] = -1
+		}
+	}()
+
+	total = 0
+	for _, c := range order {
+		total += len(r.clists[c].docs)
+	}
+	parts := max(1, min(f.opts.Parallelism, 2))
+	if total < 4096 {
+		parts = 1
+	}
+	cuts := []int{0}
+	acc := 0
+	for i, c := range order {
+		acc += len(r.clists[c].docs)
+		if len(cuts) < parts && acc*parts >= total*len(cuts) {
+			cuts = append(cuts, i+1)
+		}
+	}
+	for len(cuts) <= parts {
+		cuts = append(cuts, len(order))
+	}
+	lanes := rt.blocks * lutBlock
+	slabs := make([][]int16, parts)
+	owns := make([][]uint32, parts)
+	t1 := time.Now()
+	inParts(parts, parts, func(p, _, _ int) {
+		max16 := make([]int16, len(cands)*lanes)
+		for i := range max16 {
+			max16[i] = noScore
+		}
+		own := make([]uint32, len(cands)*words)
+		for i := cuts[p]; i < cuts[p+1]; i++ {
+			c := order[i]
+			l := &r.clists[c]
+			rt.listMax(max16, int(c), l.docs, slot, l.codes, cbytes)
+			m := masks[i*words : (i+1)*words]
+			prev := int32(-1)
+			for _, num := range l.docs {
+				if s := slot[num]; s >= 0 && s != prev {
+					for w, v := range m {
+						own[int(s)*words+w] |= v
+					}
+					prev = s
+				}
+			}
+		}
+		slabs[p], owns[p] = max16, own
+	})
+	max16, own := slabs[0], owns[0]
+	for p := 1; p < parts; p++ {
+		for i, v := range slabs[p] {
+			max16[i] = max(max16[i], v)
+		}
+		for i, v := range owns[p] {
+			own[i] |= v
+		}
+	}
+	best := make([]float32, lanes)
+	for i := range cands {
+		rt.score(best, max16[i*lanes:(i+1)*lanes])
+		for q := range nq {
+			if own[i*words+q/32]&(1<<(q%32)) == 0 {
+				best[q] = max(best[q], est[q])
+			}
+		}
+		cands[i].score = combine(so.Scoring, best[:nq])
+	}
+	if tr := so.trace; tr != nil {
+		slices.SortFunc(cands, byScore)
+		tr.listSetup += t1.Sub(t0)
+		tr.listScan += time.Since(t1)
+		for _, c := range order {
+			for _, num := range r.clists[c].docs {
+				if slot[num] >= 0 {
+					tr.listTokens++
+				}
+			}
+		}
+		tr.residual = slices.Clone(cands)
+		return cands
+	}
+	return bestFirst(cands, keep)
+}
+
+// slotsPool recycles the docnum → candidate slot arrays, all -1 between
+// uses.
+var slotsPool = sync.Pool{New: func() any { return new([]int32) }}
+
+// growSlots returns (*p)[:n], grown with -1 where needed.
+func growSlots(p *[]int32, n int) []int32 {
+	if len(*p) < n {
+		old := len(*p)
+		*p = slices.Grow(*p, n-old)[:n]
+		for i := old; i < n; i++ {
+			(*p)[i] = -1
+		}
+	}
+	return (*p)[:n]
+}
+
+// laneEstimates returns, for each query token q < nq, about the score
+// of its centroid at rank depth (1 for the best): table[c*stride+q] is
+// its score against centroid c. The rank is taken in a sample of about
+// estimateSample centroids (every step-th), at rank depth/step, which
+// reads a slice of the table once instead of selecting over all of it.
+func laneEstimates(table []float32, stride, nq, nlist, depth int) []float32 {
+	step := max(1, nlist/estimateSample)
+	n := (nlist + step - 1) / step
+	k := min(n, max(1, (depth+step/2)/step)) - 1
+	cols := make([]float32, nq*n)
+	for i := range n {
+		row := table[i*step*stride : i*step*stride+nq]
+		for q, v := range row {
+			cols[q*n+i] = v
+		}
+	}
+	est := make([]float32, nq)
+	for q := range est {
+		est[q] = nthSmallest(cols[q*n:(q+1)*n], n-1-k)
+	}
+	return est
+}
+
+// estimateSample is about the number of centroids laneEstimates reads.
+const estimateSample = 1024
