@@ -105,6 +105,10 @@ func (t *residualTables) withPairs(workers int) {
 				lo := nib[(2*b)*16*lutBlock : (2*b+1)*16*lutBlock]
 				hi := nib[(2*b+1)*16*lutBlock : (2*b+2)*16*lutBlock]
 				dst := pair[(blk*nb+b)*256*lutBlock : (blk*nb+b+1)*256*lutBlock]
+				if pairRows != nil {
+					pairRows(&dst[0], &lo[0], &hi[0])
+					continue
+				}
 				for h := range 16 {
 					hrow := hi[h*lutBlock : (h+1)*lutBlock]
 					for l := range 16 {
@@ -129,6 +133,16 @@ func (t *residualTables) release() {
 		t.pair = nil
 	}
 }
+
+// pairRows, when not nil, fills one byte's table in withPairs (the
+// assembly kernel where the CPU has AVX-512BW; tests set it to nil to
+// compare with the Go loop).
+var pairRows = func() func(dst, lo, hi *int16) {
+	if useAVX512BW {
+		return pairRowsAVX512
+	}
+	return nil
+}()
 
 // noScore is the 16-bit maximum of a document without tokens.
 const noScore = math.MinInt16

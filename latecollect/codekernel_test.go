@@ -644,3 +644,26 @@ func TestListMaxMatchesResidualMax(t *testing.T) {
 		}
 	}
 }
+
+// withPairs builds the same byte tables with the assembly kernel as with
+// the Go loop.
+func TestPairRowsMatchGo(t *testing.T) {
+	if !useAVX512BW {
+		t.Skip("no AVX-512BW on this machine: no byte tables")
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, nq := range []int{1, 33} {
+		tb := randomTables(r, nq, 10, 8)
+		tb.withPairs(2)
+		got := slices.Clone(tb.pair)
+		tb.release()
+		saved := pairRows
+		pairRows = nil
+		tb.withPairs(2)
+		pairRows = saved
+		if !slices.Equal(got, tb.pair) {
+			t.Fatalf("nq=%d: byte tables differ between the kernel and the Go loop", nq)
+		}
+		tb.release()
+	}
+}

@@ -199,6 +199,13 @@ func residualPairAVX512(best, cent *int16, rows int, pair *int16, blocks int, ci
 //go:noescape
 func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, docs *uint32, slots *int32, nslots int, codes *byte, n, codeBytes int) (ok bool)
 
+// pairRowsAVX512 fills one byte's table of 256 rows of lutBlock lanes
+// from its two nibbles' tables of 16 rows (residualTables.withPairs).
+// Implemented in kernel_amd64.s.
+//
+//go:noescape
+func pairRowsAVX512(dst, lo, hi *int16)
+
 // selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
 // indices at out (room for n) and returning how many; stride must be a
 // positive multiple of 8 and table must hold rows rows of stride values.

@@ -1464,3 +1464,30 @@ lbad:
 	MOVB $0, ok+88(FP)
 	VZEROUPPER
 	RET
+
+// func pairRowsAVX512(dst, lo, hi *int16)
+//
+// The 256 rows of one byte's table (32 lanes each): row h*16+l is the sum
+// of lo's row l and hi's row h, lanes added with wrap-around (VPADDW).
+TEXT ·pairRowsAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), DX
+	MOVQ $16, CX
+
+prh:
+	VMOVDQU16 (DX), Z0
+	XORQ      AX, AX
+
+prl:
+	VPADDW    (SI)(AX*1), Z0, Z1
+	VMOVDQU16 Z1, (DI)
+	ADDQ      $64, DI
+	ADDQ      $64, AX
+	CMPQ      AX, $1024
+	JLT       prl
+	ADDQ      $64, DX
+	DECQ      CX
+	JNZ       prh
+	VZEROUPPER
+	RET

@@ -81,3 +81,7 @@ func argmax8x32AVX512(qt, rows *float32, n, dim int, best *float32, idx *int32, 
 func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, docs *uint32, slots *int32, nslots int, codes *byte, n, codeBytes int) bool {
 	panic("latecollect: no assembly on this architecture")
 }
+
+func pairRowsAVX512(dst, lo, hi *int16) {
+	panic("latecollect: no assembly on this architecture")
+}

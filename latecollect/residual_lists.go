@@ -58,15 +58,15 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 	// The distinct probed lists, ascending, each with the mask of the
 	// query tokens that probed it.
 	words := rt.blocks
-	at := map[int32]int{}
+	at := make([]int32, nlist) // a list's index in order, plus one
 	var order []int32
 	var masks []uint32
 	for q, top := range tops {
 		for _, c := range top {
-			i, ok := at[c]
-			if !ok {
+			i := int(at[c]) - 1
+			if i < 0 {
 				i = len(order)
-				at[c] = i
+				at[c] = int32(i + 1)
 				order = append(order, c)
 				masks = append(masks, make([]uint32, words)...)
 			}

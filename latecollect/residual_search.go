@@ -268,45 +268,94 @@ func (f *residualFamily) exactCapLocked() int {
 // probeLocked is stage 2: the documents listed under each query token's
 // best centroids (tops), ranked by the sum over query tokens of the best
 // probed centroid score they have, the best CandidateCap of them.
+//
+// With dense docnums the query tokens are split in two halves, each
+// summed into arrays of its own, and the halves' sums added: in two
+// goroutines when there are enough entries, but summed alike either way,
+// so that the ranking does not depend on Parallelism.
 func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32, so SearchOptions) []scored {
 	r := f.rc
+	listed := 0
+	for _, top := range tops {
+		for _, c := range top {
+			listed += len(r.clists[c].docs)
+		}
+	}
 	// Sums are kept per docnum in pooled arrays when docnums are dense
 	// enough, in a map otherwise.
-	var acc probeSums
 	n := int(r.maxNum) + 1
 	dense := n <= 4*len(r.docs)+4096
-	if dense {
-		d := denseSumsPool.Get().(*denseSums)
-		d.grow(n)
-		defer denseSumsPool.Put(d)
-		acc = d
-	} else {
-		listed := 0
-		for _, top := range tops {
-			for _, c := range top {
-				listed += len(r.clists[c].docs)
-			}
-		}
-		acc = newMapSums(min(listed, len(r.docs)))
-	}
 	allow := newAllowSet(so.Allow, uint64(r.maxNum), !dense)
 	defer allow.release()
-	for q, top := range tops {
-		for _, c := range top {
-			s := table[int(c)*stride+q]
-			prev := uint32(math.MaxUint32)
-			for _, num := range r.clists[c].docs {
-				// Centroids come best first, so the first is the max; a
-				// document's entries are contiguous.
-				if num != prev {
-					acc.add(num, int32(q), s, allow)
-					prev = num
+	sum := func(acc probeSums, from, to int) {
+		for q := from; q < to; q++ {
+			for _, c := range tops[q] {
+				s := table[int(c)*stride+q]
+				prev := uint32(math.MaxUint32)
+				for _, num := range r.clists[c].docs {
+					// Centroids come best first, so the first is the
+					// max; a document's entries are contiguous.
+					if num != prev {
+						acc.add(num, int32(q), s, allow)
+						prev = num
+					}
 				}
 			}
 		}
 	}
-	return selectBest(acc.drain(nil), so.CandidateCap)
+	halves := min(2, len(tops))
+	if halves == 0 {
+		return nil
+	}
+	if !dense {
+		var out []scored
+		at := map[uint64]int{}
+		for p := range halves {
+			acc := newMapSums(min(listed, len(r.docs)))
+			sum(acc, len(tops)*p/halves, len(tops)*(p+1)/halves)
+			for _, d := range acc.drain(nil) {
+				if i, ok := at[d.num]; ok {
+					out[i].score += d.score
+				} else {
+					at[d.num] = len(out)
+					out = append(out, d)
+				}
+			}
+		}
+		return selectBest(out, so.CandidateCap)
+	}
+	accs := make([]*denseSums, halves)
+	for p := range accs {
+		accs[p] = denseSumsPool.Get().(*denseSums)
+		accs[p].grow(n)
+		defer denseSumsPool.Put(accs[p])
+	}
+	half := func(p, _, _ int) { sum(accs[p], len(tops)*p/halves, len(tops)*(p+1)/halves) }
+	if f.opts.Parallelism > 1 && listed >= probeSplitFrom {
+		inParts(halves, halves, half)
+	} else {
+		for p := range halves {
+			half(p, 0, 0)
+		}
+	}
+	a := accs[0]
+	for _, b := range accs[1:] {
+		for _, num := range b.nums {
+			if a.last[num] == 0 {
+				a.nums = append(a.nums, num)
+				a.last[num] = 1
+			}
+			a.sum[num] += b.sum[num]
+			b.sum[num], b.last[num] = 0, 0
+		}
+		b.nums = b.nums[:0]
+	}
+	return selectBest(a.drain(nil), so.CandidateCap)
 }
+
+// probeSplitFrom is the fewest list entries stage 2 splits over two
+// goroutines.
+const probeSplitFrom = 1 << 16
 
 // bestFirst returns the best k of c (all of them if fewer), sorted by
 // byScore. It selects before it sorts: stage 2 finds tens of thousands of
@@ -518,6 +567,9 @@ func (m *mapSums) drain(out []scored) []scored {
 // at most workers goroutines reads a share of the table's rows, keeping
 // every query token's best n at once; the shares' lists are then merged.
 func topCentroids(table []float32, stride, nq, nlist, n, workers int) [][]int32 {
+	if out, ok := topCentroidsSampled(table, stride, nq, nlist, n, workers); ok {
+		return out
+	}
 	parts := max(1, min(workers, nlist/1024))
 	tops := make([]topN, parts)
 	inParts(nlist, parts, func(p, from, to int) {
@@ -532,6 +584,82 @@ func topCentroids(table []float32, stride, nq, nlist, n, workers int) [][]int32 
 		out[q] = t.ids[q*n : q*n+t.filled[q]]
 	}
 	return out
+}
+
+// topCentroidsSampled is topCentroids by a threshold per query token: the
+// score of rank about 2n in a sample of the centroids (every step-th).
+// One pass keeps every centroid at or above it, and each query token's
+// kept ones are sorted (by score, then id, as topCentroids ranks them).
+// That is the exact answer when at least n were kept for every query
+// token; it reports false otherwise, and when the table is too small for
+// sampling to pay. At most workers goroutines take a share of the query
+// tokens each.
+func topCentroidsSampled(table []float32, stride, nq, nlist, n, workers int) ([][]int32, bool) {
+	step := nlist / estimateSample
+	if step < 2 || n < 1 || n*8 > nlist {
+		return nil, false
+	}
+	m := nlist / step
+	rank := min(m, 2*n/step+2)
+	out := make([][]int32, nq)
+	ids := make([]int32, nq*n)
+	var short atomic.Bool
+	inParts(nq, max(1, min(workers, nq/8)), func(_, from, to int) {
+		lanes := to - from
+		col := make([]float32, m)
+		thr := make([]float32, lanes)
+		for j := range lanes {
+			for i := range col {
+				col[i] = table[i*step*stride+from+j]
+			}
+			thr[j] = nthSmallest(col, m-rank)
+		}
+		kept := make([][]topEntry, lanes)
+		for j := range kept {
+			kept[j] = make([]topEntry, 0, 4*n)
+		}
+		for c := range nlist {
+			row := table[c*stride+from : c*stride+to]
+			for j, v := range row {
+				if v >= thr[j] {
+					kept[j] = append(kept[j], topEntry{v, int32(c)})
+				}
+			}
+		}
+		for j, k := range kept {
+			if len(k) < n {
+				short.Store(true)
+				return
+			}
+			slices.SortFunc(k, byTopEntry)
+			q := from + j
+			out[q] = ids[q*n : (q+1)*n]
+			for i := range n {
+				out[q][i] = k[i].c
+			}
+		}
+	})
+	if short.Load() {
+		return nil, false
+	}
+	return out, true
+}
+
+// topEntry is a centroid and its score against one query token.
+type topEntry struct {
+	v float32
+	c int32
+}
+
+// byTopEntry orders by score, best first, then by id.
+func byTopEntry(a, b topEntry) int {
+	switch {
+	case a.v > b.v:
+		return -1
+	case a.v < b.v:
+		return 1
+	}
+	return cmp.Compare(a.c, b.c)
 }
 
 // topN holds, per query token q, its best filled[q] (at most n)

@@ -761,29 +761,31 @@ func TestBestFirst(t *testing.T) {
 	}
 }
 
-// topCentroids, in one share of the rows or several, finds each query
-// token's best centroids by score, ties to the lower id, as a full sort
-// does.
+// topCentroids, by a sampled threshold or in one share of the rows or
+// several, finds each query token's best centroids by score, ties to the
+// lower id, as a full sort does.
 func TestTopCentroids(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
-	const nq, stride, nlist = 5, 8, 4000
-	table := make([]float32, nlist*stride)
-	for i := range table {
-		table[i] = float32(r.IntN(50)) // many ties
-	}
-	for _, n := range []int{1, 8, 40} {
-		for _, workers := range []int{1, 2, 3} {
-			got := topCentroids(table, stride, nq, nlist, n, workers)
-			for q := range nq {
-				ids := make([]int32, nlist)
-				for c := range ids {
-					ids[c] = int32(c)
-				}
-				slices.SortStableFunc(ids, func(a, b int32) int {
-					return cmp.Compare(table[int(b)*stride+q], table[int(a)*stride+q])
-				})
-				if !slices.Equal(got[q], ids[:n]) {
-					t.Fatalf("n=%d workers=%d q=%d: %v, want %v", n, workers, q, got[q], ids[:n])
+	for _, nlist := range []int{4000, 1500} {
+		const nq, stride = 5, 8
+		table := make([]float32, nlist*stride)
+		for i := range table {
+			table[i] = float32(r.IntN(50)) // many ties
+		}
+		for _, n := range []int{1, 8, 40, 600} {
+			for _, workers := range []int{1, 2, 3} {
+				got := topCentroids(table, stride, nq, nlist, n, workers)
+				for q := range nq {
+					ids := make([]int32, nlist)
+					for c := range ids {
+						ids[c] = int32(c)
+					}
+					slices.SortStableFunc(ids, func(a, b int32) int {
+						return cmp.Compare(table[int(b)*stride+q], table[int(a)*stride+q])
+					})
+					if !slices.Equal(got[q], ids[:n]) {
+						t.Fatalf("nlist=%d n=%d workers=%d q=%d: %v, want %v", nlist, n, workers, q, got[q], ids[:n])
+					}
 				}
 			}
 		}
