@@ -2,7 +2,6 @@ package latecollect
 
 import (
 	"math"
-	"slices"
 	"sync"
 )
 
@@ -10,36 +9,6 @@ import (
 // Go version; on amd64 with AVX2 an assembly version may replace it, and
 // the two must give bit-identical results (the operations are max, select
 // and one add per value, so the order of operations does not matter).
-
-// centroidMax sets best[j] = max(best[j], table[c*stride+j]) for every
-// centroid id c in cids and every j < stride. table holds one row of
-// stride values per centroid (the query tokens' scores against it);
-// stride is a positive multiple of 8 and len(best) ≥ stride.
-//
-// On amd64 with AVX2 the assembly kernel centroidMaxAVX2 does the work; it
-// checks every id against the table's rows and, on one out of range,
-// hands over to centroidMaxGo, which panics on it (max is idempotent, so
-// the part already done does not matter).
-func centroidMax(best, table []float32, stride int, cids []uint16) {
-	if useAVX2 && stride > 0 && stride%8 == 0 && len(best) >= stride && len(table) >= stride && len(cids) > 0 {
-		if centroidMaxAVX2(&best[0], &table[0], stride, len(table)/stride, &cids[0], len(cids)) {
-			return
-		}
-	}
-	centroidMaxGo(best, table, stride, cids)
-}
-
-func centroidMaxGo(best, table []float32, stride int, cids []uint16) {
-	best = best[:stride]
-	for _, c := range cids {
-		row := table[int(c)*stride : int(c)*stride+stride]
-		for j, v := range row {
-			if v > best[j] {
-				best[j] = v
-			}
-		}
-	}
-}
 
 // lutBlock is the number of query tokens (lanes) a block of the residual
 // scoring tables holds; a query of more tokens takes several blocks.
@@ -262,8 +231,7 @@ func (t *residualTables) score(best []float32, max16 []int16) {
 // cids, one-bit codes of codeBytes bytes each in codes) of their scaled
 // score for lane j, for every lane of every block; best must hold
 // blocks*lutBlock values, filled with noScore for a new document. When
-// keep is not nil only the tokens it lists count (indices into cids, as
-// selectTokens returns them), so that pruning copies nothing.
+// keep is not nil only the tokens it lists count (indices into cids).
 //
 // On amd64 with AVX2 the assembly kernel residualMaxAVX2 does the work; on
 // an id out of range it hands over to residualMaxGo, which panics on it
@@ -400,41 +368,6 @@ func (t *residualTables) listMaxGo(slab []int16, c int, docs []uint32, slots []i
 			}
 		}
 	}
-}
-
-// selectTokens appends to out the index of every token (centroid ids
-// cids) whose centroid row reaches the threshold of some lane:
-// table[c*stride+j] >= thr[j] for some j < stride. stride is a positive
-// multiple of 8 and len(thr) ≥ stride; a lane that must never select has
-// threshold +Inf (or NaN).
-//
-// On amd64 with AVX2 the assembly kernel selectTokensAVX2 does the work;
-// on an id out of the table's range it hands over to selectTokensGo, which
-// panics on it.
-func selectTokens(out []int32, table []float32, stride int, thr []float32, cids []uint16) []int32 {
-	n := len(cids)
-	if useAVX2 && n > 0 && stride > 0 && stride%8 == 0 && len(thr) >= stride && len(table) >= stride {
-		out = slices.Grow(out, n)
-		k, ok := selectTokensAVX2(&table[0], stride, len(table)/stride, &thr[0], &cids[0], n, &out[:cap(out)][len(out)])
-		if ok {
-			return out[:len(out)+k]
-		}
-	}
-	return selectTokensGo(out, table, stride, thr, cids)
-}
-
-func selectTokensGo(out []int32, table []float32, stride int, thr []float32, cids []uint16) []int32 {
-	thr = thr[:stride]
-	for t, c := range cids {
-		row := table[int(c)*stride : int(c)*stride+stride]
-		for j, v := range row {
-			if v >= thr[j] {
-				out = append(out, int32(t))
-				break
-			}
-		}
-	}
-	return out
 }
 
 // inParts calls f(p, from, to) for parts equal shares [from, to) of

@@ -28,75 +28,6 @@ func sameBits(a, b []float32) int {
 	return -1
 }
 
-// The assembly centroidMax gives the Go version's bits, ties between +0
-// and -0 included, from -Inf or from arbitrary starting values, and leaves
-// best beyond stride alone.
-func TestCentroidMaxAVX2MatchesGo(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 on this machine: the portable kernel is the only one")
-	}
-	r := rand.New(rand.NewPCG(3, 5))
-	const rows = 70
-	for _, stride := range []int{8, 16, 24, 32, 40, 64, 96, 136} {
-		table := make([]float32, rows*stride)
-		for i := range table {
-			table[i] = codeKernelValue(r)
-		}
-		for _, n := range []int{0, 1, 2, 7, 300} {
-			cids := make([]uint16, n)
-			for i := range cids {
-				cids[i] = uint16(r.IntN(rows))
-			}
-			for _, start := range []string{"-Inf", "random"} {
-				want := make([]float32, stride+5)
-				for i := range want {
-					want[i] = codeKernelValue(r)
-				}
-				if start == "-Inf" {
-					for j := range stride {
-						want[j] = float32(math.Inf(-1))
-					}
-				}
-				got, direct := append([]float32(nil), want...), append([]float32(nil), want...)
-				centroidMaxGo(want, table, stride, cids)
-				centroidMax(got, table, stride, cids)
-				if i := sameBits(got, want); i >= 0 {
-					t.Fatalf("stride=%d n=%d start=%s: best[%d] = %v (%#x), Go %v (%#x)", stride, n, start, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-				}
-				var dummy uint16
-				p := &dummy
-				if n > 0 {
-					p = &cids[0]
-				}
-				if !centroidMaxAVX2(&direct[0], &table[0], stride, rows, p, n) {
-					t.Fatalf("stride=%d n=%d: centroidMaxAVX2 refused ids below %d", stride, n, rows)
-				}
-				if i := sameBits(direct, want); i >= 0 {
-					t.Fatalf("stride=%d n=%d start=%s: centroidMaxAVX2 best[%d] = %v, Go %v", stride, n, start, i, direct[i], want[i])
-				}
-			}
-		}
-	}
-}
-
-// An id beyond the table stops the assembly kernel and makes centroidMax
-// panic as the Go version does.
-func TestCentroidMaxOutOfRange(t *testing.T) {
-	const stride, rows = 40, 10
-	table := make([]float32, rows*stride)
-	best := make([]float32, stride)
-	cids := []uint16{1, 2, rows, 3}
-	if useAVX2 && centroidMaxAVX2(&best[0], &table[0], stride, rows, &cids[0], len(cids)) {
-		t.Errorf("centroidMaxAVX2 accepted id %d of a %d-row table", rows, rows)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("centroidMax did not panic on id %d of a %d-row table", rows, rows)
-		}
-	}()
-	centroidMax(best, table, stride, cids)
-}
-
 // randomTables makes residual scoring tables of random 16-bit values (the
 // kernels' adds wrap alike, so any values compare).
 func randomTables(r *rand.Rand, nq, nlist, codeBytes int) *residualTables {
@@ -237,68 +168,6 @@ func TestResidualMaxKeepOutOfRange(t *testing.T) {
 	tb.residualMax(best, cids, codes, codeBytes, []int32{0, 3})
 }
 
-// The assembly selectTokens keeps the tokens the Go version keeps, for
-// thresholds that select none, some or all, +Inf and NaN lanes included,
-// and appends after what out already holds.
-func TestSelectTokensAVX2MatchesGo(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 on this machine: the portable kernel is the only one")
-	}
-	r := rand.New(rand.NewPCG(2, 9))
-	const rows = 40
-	for _, stride := range []int{8, 16, 32, 40} {
-		table := make([]float32, rows*stride)
-		for i := range table {
-			table[i] = codeKernelValue(r)
-		}
-		for _, n := range []int{1, 3, 100} {
-			cids := make([]uint16, n)
-			for i := range cids {
-				cids[i] = uint16(r.IntN(rows))
-			}
-			for _, level := range []float64{-10, 0, 1.5, 10} {
-				thr := make([]float32, stride)
-				for j := range thr {
-					thr[j] = float32(level + r.NormFloat64())
-					switch r.IntN(6) {
-					case 0:
-						thr[j] = float32(math.Inf(1))
-					case 1:
-						thr[j] = float32(math.NaN())
-					}
-				}
-				prefix := []int32{7, 8}
-				want := selectTokensGo(slices.Clone(prefix), table, stride, thr, cids)
-				got := selectTokens(slices.Clone(prefix), table, stride, thr, cids)
-				if !slices.Equal(got, want) {
-					t.Fatalf("stride=%d n=%d level=%v: kept %v, Go %v", stride, n, level, got, want)
-				}
-			}
-		}
-	}
-}
-
-// An id beyond the table stops the assembly selectTokens and makes
-// selectTokens panic as the Go version does.
-func TestSelectTokensOutOfRange(t *testing.T) {
-	const stride, rows = 8, 4
-	table := make([]float32, rows*stride)
-	thr := make([]float32, stride)
-	cids := []uint16{0, rows}
-	out := make([]int32, len(cids))
-	if useAVX2 {
-		if _, ok := selectTokensAVX2(&table[0], stride, rows, &thr[0], &cids[0], len(cids), &out[0]); ok {
-			t.Errorf("selectTokensAVX2 accepted id %d of a %d-row table", rows, rows)
-		}
-	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("selectTokens did not panic on id %d of a %d-row table", rows, rows)
-		}
-	}()
-	selectTokens(nil, table, stride, thr, cids)
-}
-
 // randomCodebook draws rows centroids of dim values, reconstruction values
 // lo < 0 < hi per dimension, and n tokens' centroid ids and one-bit codes.
 func randomCodebook(r *rand.Rand, rows, dim, n int) (cent, lo, hi []float32, cids []uint16, codes []byte) {
@@ -420,33 +289,6 @@ func codeKernelModes(b *testing.B, f func(b *testing.B)) {
 		useAVX2, useAVX512BW = m.avx2, m.bw
 		b.Run(m.name, f)
 	}
-}
-
-// BenchmarkCentroidMax measures stage 3 of residual search on one
-// document: 327 tokens' centroid rows (stride 32, from a table of 4096
-// centroids) folded into a query's best scores. ns/token is per document
-// token.
-func BenchmarkCentroidMax(b *testing.B) {
-	const stride, rows, tokens = 32, 4096, 327
-	r := rand.New(rand.NewPCG(1, 2))
-	table := make([]float32, rows*stride)
-	for i := range table {
-		table[i] = float32(r.NormFloat64())
-	}
-	cids := make([]uint16, tokens)
-	for i := range cids {
-		cids[i] = uint16(r.IntN(rows))
-	}
-	best := make([]float32, stride)
-	codeKernelModes(b, func(b *testing.B) {
-		for b.Loop() {
-			for j := range best {
-				best[j] = float32(math.Inf(-1))
-			}
-			centroidMax(best, table, stride, cids)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tokens, "ns/token")
-	})
 }
 
 // BenchmarkResidualScore measures scoring one document of 327 384-d tokens

@@ -161,14 +161,6 @@ func dot8x16AVX512(qt, d *float32, stride, dim int, out *float32, ldo int)
 //go:noescape
 func argmax8x32AVX512(qt, rows *float32, n, dim int, best *float32, idx *int32, base int)
 
-// centroidMaxAVX2 is centroidMaxGo over n ids at cids, with best and table
-// as pointers; stride must be a positive multiple of 8 and table must hold
-// rows rows of stride values. It returns false, leaving best partly
-// updated, when an id is rows or more. Implemented in kernel_amd64.s.
-//
-//go:noescape
-func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) (ok bool)
-
 // residualMaxAVX2 is residualTables.residualMaxGo over n tokens (the
 // first n, or the n whose indices keep lists when it is not nil), with
 // the tables' slices as pointers: cent holds blocks tables of rows rows of
@@ -205,12 +197,3 @@ func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, 
 //
 //go:noescape
 func pairRowsAVX512(dst, lo, hi *int16)
-
-// selectTokensAVX2 is selectTokensGo over n tokens, storing the kept
-// indices at out (room for n) and returning how many; stride must be a
-// positive multiple of 8 and table must hold rows rows of stride values.
-// It returns false when an id is rows or more. Implemented in
-// kernel_amd64.s.
-//
-//go:noescape
-func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint16, n int, out *int32) (kept int, ok bool)

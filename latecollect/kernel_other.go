@@ -30,16 +30,8 @@ func decodeF16F16C(dst *float32, src *byte, n int) {
 	panic("latecollect: decodeF16F16C without amd64")
 }
 
-func centroidMaxAVX2(best, table *float32, stride, rows int, cids *uint16, n int) bool {
-	panic("latecollect: centroidMaxAVX2 without amd64")
-}
-
 func residualMaxAVX2(best, cent *int16, rows int, nib *int16, blocks int, cids *uint16, codes *byte, keep *int32, n, codeBytes int) bool {
 	panic("latecollect: residualMaxAVX2 without amd64")
-}
-
-func selectTokensAVX2(table *float32, stride, rows int, thr *float32, cids *uint16, n int, out *int32) (int, bool) {
-	panic("latecollect: selectTokensAVX2 without amd64")
 }
 
 func maxF32AVX2(p *float32, n int) float32 {
