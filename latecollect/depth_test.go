@@ -65,15 +65,16 @@ func TestSciFactResidualDepth(t *testing.T) {
 	}
 	t.Logf("exhaustive: %.1f ms per query", ms(tExh)/float64(len(qs)))
 	// TANDEM_DEPTH_GRID lists settings
-	// "nprobe/candidates/exact/rank/probe" separated by ',': rank is the
-	// list stage's estimate rank, probe stage 2's nprobe when it differs
-	// from the list stage's; 0 keeps a default.
-	for _, g := range sweepList("TANDEM_DEPTH_GRID", ",", []string{"0/0/0/0/0"}) {
+	// "nprobe/candidates/exact/rank/probe/budget" separated by ',': rank
+	// is the list stage's estimate rank, probe stage 2's nprobe when it
+	// differs from the list stage's, budget the entries a query token
+	// probes (-1: none); 0 keeps a default.
+	for _, g := range sweepList("TANDEM_DEPTH_GRID", ",", []string{"0/0/0/0/0/0"}) {
 		var base SearchOptions
-		if _, err := fmt.Sscanf(g, "%d/%d/%d/%d/%d", &base.NProbe, &base.candCap, &base.ExactCap, &base.listEst, &base.candProbe); err != nil {
+		if _, err := fmt.Sscanf(g, "%d/%d/%d/%d/%d/%d", &base.NProbe, &base.candCap, &base.ExactCap, &base.listEst, &base.candProbe, &base.probeBudget); err != nil {
 			t.Fatalf("TANDEM_DEPTH_GRID: %q: %v", g, err)
 		}
-		t.Logf("--- nprobe/candidates/exact/rank/probe %s", g)
+		t.Logf("--- nprobe/candidates/exact/rank/probe/budget %s", g)
 		depthTrace(t, f, qs, exh, base, k, ns)
 	}
 }

@@ -26,6 +26,17 @@ const (
 	// SciFact's as-built index, 64 pass 0.881 of the exhaustive top 100 to
 	// an exact stage of 128 documents (32: 0.819, 48: 0.860).
 	DefaultCentroidProbe = 64
+	// DepthProbeEntries bounds the list entries each query token probes
+	// per hit asked for (withinBudget): its best centroids are probed
+	// until their lists hold DepthProbeEntries·K entries, up to NProbe,
+	// at least MinCentroidProbe. At K=100 that is 16,000: on SciFact
+	// nearly every query token's 64 best centroids; on 100,000 synthetic
+	// documents of 128 tokens (16,384 centroids of about 780 entries)
+	// about 20. A top 10 probes a tenth as deep.
+	DepthProbeEntries = 160
+	// MinCentroidProbe is the fewest centroids a query token probes
+	// whatever their lists hold.
+	MinCentroidProbe = 8
 	// DefaultCentroidCandidates bounds the documents the list stage
 	// scores; raised with the hits asked for (DepthCandidates).
 	DefaultCentroidCandidates = 1024
@@ -125,6 +136,11 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	stage(0)
 
 	tops := topCentroids(table, stride, nq, r.cb.nlist, min(so.NProbe, r.cb.nlist), f.opts.Parallelism)
+	budget := DepthProbeEntries * min(so.K, 1<<20)
+	if so.probeBudget != 0 {
+		budget = so.probeBudget
+	}
+	tops = r.withinBudget(tops, budget)
 	var cands []scored
 	switch {
 	case so.Allow != nil && allowedAtMost(f, so.Allow, so.CandidateCap):
@@ -230,6 +246,30 @@ const pairTablesFrom = 16384
 func depthCaps(k, candidates int) int {
 	k = min(k, 1<<20)
 	return max(candidates, k*DepthCandidates)
+}
+
+// withinBudget cuts each query token's probed centroids (best first) to
+// the first whose lists hold, together, at least budget entries (all of
+// them when they hold fewer), and never below MinCentroidProbe: the cost
+// of stage 2 and of the list stage grows with the entries probed, and
+// lists grow with the collection, so a fixed count of centroids would
+// cost more with every document added. A budget of at most 0 cuts
+// nothing.
+func (r *residualIndex) withinBudget(tops [][]int32, budget int) [][]int32 {
+	if budget <= 0 {
+		return tops
+	}
+	for q, top := range tops {
+		sum := 0
+		for i, c := range top {
+			sum += len(r.clists[c].docs)
+			if sum >= budget && i+1 >= MinCentroidProbe {
+				tops[q] = top[:i+1]
+				break
+			}
+		}
+	}
+	return tops
 }
 
 // depthExactLocked is the fewest documents rescored exactly for K hits:

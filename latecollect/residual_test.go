@@ -961,3 +961,30 @@ func TestResidualSnapshotFormat2(t *testing.T) {
 	sameCodes(t, "format 3 after format 2", residualOf(z), f)
 	x.Close()
 }
+
+// withinBudget keeps each query token's best centroids up to the first
+// whose lists hold the budget together, never fewer than
+// MinCentroidProbe, and all of them when they hold less.
+func TestWithinBudget(t *testing.T) {
+	r := &residualIndex{clists: make([]codeList, 20)}
+	for c := range r.clists {
+		r.clists[c].docs = make([]uint32, 100*(c+1))
+	}
+	ids := func(cs ...int32) []int32 { return cs }
+	all := ids(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+	for _, tc := range []struct {
+		budget int
+		want   int
+	}{
+		{0, 12},       // no budget
+		{100, 8},      // the minimum
+		{4500, 9},     // 100+200+...+900 = 4,500
+		{4501, 10},    // one more entry needs the tenth
+		{1 << 20, 12}, // all of them hold less
+	} {
+		got := r.withinBudget([][]int32{slices.Clone(all)}, tc.budget)
+		if len(got[0]) != tc.want || !slices.Equal(got[0], all[:tc.want]) {
+			t.Errorf("budget %d: %v, want the first %d", tc.budget, got[0], tc.want)
+		}
+	}
+}

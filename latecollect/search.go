@@ -66,8 +66,9 @@ type SearchOptions struct {
 	// listEst, when not 0 (tests), replaces DefaultEstimateRank.
 	listEst int
 	// candProbe and candCap, when not 0 (tests), replace stage 2's
-	// probe and the candidate cap depthCaps sets.
-	candProbe, candCap int
+	// probe and the candidate cap depthCaps sets; probeBudget replaces
+	// DepthProbeEntries·K (negative: no budget).
+	candProbe, candCap, probeBudget int
 }
 
 // Hit is one scored document.
