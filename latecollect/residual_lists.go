@@ -38,26 +38,9 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 	r := f.rc
 	nlist := r.cb.nlist
 	cbytes := r.cb.codeBytes()
-	total := 0
-	for _, top := range tops {
-		for _, c := range top {
-			total += len(r.clists[c].docs)
-		}
-	}
-	rt := newResidualTables(query, nq, f.opts.Dim, table, stride, nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
-	if total >= pairTablesFrom {
-		rt.withPairs(f.opts.Parallelism)
-		defer rt.release()
-	}
-	depth := DefaultEstimateRank
-	if so.listEst > 0 {
-		depth = so.listEst
-	}
-	est := laneEstimates(table, stride, nq, nlist, depth)
-
-	// The distinct probed lists, ascending, each with the mask of the
-	// query tokens that probed it.
-	words := rt.blocks
+	// The distinct probed lists, each with the mask of the query tokens
+	// that probed it, and the entries they hold.
+	words := (nq + lutBlock - 1) / lutBlock
 	at := make([]int32, nlist) // a list's index in order, plus one
 	var order []int32
 	var masks []uint32
@@ -73,6 +56,21 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 			masks[i*words+q/32] |= 1 << (q % 32)
 		}
 	}
+	total := 0
+	for _, c := range order {
+		total += len(r.clists[c].docs)
+	}
+	rt := newResidualTables(query, nq, f.opts.Dim, table, stride, nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
+	if total >= pairTablesFrom {
+		rt.withPairs(f.opts.Parallelism)
+		defer rt.release()
+	}
+	depth := DefaultEstimateRank
+	if so.listEst > 0 {
+		depth = so.listEst
+	}
+	est := laneEstimates(table, stride, nq, nlist, depth)
+
 	slots := slotsPool.Get().(*[]int32)
 	defer slotsPool.Put(slots)
 	slot := growSlots(slots, int(r.maxNum)+1)
@@ -85,10 +83,6 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 		}
 	}()
 
-	total = 0
-	for _, c := range order {
-		total += len(r.clists[c].docs)
-	}
 	parts := max(1, min(f.opts.Parallelism, 2))
 	if total < 4096 {
 		parts = 1
