@@ -77,8 +77,9 @@ func newAssigner(cent []float32, dim int) (assigner, error) {
 // exactAssigner compares every row with every centroid, a chunk of rows at
 // a time, the chunks taken by one goroutine per core as each finishes its
 // last, so that a core busy elsewhere (the encoder) does not hold the
-// others back. With AVX-512 a chunk goes through argmax8x32AVX512
-// (assignLanes); otherwise through one matrix product per block of
+// others back. With AVX-512 VNNI a chunk goes through argmaxI8x32VNNI, in
+// int8 (assignI8, assign_i8.go); with AVX-512 alone through
+// argmax8x32AVX512 (assignLanes); otherwise through one matrix product per block of
 // centroids (internal/blas, single-threaded) and maxOf. FAISS's flat
 // search does the same products on one core (Debian's FAISS 1.7.3 calls
 // sgemm serially, and internal/blas pins OpenBLAS to one thread).
@@ -86,13 +87,18 @@ type exactAssigner struct {
 	dim  int
 	cent []float32
 	k    int
+	i8   *centI8 // the centroids in int8, where assignment runs in int8 (i8Assign)
 }
 
 func newExactAssigner(cent []float32, dim int) (*exactAssigner, error) {
 	if dim <= 0 || len(cent) == 0 || len(cent)%dim != 0 {
 		return nil, fmt.Errorf("exact assignment: %d centroid values of dimension %d", len(cent), dim)
 	}
-	return &exactAssigner{dim: dim, cent: cent, k: len(cent) / dim}, nil
+	a := &exactAssigner{dim: dim, cent: cent, k: len(cent) / dim}
+	if i8Assign(dim) {
+		a.i8 = newCentI8(cent, dim)
+	}
+	return a, nil
 }
 
 // exactRows and exactCents are the blocks of one product: rows ×
@@ -103,6 +109,40 @@ const (
 	exactCents = 1024
 )
 
+// exactChunks cuts n rows into chunks for the workers, small batches finer
+// so that every core has a share, each chunk a multiple of 32 rows (whole
+// groups of lanes) but the last.
+func exactChunks(n int) (chunk, chunks, workers int) {
+	procs := runtime.GOMAXPROCS(0)
+	chunk = max(32, (min(exactRows, (n+procs-1)/procs)+31)&^31)
+	chunks = (n + chunk - 1) / chunk
+	return chunk, chunks, max(1, min(procs, chunks))
+}
+
+// inChunks runs run over n rows cut into chunks (exactChunks), which one
+// goroutine per core takes as it finishes its last, each with scratch of
+// its own.
+func (a *exactAssigner) inChunks(n int, run func(from, to int, s *laneScratch) error) error {
+	chunk, chunks, workers := exactChunks(n)
+	var next atomic.Int64
+	errs := make([]error, workers)
+	inParts(workers, workers, func(p, _, _ int) {
+		var s laneScratch
+		for {
+			c := int(next.Add(1) - 1)
+			if c >= chunks {
+				return
+			}
+			from, to := c*chunk, min(n, (c+1)*chunk)
+			if err := run(from, to, &s); err != nil {
+				errs[p] = fmt.Errorf("exact assignment: rows %d to %d: %w", from, to, err)
+				return
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
 // Assign sets out[i] to the centroid with the largest inner product with
 // row i, the lowest id among equals.
 func (a *exactAssigner) Assign(rows []float32, out []int32) error {
@@ -110,68 +150,44 @@ func (a *exactAssigner) Assign(rows []float32, out []int32) error {
 	if len(rows)%dim != 0 || len(out) != len(rows)/dim {
 		return fmt.Errorf("exact assignment: %d values and %d outputs for dimension %d", len(rows), len(out), dim)
 	}
-	n := len(out)
-	// Small batches are cut finer so that every core has a share.
-	procs := runtime.GOMAXPROCS(0)
-	chunk := max(16, min(exactRows, (n+procs-1)/procs))
-	chunks := (n + chunk - 1) / chunk
-	var next atomic.Int64
-	workers := max(1, min(procs, chunks))
-	errs := make([]error, workers)
-	if useAVX512 && dim%8 == 0 && useLaneAssign {
-		inParts(workers, workers, func(p, _, _ int) {
-			var s laneScratch
-			for {
-				c := int(next.Add(1) - 1)
-				if c >= chunks {
-					return
-				}
-				from, to := c*chunk, min(n, (c+1)*chunk)
-				if err := a.assignLanes(rows[from*dim:to*dim], out[from:to], &s); err != nil {
-					errs[p] = fmt.Errorf("exact assignment: rows %d to %d: %w", from, to, err)
-					return
-				}
-			}
+	if a.i8 != nil || (useAVX512 && dim%8 == 0 && useLaneAssign) {
+		run := a.assignLanes
+		if a.i8 != nil {
+			run = a.assignI8
+		}
+		return a.inChunks(len(out), func(from, to int, s *laneScratch) error {
+			return run(rows[from*dim:to*dim], out[from:to], s)
 		})
-		return errors.Join(errs...)
 	}
-	inParts(workers, workers, func(p, _, _ int) {
+	return a.inChunks(len(out), func(from, to int, s *laneScratch) error {
 		cb := min(exactCents, a.k)
-		scores := make([]float32, chunk*cb)
-		best := make([]float32, chunk)
-		for {
-			c := int(next.Add(1) - 1)
-			if c >= chunks {
-				return
-			}
-			from, to := c*chunk, min(n, (c+1)*chunk)
-			m := to - from
-			for i := range m {
-				best[i] = float32(math.Inf(-1))
-				out[from+i] = -1
-			}
-			for c0 := 0; c0 < a.k; c0 += cb {
-				nc := min(cb, a.k-c0)
-				if err := blas.MulT(rows[from*dim:to*dim], m, a.cent[c0*dim:(c0+nc)*dim], nc, dim, scores, nc); err != nil {
-					errs[p] = fmt.Errorf("exact assignment: %w", err)
-					return
-				}
-				for i := range m {
-					row := scores[i*nc : (i+1)*nc]
-					if v := maxOf(row); v > best[i] {
-						best[i], out[from+i] = v, int32(c0+slices.Index(row, v))
-					}
-				}
+		m := to - from
+		s.qt = slices.Grow(s.qt[:0], m*cb)[:m*cb] // the products
+		s.best = slices.Grow(s.best[:0], m)[:m]
+		best, scores := s.best, s.qt
+		for i := range m {
+			best[i] = float32(math.Inf(-1))
+			out[from+i] = -1
+		}
+		for c0 := 0; c0 < a.k; c0 += cb {
+			nc := min(cb, a.k-c0)
+			if err := blas.MulT(rows[from*dim:to*dim], m, a.cent[c0*dim:(c0+nc)*dim], nc, dim, scores, nc); err != nil {
+				return err
 			}
 			for i := range m {
-				if out[from+i] < 0 {
-					errs[p] = fmt.Errorf("exact assignment: row %d matched no centroid (not finite?)", from+i)
-					return
+				row := scores[i*nc : (i+1)*nc]
+				if v := maxOf(row); v > best[i] {
+					best[i], out[from+i] = v, int32(c0+slices.Index(row, v))
 				}
 			}
 		}
+		for i := range m {
+			if out[from+i] < 0 {
+				return fmt.Errorf("row %d matched no centroid (not finite?)", from+i)
+			}
+		}
+		return nil
 	})
-	return errors.Join(errs...)
 }
 
 // useLaneAssign selects exact assignment through argmax8x32AVX512 where
@@ -180,10 +196,11 @@ var useLaneAssign = true
 
 // laneScratch is one worker's buffers for assignLanes.
 type laneScratch struct {
-	qt   []float32
-	best []float32
-	idx  []int32
-	pad  []float32
+	qt         []float32
+	best       []float32
+	idx        []int32
+	pad        []float32
+	q8, lanes8 []byte // assignI8's
 }
 
 // assignLanes is Assign over one chunk of rows with the AVX-512 kernel:
@@ -319,6 +336,7 @@ type twoLevel struct {
 	lanes []*queryLanes
 	ids   [][]int32   // per group, the ids of its centroids
 	rows  [][]float32 // per group, their rows, contiguous
+	i8    []*centI8   // per group, its centroids in int8 (i8Assign)
 }
 
 func newTwoLevel(cent []float32, dim, probe int) (*twoLevel, error) {
@@ -357,6 +375,14 @@ func newTwoLevel(cent []float32, dim, probe int) (*twoLevel, error) {
 		}
 		t.ids[g] = append(t.ids[g], int32(c))
 		t.rows[g] = append(t.rows[g], cent[c*dim:(c+1)*dim]...)
+	}
+	if i8Assign(dim) {
+		t.i8 = make([]*centI8, ncoarse)
+		for g, rows := range t.rows {
+			if len(rows) > 0 {
+				t.i8[g] = newCentI8(rows, dim)
+			}
+		}
 	}
 	return t, nil
 }
@@ -409,6 +435,12 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 		if err := t.coarseScores(rows[from*dim:to*dim], b, cs); err != nil {
 			return err
 		}
+		if t.i8 != nil {
+			sc.q8 = slices.Grow(sc.q8[:0], b*dim)[:b*dim]
+			if err := quantizeRowsI8(rows[from*dim:to*dim], dim, sc.q8); err != nil {
+				return fmt.Errorf("two-level assignment: rows from %d: %w", from, err)
+			}
+		}
 		for g := range probers {
 			probers[g] = probers[g][:0]
 		}
@@ -422,6 +454,20 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 			if len(ps) == 0 || k == 0 {
 				continue
 			}
+			if t.i8 != nil {
+				// As below, in int8 (assign_i8.go).
+				sc.lanes8 = slices.Grow(sc.lanes8[:0], 32*dim)[:32*dim]
+				sc.gather8 = slices.Grow(sc.gather8[:0], 32*dim)[:32*dim]
+				t.inLanes(g, ps, best, out, func(part []int32, lb []float32, li []int32) {
+					for l, i := range part {
+						r := int(i) - from
+						copy(sc.gather8[l*dim:(l+1)*dim], sc.q8[r*dim:(r+1)*dim])
+					}
+					layLanes(sc.lanes8, sc.gather8[:len(part)*dim], dim)
+					t.i8[g].argmax(sc.lanes8, 0, k, lb, li, 0)
+				})
+				continue
+			}
 			if useAVX512 && useLaneAssign && dim%8 == 0 {
 				// 32 probing rows at a time as lanes; within a group ids
 				// ascend, so the kernel's lowest row is the lowest id.
@@ -430,29 +476,15 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 				// with the kernel; 4,096 of 128, 2.0 and 1.4; 8,192 of
 				// 384, 4.8 and 4.5.
 				sc.qt = slices.Grow(sc.qt[:0], 32*dim)[:32*dim]
-				for j0 := 0; j0 < len(ps); j0 += 32 {
-					lanes := min(32, len(ps)-j0)
+				t.inLanes(g, ps, best, out, func(part []int32, lb []float32, li []int32) {
 					clear(sc.qt)
-					for l, i := range ps[j0 : j0+lanes] {
+					for l, i := range part {
 						for x, v := range rows[int(i)*dim : (int(i)+1)*dim] {
 							sc.qt[x*32+l] = v
 						}
 					}
-					var lb [32]float32
-					var li [32]int32
-					for l := range lb {
-						lb[l], li[l] = float32(math.Inf(-1)), -1
-					}
-					argmaxRows(sc.qt, t.rows[g], dim, lb[:], li[:], 0, &sc.pad)
-					for l, i := range ps[j0 : j0+lanes] {
-						if li[l] < 0 {
-							continue
-						}
-						if v, id := lb[l], t.ids[g][li[l]]; v > best[i] || (v == best[i] && id < out[i]) {
-							best[i], out[i] = v, id
-						}
-					}
-				}
+					argmaxRows(sc.qt, t.rows[g], dim, lb, li, 0, &sc.pad)
+				})
 				continue
 			}
 			gather = slices.Grow(gather[:0], len(ps)*dim)[:len(ps)*dim]
@@ -479,6 +511,31 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 		}
 	}
 	return nil
+}
+
+// inLanes runs the rows ps probing group g through a lane kernel, 32 at a
+// time: run sets each lane l's best score in the group and the group's
+// row that gave it (the lowest among equals; -1 for none) in lb and li for
+// the rows part, which then raise best and out. Within a group ids ascend,
+// so the lowest row is the lowest id.
+func (t *twoLevel) inLanes(g int, ps []int32, best []float32, out []int32, run func(part []int32, lb []float32, li []int32)) {
+	var lb [32]float32
+	var li [32]int32
+	for j0 := 0; j0 < len(ps); j0 += 32 {
+		part := ps[j0:min(len(ps), j0+32)]
+		for l := range lb {
+			lb[l], li[l] = float32(math.Inf(-1)), -1
+		}
+		run(part, lb[:], li[:])
+		for l, i := range part {
+			if li[l] < 0 {
+				continue
+			}
+			if v, id := lb[l], t.ids[g][li[l]]; v > best[i] || (v == best[i] && id < out[i]) {
+				best[i], out[i] = v, id
+			}
+		}
+	}
 }
 
 // coarseScores sets cs[i*ncoarse+g] to the inner product of row i of the
@@ -542,6 +599,7 @@ func (t *twoLevel) Close() error { return nil }
 type twoLevelScratch struct {
 	best, cs, gather, scores []float32
 	qt, pad                  []float32 // the lanes path (argmaxRows)
+	q8, lanes8, gather8      []byte    // the int8 path (assign_i8.go)
 	order                    []int32
 	probers                  [][]int32
 }
@@ -593,6 +651,7 @@ func sphericalKMeans(ctx context.Context, x []float32, dim, k, iters int, seed u
 	}
 	normalizeRows(cent, dim)
 	assign := make([]int32, n)
+	var lanes []byte // x in int8, for int8 assignment
 	sums := make([]float64, k*dim)
 	counts := make([]int, k)
 	for it := range iters {
@@ -603,7 +662,18 @@ func sphericalKMeans(ctx context.Context, x []float32, dim, k, iters int, seed u
 		if err != nil {
 			return nil, fmt.Errorf("k-means, iteration %d: %w", it, err)
 		}
-		err = a.Assign(x, assign)
+		if ea, ok := a.(*exactAssigner); ok && ea.i8 != nil {
+			// The points in int8, laid out once for every iteration.
+			if lanes == nil {
+				lanes = make([]byte, lanesLen(n, dim))
+				if err := quantizeLanes(x, dim, lanes, make([]byte, 32*dim)); err != nil {
+					return nil, fmt.Errorf("k-means: %w", err)
+				}
+			}
+			err = ea.AssignLanes(lanes, assign)
+		} else {
+			err = a.Assign(x, assign)
+		}
 		a.Close()
 		if err != nil {
 			return nil, fmt.Errorf("k-means, iteration %d: %w", it, err)

@@ -103,6 +103,7 @@ func TestTwoLevelKMeans(t *testing.T) {
 // vector and one almost as close for the others; it never scores above
 // the exact best.
 func TestTwoLevelAssigner(t *testing.T) {
+	withoutI8Assign(t)
 	const dim, nlist, n = 32, 2048, 30000
 	x := clusteredUnit(rand.New(rand.NewPCG(8, 8)), n, dim)
 	cent, err := faiss.KMeans(x, dim, nlist, faiss.KMeansOptions{Iterations: 4, Spherical: true, Seed: 1})
@@ -165,6 +166,7 @@ func TestTwoLevelAssigner(t *testing.T) {
 // scores the same to rounding, for every row, with the rows cut into
 // chunks shared by goroutines.
 func TestExactAssigner(t *testing.T) {
+	withoutI8Assign(t)
 	const dim, nlist, n = 48, 3000, 5000
 	r := rand.New(rand.NewPCG(3, 7))
 	x := clusteredUnit(r, n, dim)
@@ -308,6 +310,7 @@ func BenchmarkKMeans(b *testing.B) {
 // that do and do not fill groups of 32; the lowest id among identical
 // centroids; and an error for a row of NaNs.
 func TestExactAssignerLanes(t *testing.T) {
+	withoutI8Assign(t)
 	if !useAVX512 {
 		t.Skip("skipping: no AVX-512 on this CPU")
 	}
@@ -371,24 +374,28 @@ func TestExactAssignerLanes(t *testing.T) {
 
 // BenchmarkExactAssign measures exact assignment of 4,096 384-d tokens to
 // 8,192 centroids (SciFact's largest k-means) on every core, with
-// OpenBLAS's products and with the AVX-512 kernel.
+// OpenBLAS's products, with the AVX-512 float kernel and with the VNNI
+// int8 kernel.
 func BenchmarkExactAssign(b *testing.B) {
 	const dim, nlist, n = 384, 8192, 4096
 	r := rand.New(rand.NewPCG(5, 9))
 	x, cent := randomUnit(r, n, dim), randomUnit(r, nlist, dim)
-	a, err := newExactAssigner(cent, dim)
-	if err != nil {
-		b.Fatal(err)
-	}
 	out := make([]int32, n)
-	modes := []bool{false}
+	modes := []string{"blas"}
 	if useAVX512 {
-		modes = append(modes, true)
+		modes = append(modes, "avx512")
 	}
-	defer func() { useLaneAssign = true }()
-	for _, lanes := range modes {
-		useLaneAssign = lanes
-		b.Run(map[bool]string{false: "blas", true: "avx512"}[lanes], func(b *testing.B) {
+	if i8Assign(dim) {
+		modes = append(modes, "vnni-i8")
+	}
+	defer func() { useLaneAssign, useI8Assign = true, true }()
+	for _, mode := range modes {
+		useLaneAssign, useI8Assign = mode != "blas", mode == "vnni-i8"
+		a, err := newExactAssigner(cent, dim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode, func(b *testing.B) {
 			for b.Loop() {
 				if err := a.Assign(x, out); err != nil {
 					b.Fatal(err)

@@ -286,6 +286,11 @@ func scaleI8(row []float32) float32 {
 	for _, v := range row {
 		m = max(m, float32(math.Abs(float64(v))))
 	}
+	return roundScaleI8(m)
+}
+
+// roundScaleI8 is scaleI8 for a row whose largest absolute value is m.
+func roundScaleI8(m float32) float32 {
 	const low = 1<<(23-15) - 1 // the mantissa bits past the 15 kept
 	b := math.Float32bits(m / 127)
 	if b&low != 0 {

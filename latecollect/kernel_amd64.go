@@ -197,3 +197,12 @@ func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, 
 //
 //go:noescape
 func pairRowsAVX512(dst, lo, hi *int16)
+
+// argmaxI8x32VNNI raises best[l], l < 32, to scale[j] * float32(<q_l,
+// row_j>) over the n int8 rows (a multiple of 8) at rows, dim values each
+// (a multiple of 4), setting idx[l] to base + j for the row that raised it
+// last (so the lowest among equals), for the tokens laid out as
+// queryI8.lanes; corr[j] is 128 * Σ row_j[k]. See kernel_amd64.s.
+//
+//go:noescape
+func argmaxI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale *float32, best *float32, idx *int32, base int)

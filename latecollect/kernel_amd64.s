@@ -349,6 +349,25 @@ maxloop:
 	MOVSS X0, ret+16(FP)
 	RET
 
+// ZERO16 clears the accumulators Z0..Z15.
+#define ZERO16 \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15
+
 // func maxSim8x32AVX512(qt *float32, d *float32, stride, dim int, best *float32)
 //
 // best[l] = max(best[l], <q_l, d_j>) over the 8 rows d_j at d + j*stride
@@ -366,22 +385,7 @@ TEXT ·maxSim8x32AVX512(SB), NOSPLIT, $0-40
 	SHLQ $2, R8
 	LEAQ (R8)(R8*2), R9
 	LEAQ (DI)(R8*4), R10
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO16
 
 loop32:
 	VMOVUPS      (SI), Z16
@@ -514,22 +518,7 @@ TEXT ·dot8x32AVX512(SB), NOSPLIT, $0-48
 	SHLQ $2, R8
 	LEAQ (R8)(R8*2), R9
 	LEAQ (DI)(R8*4), R10
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO16
 
 dloop32:
 	VMOVUPS      (SI), Z16
@@ -777,22 +766,7 @@ agroup:
 	MOVQ   dim+24(FP), CX
 	LEAQ   (DI)(R8*4), R10
 	MOVQ   DI, BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO16
 
 aloop32:
 	VMOVUPS      (SI), Z16
@@ -896,6 +870,33 @@ aloop32:
 	VZEROUPPER
 	RET
 
+// VNNI8x32 is one step of the int8 kernels' inner loop: four values of
+// the 32 lanes at SI against four of each of the 8 rows at DI, DI+R8,
+// DI+2*R8, DI+R9 (3*R8) and R10 (DI+4*R8) on, summed into Z0..Z15 (row r's
+// lanes 0-15 in Z(2r), 16-31 in Z(2r+1)); then SI, DI and R10 step on.
+#define VNNI8x32 \
+	VMOVDQU32     (SI), Z16 \
+	VMOVDQU32     64(SI), Z17 \
+	VPDPBUSD.BCST (DI), Z16, Z0 \
+	VPDPBUSD.BCST (DI), Z17, Z1 \
+	VPDPBUSD.BCST (DI)(R8*1), Z16, Z2 \
+	VPDPBUSD.BCST (DI)(R8*1), Z17, Z3 \
+	VPDPBUSD.BCST (DI)(R8*2), Z16, Z4 \
+	VPDPBUSD.BCST (DI)(R8*2), Z17, Z5 \
+	VPDPBUSD.BCST (DI)(R9*1), Z16, Z6 \
+	VPDPBUSD.BCST (DI)(R9*1), Z17, Z7 \
+	VPDPBUSD.BCST (R10), Z16, Z8 \
+	VPDPBUSD.BCST (R10), Z17, Z9 \
+	VPDPBUSD.BCST (R10)(R8*1), Z16, Z10 \
+	VPDPBUSD.BCST (R10)(R8*1), Z17, Z11 \
+	VPDPBUSD.BCST (R10)(R8*2), Z16, Z12 \
+	VPDPBUSD.BCST (R10)(R8*2), Z17, Z13 \
+	VPDPBUSD.BCST (R10)(R9*1), Z16, Z14 \
+	VPDPBUSD.BCST (R10)(R9*1), Z17, Z15 \
+	ADDQ          $128, SI \
+	ADDQ          $4, DI \
+	ADDQ          $4, R10
+
 // func maxSimI8x32VNNI(qt *byte, d *byte, stride, dim int, best *float32)
 //
 // best[l] = max(best[l], s_j * <q_l, d_j>) over the 8 int8 rows d_j at
@@ -920,45 +921,10 @@ TEXT ·maxSimI8x32VNNI(SB), NOSPLIT, $0-40
 	MOVQ R10, R12
 	MOVQ CX, R13
 	SHRQ $2, CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO16
 
 i8loop:
-	VMOVDQU32     (SI), Z16
-	VMOVDQU32     64(SI), Z17
-	VPDPBUSD.BCST (DI), Z16, Z0
-	VPDPBUSD.BCST (DI), Z17, Z1
-	VPDPBUSD.BCST (DI)(R8*1), Z16, Z2
-	VPDPBUSD.BCST (DI)(R8*1), Z17, Z3
-	VPDPBUSD.BCST (DI)(R8*2), Z16, Z4
-	VPDPBUSD.BCST (DI)(R8*2), Z17, Z5
-	VPDPBUSD.BCST (DI)(R9*1), Z16, Z6
-	VPDPBUSD.BCST (DI)(R9*1), Z17, Z7
-	VPDPBUSD.BCST (R10), Z16, Z8
-	VPDPBUSD.BCST (R10), Z17, Z9
-	VPDPBUSD.BCST (R10)(R8*1), Z16, Z10
-	VPDPBUSD.BCST (R10)(R8*1), Z17, Z11
-	VPDPBUSD.BCST (R10)(R8*2), Z16, Z12
-	VPDPBUSD.BCST (R10)(R8*2), Z17, Z13
-	VPDPBUSD.BCST (R10)(R9*1), Z16, Z14
-	VPDPBUSD.BCST (R10)(R9*1), Z17, Z15
-	ADDQ          $128, SI
-	ADDQ          $4, DI
-	ADDQ          $4, R10
+	VNNI8x32
 	DECQ          CX
 	JNZ           i8loop
 
@@ -1329,5 +1295,89 @@ prl:
 	ADDQ      $64, DX
 	DECQ      CX
 	JNZ       prh
+	VZEROUPPER
+	RET
+
+// func argmaxI8x32VNNI(qt *byte, rows *byte, n, dim int, corr *int32, scale *float32, best *float32, idx *int32, base int)
+//
+// For the 32 int8 tokens (lanes) laid out at qt as queryI8.lanes (q+128,
+// unsigned) and the n int8 rows (a multiple of 8) of dim values (a
+// multiple of 4) at rows, one after the other, with corr[j] = 128 * Σ
+// row_j[k] and scale[j]: where scale[j] * float32(<q_l, row_j>) > best[l]
+// (VCMPPS GT_OQ), rows taken in order, best[l] becomes that score and
+// idx[l] base + j. So each lane ends with its best score and the lowest
+// row among equal ones. VPDPBUSD sums (q_l[k] + 128) * row_j[k]; corr[j]
+// takes the offset away, so the integer sum is <q_l, row_j> exactly, and
+// the one rounding is its conversion and the multiplication by scale[j],
+// as in argmaxI8Go.
+TEXT ·argmaxI8x32VNNI(SB), NOSPLIT, $0-72
+	MOVQ         qt+0(FP), R12
+	MOVQ         rows+8(FP), DI
+	MOVQ         n+16(FP), R13
+	MOVQ         dim+24(FP), R8
+	MOVQ         corr+32(FP), R14
+	MOVQ         scale+40(FP), AX
+	MOVQ         best+48(FP), DX
+	MOVQ         idx+56(FP), R11
+	VMOVUPS      (DX), Z26
+	VMOVUPS      64(DX), Z27
+	VMOVDQU32    (R11), Z28
+	VMOVDQU32    64(R11), Z29
+	VPBROADCASTD base+64(FP), Z30
+	MOVL         $1, CX
+	VPBROADCASTD CX, Z31
+	SHRQ         $3, R13
+	LEAQ         (R8)(R8*2), R9
+
+ivgroup:
+	MOVQ   R12, SI
+	MOVQ   R8, CX
+	SHRQ   $2, CX
+	MOVQ   DI, BX
+	LEAQ   (DI)(R8*4), R10
+	ZERO16
+
+ivloop:
+	VNNI8x32
+	DECQ          CX
+	JNZ           ivloop
+
+// I8ARG takes row off/4's offset away from the lanes a and b, scales
+// them, and keeps each lane's best.
+#define I8ARG(a, b, off) \
+	VPBROADCASTD off(R14), Z18; \
+	VPSUBD       Z18, a, a; \
+	VPSUBD       Z18, b, b; \
+	VCVTDQ2PS    a, a; \
+	VCVTDQ2PS    b, b; \
+	VBROADCASTSS off(AX), Z19; \
+	VMULPS       Z19, a, a; \
+	VMULPS       Z19, b, b; \
+	VCMPPS       $0x1e, Z26, a, K1; \
+	VCMPPS       $0x1e, Z27, b, K2; \
+	VMOVAPS      a, K1, Z26; \
+	VMOVAPS      b, K2, Z27; \
+	VMOVDQA32    Z30, K1, Z28; \
+	VMOVDQA32    Z30, K2, Z29; \
+	VPADDD       Z31, Z30, Z30
+
+	I8ARG(Z0, Z1, 0)
+	I8ARG(Z2, Z3, 4)
+	I8ARG(Z4, Z5, 8)
+	I8ARG(Z6, Z7, 12)
+	I8ARG(Z8, Z9, 16)
+	I8ARG(Z10, Z11, 20)
+	I8ARG(Z12, Z13, 24)
+	I8ARG(Z14, Z15, 28)
+	ADDQ $32, R14
+	ADDQ $32, AX
+	LEAQ (BX)(R8*8), DI
+	DECQ R13
+	JNZ  ivgroup
+
+	VMOVUPS   Z26, (DX)
+	VMOVUPS   Z27, 64(DX)
+	VMOVDQU32 Z28, (R11)
+	VMOVDQU32 Z29, 64(R11)
 	VZEROUPPER
 	RET

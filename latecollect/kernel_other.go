@@ -77,3 +77,7 @@ func listPairAVX512(slab, cent *int16, centStride int, pair *int16, blocks int, 
 func pairRowsAVX512(dst, lo, hi *int16) {
 	panic("latecollect: no assembly on this architecture")
 }
+
+func argmaxI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale *float32, best *float32, idx *int32, base int) {
+	panic("latecollect: argmaxI8x32VNNI without amd64")
+}

@@ -45,9 +45,13 @@ const (
 )
 
 // kmeansPerCentroid is the number of tokens per centroid k-means trains
-// on (trainPerCentroid); a variable so that measurements can set it
-// (TANDEM_KMEANS_PER_CENTROID).
-var kmeansPerCentroid = trainPerCentroid
+// on (trainPerCentroid), and kmeansIters its iterations
+// (kmeansIterations); variables so that measurements can set them
+// (TANDEM_KMEANS_PER_CENTROID, TANDEM_KMEANS_ITERATIONS).
+var (
+	kmeansPerCentroid = trainPerCentroid
+	kmeansIters       = kmeansIterations
+)
 
 // isResidual reports whether desc names the residual-code index.
 func isResidual(desc string) bool {
@@ -143,9 +147,9 @@ func trainCodebook(ctx context.Context, sample []float32, dim, nlist int, traine
 	var cent []float32
 	var err error
 	if nlist >= twoLevelTrainFrom {
-		cent, err = twoLevelKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
+		cent, err = twoLevelKMeans(ctx, sample, dim, nlist, kmeansIters, kmeansSeed)
 	} else {
-		cent, err = exactKMeans(ctx, sample, dim, nlist, kmeansIterations, kmeansSeed)
+		cent, err = exactKMeans(ctx, sample, dim, nlist, kmeansIters, kmeansSeed)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("train codebook: %w", err)
@@ -262,16 +266,19 @@ func (cb *codebook) encode(rows []float32, cids []uint16, codes []byte, norms []
 		code := codes[i*cbytes : (i+1)*cbytes]
 		var ss float64
 		for b := range code {
+			// Branch-free: the bits are as unpredictable as coin tosses.
+			// cut-r is negative exactly when r > cut (two different
+			// floats never subtract to zero), and its sign is the bit.
 			var byt byte
+			var g float32
 			for k := range 8 {
 				j := 8*b + k
 				r := row[j] - c[j]
-				ss += float64(r) * float64(r)
-				if r > cb.cutoff[j] {
-					byt |= 1 << k
-				}
+				g += r * r
+				byt |= byte(math.Float32bits(cb.cutoff[j]-r)>>31) << k
 			}
 			code[b] = byt
+			ss += float64(g)
 		}
 		norms[i] = float32(math.Sqrt(ss))
 	}

@@ -11,7 +11,7 @@ import (
 // TANDEM_TWO_LEVEL_TRAIN_FROM and _TRAIN_PROBE the same for k-means, and
 // TANDEM_TWO_LEVEL_TRAIN_EXACT the k-means iterations, at the end, that
 // assign exactly; TANDEM_KMEANS_PER_CENTROID the training tokens per
-// centroid.
+// centroid and TANDEM_KMEANS_ITERATIONS the iterations.
 func init() {
 	for _, v := range []struct {
 		env string
@@ -23,6 +23,7 @@ func init() {
 		{"TANDEM_TWO_LEVEL_TRAIN_PROBE", &twoLevelTrainProbes},
 		{"TANDEM_TWO_LEVEL_TRAIN_EXACT", &twoLevelTrainExact},
 		{"TANDEM_KMEANS_PER_CENTROID", &kmeansPerCentroid},
+		{"TANDEM_KMEANS_ITERATIONS", &kmeansIters},
 	} {
 		if n, err := strconv.Atoi(os.Getenv(v.env)); err == nil && n > 0 {
 			*v.p = n

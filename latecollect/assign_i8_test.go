@@ -1,0 +1,205 @@
+package latecollect
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/tandemsearch/tandem/internal/faiss"
+)
+
+// withoutI8Assign makes the assigners built until the test ends assign in
+// float, for the tests that hold the float kernels to each other.
+func withoutI8Assign(t testing.TB) {
+	old := useI8Assign
+	useI8Assign = false
+	t.Cleanup(func() { useI8Assign = old })
+}
+
+// argmaxI8Go is argmaxI8x32VNNI's portable twin: for each quantised row i
+// of q (q8 + 128, dim bytes each, from quantizeRowsI8), best[i] and idx[i]
+// become the best score scale_j * float32(<q8_i, c8_j>) over the centroids
+// of c, and the lowest centroid among equal scores.
+func argmaxI8Go(q []byte, c *centI8, best []float32, idx []int32) {
+	dim := c.dim
+	for i := range len(q) / dim {
+		row := q[i*dim : (i+1)*dim]
+		for j := range c.k {
+			cr := c.c8[j*dim : (j+1)*dim]
+			var a int32
+			for k, b := range row {
+				a += int32(int8(b-128)) * int32(int8(cr[k]))
+			}
+			if v := float32(a) * c.scale[j]; v > best[i] {
+				best[i], idx[i] = v, int32(j)
+			}
+		}
+	}
+}
+
+// The VNNI kernel gives argmaxI8Go's scores and centroids bit for bit, for
+// centroid counts that do and do not fill groups of 8, row counts that do
+// and do not fill the 32 lanes, centroids run in blocks, and identical
+// centroids (the lowest id wins).
+func TestArgmaxI8Kernel(t *testing.T) {
+	if !useVNNI {
+		t.Skip("skipping: no AVX-512 VNNI on this CPU")
+	}
+	r := rand.New(rand.NewPCG(12, 5))
+	for _, dim := range []int{4, 48, 384} {
+		for _, nlist := range []int{1, 5, 8, 13, 1003} {
+			cent := randomUnit(r, nlist, dim)
+			if nlist > 8 {
+				copy(cent[8*dim:9*dim], cent[3*dim:4*dim])
+			}
+			c := newCentI8(cent, dim)
+			for _, n := range []int{1, 31, 32} {
+				x := clusteredUnit(r, n, dim)
+				if nlist > 8 {
+					copy(x[:dim], cent[3*dim:4*dim])
+				}
+				q := make([]byte, n*dim)
+				if err := quantizeRowsI8(x, dim, q); err != nil {
+					t.Fatal(err)
+				}
+				lanes := make([]byte, 32*dim)
+				layLanes(lanes, q, dim)
+				best, idx := make([]float32, 32), make([]int32, 32)
+				wantBest, wantIdx := make([]float32, n), make([]int32, n)
+				for i := range best {
+					best[i], idx[i] = float32(math.Inf(-1)), -1
+				}
+				for i := range wantBest {
+					wantBest[i], wantIdx[i] = float32(math.Inf(-1)), -1
+				}
+				// In blocks of 16 centroids, as assignI8 runs blocks.
+				for c0 := 0; c0 < nlist; c0 += 16 {
+					c.argmax(lanes, c0, min(c0+16, nlist), best, idx, 0)
+				}
+				argmaxI8Go(q, c, wantBest, wantIdx)
+				for i := range n {
+					if math.Float32bits(best[i]) != math.Float32bits(wantBest[i]) || idx[i] != wantIdx[i] {
+						t.Fatalf("dim %d nlist %d n %d: row %d: kernel %v (centroid %d), Go %v (centroid %d)", dim, nlist, n, i, best[i], idx[i], wantBest[i], wantIdx[i])
+					}
+				}
+				if nlist > 8 && idx[0] != 3 {
+					t.Errorf("dim %d nlist %d: a row equal to centroids 3 and 8 went to %d", dim, nlist, idx[0])
+				}
+			}
+		}
+	}
+}
+
+// Exact int8 assignment puts a token on the float nearest centroid
+// (FAISS's flat search), or on one whose float score is within the
+// quantisation's error of it; two-level int8 assignment agrees with it as
+// often as two-level float assignment does (TestTwoLevelAssigner). A row
+// that is not finite is an error.
+func TestI8AssignerAgrees(t *testing.T) {
+	if !useVNNI {
+		t.Skip("skipping: no AVX-512 VNNI on this CPU")
+	}
+	const dim, nlist, n = 64, 2048, 30000
+	x := clusteredUnit(rand.New(rand.NewPCG(8, 9)), n, dim)
+	cent, err := faiss.KMeans(x, dim, nlist, faiss.KMeansOptions{Iterations: 4, Spherical: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := faiss.NewQuantizer(cent, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	want := make([]int32, n)
+	if err := ref.Assign(x, want); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := newExactAssigner(cent, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.i8 == nil {
+		t.Fatal("exact assigner: not int8 on a CPU with VNNI")
+	}
+	two, err := newTwoLevel(cent, dim, twoLevelProbe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if two.i8 == nil {
+		t.Fatal("two-level assigner: not int8 on a CPU with VNNI")
+	}
+	// Two-level assignment misses the nearest centroid for a few tokens
+	// in float too (TestTwoLevelAssigner), by up to a large margin.
+	for _, c := range []struct {
+		name        string
+		a           assigner
+		share, loss float64
+	}{{"exact", ex, 0.97, 0.02}, {"two-level", two, 0.95, 1}} {
+		got := make([]int32, n)
+		if err := c.a.Assign(x, got); err != nil {
+			t.Fatal(err)
+		}
+		same, worst, loss := 0, 0.0, 0.0
+		for i := range n {
+			if got[i] == want[i] {
+				same++
+				continue
+			}
+			row := x[i*dim : (i+1)*dim]
+			b, g := dot(row, cent[int(want[i])*dim:]), dot(row, cent[int(got[i])*dim:])
+			worst = max(worst, float64(b-g))
+			loss += float64(b - g)
+		}
+		t.Logf("%s in int8: %.4f of %d rows on the float nearest centroid; score lost: worst %.4f, mean %.6f", c.name, float64(same)/n, n, worst, loss/n)
+		if float64(same)/n < c.share || worst > c.loss {
+			t.Errorf("%s in int8: %.4f of rows on the float nearest centroid (want ≥ %v), worst loss %.4f (want ≤ %v)", c.name, float64(same)/n, c.share, worst, c.loss)
+		}
+		nan := slices.Clone(x[:dim])
+		nan[5] = float32(math.NaN())
+		if err := c.a.Assign(nan, got[:1]); err == nil {
+			t.Errorf("%s: a row with a NaN: no error", c.name)
+		}
+	}
+}
+
+// quantizeRowsI8 gives each value v/scaleI8(row) rounded to the nearest
+// integer (within 0.5, at most 127 in size), and refuses a row that is
+// not finite.
+func TestQuantizeRowsI8(t *testing.T) {
+	const dim = 16
+	r := rand.New(rand.NewPCG(3, 3))
+	x := randomUnit(r, 50, dim)
+	// Row 1 holds exact halves of its scale's steps; row 2 is zero.
+	s := scaleI8(x[dim : 2*dim])
+	for j := range dim {
+		x[dim+j] = (float32(j) - 7.5) * s
+	}
+	x[dim] = 127 * s
+	clear(x[2*dim : 3*dim])
+	q := make([]byte, len(x))
+	if err := quantizeRowsI8(x, dim, q); err != nil {
+		t.Fatal(err)
+	}
+	for i := range len(x) / dim {
+		row := x[i*dim : (i+1)*dim]
+		s := scaleI8(row)
+		for j, v := range row {
+			got := float64(int8(q[i*dim+j] - 128))
+			want := 0.0
+			if s > 0 {
+				want = float64(v) / float64(s)
+			}
+			if math.Abs(got-want) > 0.5 || math.Abs(got) > 127 {
+				t.Fatalf("row %d value %d (%v, scale %v): %v, want %v rounded", i, j, v, s, got, want)
+			}
+		}
+	}
+	if got := int8(q[dim] - 128); got != 127 {
+		t.Errorf("the largest value: %d, want 127", got)
+	}
+	x[3*dim+4] = float32(math.Inf(1))
+	if err := quantizeRowsI8(x, dim, q); err == nil || err.Error() != "row 3 is not finite" {
+		t.Errorf("a row with +Inf: %v", err)
+	}
+}
