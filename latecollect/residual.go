@@ -511,6 +511,10 @@ func (r *residualIndex) memoryBytes() int64 {
 	b := int64(len(cb.cent))*4 + int64(len(cb.cutoff)+len(cb.lo)+len(cb.hi))*4 + int64(len(r.stamp))*4
 	if cb.quant != nil {
 		b += int64(len(cb.cent)) * 4
+		if i8Assign(cb.dim) {
+			// Its int8 copy, with a scale and an offset per centroid.
+			b += int64(len(cb.cent)) + 8*int64(cb.nlist)
+		}
 	}
 	for _, l := range r.clists {
 		b += int64(cap(l.docs))*4 + int64(cap(l.codes)) + 48
