@@ -125,8 +125,9 @@
 //
 // With Options.Description "Residual" (or "Residual<n>") the index keeps
 // no token key in FAISS and no token matrix in memory (centroids are
-// trained by spherical k-means and tokens assigned to them with BLAS
-// products on every core; tokens are coded in two levels from
+// trained by spherical k-means, kmeansIterations iterations, and tokens
+// assigned to them on every core: in int8 with AVX-512 VNNI, else with
+// float kernels or BLAS products; tokens are coded in two levels from
 // twoLevelCentroids centroids, k-means from twoLevelTrainCentroids). Each
 // document token is the id (16 bits) of its nearest centroid (or, coded in
 // two levels, a near one for a few tokens) and its residual from that
