@@ -456,14 +456,14 @@ func (t *twoLevel) assignRange(rows []float32, out []int32) error {
 			}
 			if t.i8 != nil {
 				// As below, in int8 (assign_i8.go).
+				// The lanes past part's keep whatever they held: their
+				// results are not read.
 				sc.lanes8 = slices.Grow(sc.lanes8[:0], 32*dim)[:32*dim]
-				sc.gather8 = slices.Grow(sc.gather8[:0], 32*dim)[:32*dim]
 				t.inLanes(g, ps, best, out, func(part []int32, lb []float32, li []int32) {
 					for l, i := range part {
 						r := int(i) - from
-						copy(sc.gather8[l*dim:(l+1)*dim], sc.q8[r*dim:(r+1)*dim])
+						layLane(sc.lanes8, sc.q8[r*dim:(r+1)*dim], l)
 					}
-					layLanes(sc.lanes8, sc.gather8[:len(part)*dim], dim)
 					t.i8[g].argmax(sc.lanes8, 0, k, lb, li, 0)
 				})
 				continue
@@ -599,7 +599,7 @@ func (t *twoLevel) Close() error { return nil }
 type twoLevelScratch struct {
 	best, cs, gather, scores []float32
 	qt, pad                  []float32 // the lanes path (argmaxRows)
-	q8, lanes8, gather8      []byte    // the int8 path (assign_i8.go)
+	q8, lanes8               []byte    // the int8 path (assign_i8.go)
 	order                    []int32
 	probers                  [][]int32
 }

@@ -9,8 +9,8 @@ import (
 
 // Assignment in int8 (argmaxI8x32VNNI). On CPUs with AVX-512 VNNI, the
 // assigners compare tokens with centroids as int8 vectors: each centroid
-// and each token quantised with a scale of its own (scaleI8, quantizeI8,
-// as an I8 blob stores a token), the inner product summed exactly in
+// and each token quantised with a scale of its own (scaleI8, as an I8
+// blob scales a token; quantizeRowsI8), the inner product summed exactly in
 // integers, and the centroid's score for a token scale_c *
 // float32(<q8, c8>) (the token's scale, the same for every centroid, is
 // left out). VPDPBUSD makes 64 int8 products an instruction where the
@@ -25,8 +25,8 @@ import (
 // float kernels assign (argmax8x32AVX512, or OpenBLAS's products), and
 // argmaxI8Go is the portable twin the tests hold the kernel to.
 
-// useI8Assign turns int8 assignment off, for tests and measurements
-// (TANDEM_I8_ASSIGN=0).
+// useI8Assign turns int8 assignment off, for tests that hold the float
+// kernels to each other (withoutI8Assign) and for benchmarks.
 var useI8Assign = true
 
 // i8Assign reports whether assignment runs in int8 for dimension dim.
@@ -129,17 +129,25 @@ func layLanes(lanes, q []byte, dim int) {
 			lanes[i] = 128
 		}
 	}
-	if n > 32 || dim%4 != 0 || len(lanes) < 32*dim {
-		panic("latecollect: layLanes: bad shape")
+	if n > 32 {
+		panic("latecollect: layLanes: more than 32 rows")
 	}
-	// Four bytes at a time, without bounds checks (the shape is checked
-	// above): two-level assignment lays each token out once per group it
-	// probes.
 	for l := range n {
-		src, dst := unsafe.Pointer(&q[l*dim]), unsafe.Pointer(&lanes[4*l])
-		for k := 0; k < dim; k += 4 {
-			*(*uint32)(unsafe.Add(dst, k*32)) = *(*uint32)(unsafe.Add(src, k))
-		}
+		layLane(lanes, q[l*dim:(l+1)*dim], l)
+	}
+}
+
+// layLane lays the quantised row q out as lane l (< 32) of lanes, four
+// bytes at a time and without bounds checks (the shape is checked first):
+// two-level assignment lays each token out once per group it probes.
+func layLane(lanes, q []byte, l int) {
+	dim := len(q)
+	if l < 0 || l >= 32 || dim%4 != 0 || len(lanes) < 32*dim {
+		panic("latecollect: layLane: bad shape")
+	}
+	src, dst := unsafe.Pointer(unsafe.SliceData(q)), unsafe.Pointer(&lanes[4*l])
+	for k := 0; k < dim; k += 4 {
+		*(*uint32)(unsafe.Add(dst, k*32)) = *(*uint32)(unsafe.Add(src, k))
 	}
 }
 
