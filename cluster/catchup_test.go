@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testnet"
 	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
@@ -145,16 +145,6 @@ func waitCollection(t *testing.T, n *Node, name string) *collection {
 	return c
 }
 
-func freeLoopback(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestRestartAfterUnappliedSnapshot restarts a replica in the state a
 // SIGKILL leaves while it installs a snapshot: Raft has persisted the
 // snapshot it received (it does so before the FSM's Restore runs), and
@@ -269,8 +259,9 @@ func waitApplied(t *testing.T, nodes []*Node, n int) {
 func snapshotNodes(t *testing.T, root string, trailing uint64) (nodes []*Node, start func(i int) *Node) {
 	t.Helper()
 	var peers []Peer
+	addrs := testnet.Addrs(t, 6)
 	for i := range 3 {
-		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(t), HTTP: freeLoopback(t)})
+		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: addrs[2*i], HTTP: addrs[2*i+1]})
 	}
 	start = func(i int) *Node {
 		t.Helper()

@@ -29,6 +29,7 @@ import (
 	"github.com/tandemsearch/tandem/cluster"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testnet"
 	"github.com/tandemsearch/tandem/internal/testtime"
 	"github.com/tandemsearch/tandem/server"
 )
@@ -145,7 +146,7 @@ func newGrowingCluster(t *testing.T, n, members int, snapshots, trailing uint64)
 		client: &http.Client{Timeout: testtime.D(30 * time.Second)},
 		peer:   &http.Client{Timeout: testtime.D(30 * time.Second), Transport: &http.Transport{TLSClientConfig: creds.ClientTLS("")}}}
 	var raftAddrs []string
-	addrs := freeAddrs(t, 2*n)
+	addrs := testnet.Addrs(t, 2*n)
 	for i := range n {
 		r, h := addrs[2*i], addrs[2*i+1]
 		raftAddrs, c.web = append(raftAddrs, r), append(c.web, h)
@@ -675,21 +676,6 @@ func (c *failoverCluster) write(ctx context.Context, led *writeLedger, nodes fun
 		halt()
 		return writes, failures
 	}
-}
-
-// freeAddrs returns n loopback addresses free a moment ago, for the node
-// processes to listen on.
-func freeAddrs(t *testing.T, n int) []string {
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close() // held until all are chosen, so that none repeats
-		out = append(out, l.Addr().String())
-	}
-	return out
 }
 
 func tail(s string, n int) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testnet"
 )
 
 var moveDocs = flag.Int("cluster.movedocs", 20000, "BenchmarkMoveReplica: documents in the shard that moves")
@@ -74,8 +75,9 @@ func BenchmarkMoveReplica(b *testing.B) {
 
 func benchNodes(b *testing.B) []*Node {
 	var peers []Peer
+	addrs := testnet.Addrs(b, 6)
 	for i := range 3 {
-		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: freeLoopback(b), HTTP: freeLoopback(b)})
+		peers = append(peers, Peer{ID: fmt.Sprint("n", i), Raft: addrs[2*i], HTTP: addrs[2*i+1]})
 	}
 	root := b.TempDir()
 	var nodes []*Node

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem/engine"
+	"github.com/tandemsearch/tandem/internal/testnet"
 	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
@@ -136,7 +137,7 @@ func TestReleaseArchive(t *testing.T) {
 	if err := json.Unmarshal([]byte(release("search", "--dir", col, "--json", "-k", "4", "caring for a pet that meows")), &searched); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testnet.Addr(t)
 	serve := exec.Command(tandem, "serve", "--data", data, "--addr", addr)
 	serve.Env, serve.Dir = []string{}, work
 	var log syncBuffer

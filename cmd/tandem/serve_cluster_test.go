@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,18 +14,9 @@ import (
 	"time"
 
 	"github.com/tandemsearch/tandem/cluster"
+	"github.com/tandemsearch/tandem/internal/testnet"
 	"github.com/tandemsearch/tandem/internal/testtime"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // serveNodes is `serve --cluster` nodes run in this process.
 type serveNodes struct {
@@ -45,10 +35,11 @@ func startServeNodes(t *testing.T, n int, args ...string) *serveNodes {
 	t.Helper()
 	c := &serveNodes{t: t}
 	var peers []string
+	addrs := testnet.Addrs(t, 2*n)
 	for i := range n {
-		h := freeAddr(t)
+		h := addrs[2*i+1]
 		c.web = append(c.web, h)
-		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, freeAddr(t), h))
+		peers = append(peers, fmt.Sprintf("n%d=%s/%s", i, addrs[2*i], h))
 	}
 	c.root = t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())

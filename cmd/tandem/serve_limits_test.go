@@ -21,6 +21,7 @@ import (
 	"github.com/tandemsearch/tandem"
 	"github.com/tandemsearch/tandem/engine"
 	"github.com/tandemsearch/tandem/filter"
+	"github.com/tandemsearch/tandem/internal/testnet"
 	"github.com/tandemsearch/tandem/internal/testtime"
 )
 
@@ -171,7 +172,7 @@ func TestServeBoundsFilterWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := freeAddr(t)
+	addr := testnet.Addr(t)
 	args := []string{"serve", "--data", data, "--addr", addr, "--timeout", timeout.String(), "--api-key", "admin", "--read-key", "reader"}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServeProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), serveProcessEnv+"="+strings.Join(args[1:], "\x1f"), "TANDEM_API_KEYS=", "TANDEM_READ_KEYS=")
