@@ -134,6 +134,13 @@ func (o *Options) fill() error {
 	if o.FilterLimits.MaxClauses < 0 || o.FilterLimits.MaxDepth < 0 {
 		return fmt.Errorf("%w: negative FilterLimits", ErrBadRequest)
 	}
+	if o.LateEncoding != "" {
+		// Checked whatever models are asked for, so that a bad value is
+		// refused, not ignored, when none is a late one.
+		if _, err := latecollect.ParseEncoding(o.LateEncoding); err != nil {
+			return fmt.Errorf("%w: late_encoding: %w", ErrBadRequest, err)
+		}
+	}
 	if o.Schema != nil {
 		s := o.Schema.Clone()
 		s.Fill()

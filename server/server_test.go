@@ -259,6 +259,9 @@ func TestCreateErrors(t *testing.T) {
 	a.fails(http.StatusBadRequest, "invalid_json", "PUT", "/v1/collections/c", `{"schema":`, "invalid JSON")
 	a.fails(http.StatusBadRequest, "invalid_json", "PUT", "/v1/collections/c", map[string]any{"dense": "one"}, `"dense"`)
 	a.fails(http.StatusBadRequest, "bad_model", "PUT", "/v1/collections/c", map[string]any{"dense": []string{"no-such-model"}}, `"no-such-model"`)
+	// A token encoding that is none is refused with no late model asked
+	// for too (it was ignored: the API fuzzer's find).
+	a.fails(http.StatusBadRequest, "bad_request", "PUT", "/v1/collections/c", map[string]any{"late_encoding": "__not_in_enum__"}, "late_encoding", `"__not_in_enum__"`)
 	if entries, _ := os.ReadDir(a.dir); len(entries) != 0 {
 		t.Fatalf("failed creates left %v", entries)
 	}
