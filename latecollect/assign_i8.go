@@ -222,3 +222,19 @@ func (a *exactAssigner) AssignLanes(lanes []byte, out []int32) error {
 		return a.assignLanes8(lanes[from*dim:from*dim+lanesLen(to-from, dim)], out[from:to], s)
 	})
 }
+
+// scores sets rows from..to (a multiple of 8 or c.k) of out, a table of
+// the given stride (16 or 32), to the centroids' scores for the 32 query
+// tokens at lanes (queryI8.lanes), each with its scale qscale[l] (32 of
+// them, zero for a padding lane): float32(<q_l, c8_j>) * scale[j] *
+// qscale[l] (dotI8x32VNNI). Past c.k, the padding rows are written too:
+// out must have room for them.
+func (c *centI8) scores(lanes []byte, qscale []float32, from, to int, out []float32, stride int) {
+	if to == c.k {
+		to = (to + 7) &^ 7
+	}
+	if to <= from {
+		return
+	}
+	dotI8x32VNNI(&lanes[0], &c.c8[from*c.dim], to-from, c.dim, &c.corr[from], &c.scale[from], &qscale[0], &out[from*stride], stride)
+}

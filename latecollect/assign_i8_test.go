@@ -203,3 +203,53 @@ func TestQuantizeRowsI8(t *testing.T) {
 		t.Errorf("a row with +Inf: %v", err)
 	}
 }
+
+// The int8 centroid scores (dotI8x32VNNI) equal their Go twin's bit for
+// bit, for query token counts that fill 16 and 32 lanes or not, centroid
+// counts that do and do not fill groups of 8, and one or two workers; and
+// they are the float scores within the quantisations' error.
+func TestScoreCentroidsI8(t *testing.T) {
+	if !i8Centroids(384) {
+		t.Skip("skipping: no AVX-512 VNNI on this CPU")
+	}
+	r := rand.New(rand.NewPCG(3, 14))
+	const dim = 384
+	for _, nlist := range []int{5, 8, 13, 2051} {
+		cent := randomUnit(r, nlist, dim)
+		c := newCentI8(cent, dim)
+		for _, nq := range []int{1, 16, 17, 32} {
+			q := clusteredUnit(r, nq, dim)
+			qi := newQueryI8(q, dim)
+			if qi.kernel != i8VNNI {
+				t.Fatalf("query not laid out for VNNI")
+			}
+			stride := chunkLanes(nq)
+			for _, workers := range []int{1, 2} {
+				table := make([]float32, (nlist+7)&^7*stride)[:nlist*stride]
+				scoreCentroidsI8(qi, c, stride, table, workers)
+				want := make([]float32, nlist*stride)
+				fl := make([]float32, nlist*stride)
+				if err := scoreCentroids(q, nq, dim, cent, stride, fl, 1, nil); err != nil {
+					t.Fatal(err)
+				}
+				for j := range nlist {
+					for l := range nq {
+						var a int32
+						for k := range dim {
+							a += int32(qi.q8[l*dim+k]) * int32(int8(c.c8[j*dim+k]))
+						}
+						want[j*stride+l] = float32(a) * c.scale[j] * qi.scale[l]
+					}
+				}
+				for i, v := range table {
+					if math.Float32bits(v) != math.Float32bits(want[i]) {
+						t.Fatalf("nlist %d nq %d workers %d: centroid %d token %d: kernel %v, Go %v", nlist, nq, workers, i/stride, i%stride, v, want[i])
+					}
+					if d := math.Abs(float64(v - fl[i])); d > 0.01 {
+						t.Errorf("nlist %d nq %d: centroid %d token %d: int8 %v, float %v", nlist, nq, i/stride, i%stride, v, fl[i])
+					}
+				}
+			}
+		}
+	}
+}

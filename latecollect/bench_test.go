@@ -231,3 +231,49 @@ func BenchmarkFirstRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSciFactCentroidScores times the residual search at the fusion
+// depth (K=100, every test query per op) with the centroids scored in
+// float32 (the AVX-512 kernels) and in int8 (scoreCentroidsI8), each query
+// searched both ways one after the other (in turn first), so that a drift
+// of the machine's speed touches both alike. It reports both p50s and the
+// median of the per-query ratios int8 / float. On a collection as built:
+//
+//	TANDEM_LATE_MODEL=bge-small-en-v1.5 TANDEM_LATE_COLLECTION=DIR \
+//	  go test -run '^$' -bench SciFactCentroidScores -benchtime 3x ./latecollect/
+func BenchmarkSciFactCentroidScores(b *testing.B) {
+	if !i8Centroids(384) {
+		b.Skip("skipping: no AVX-512 VNNI on this CPU")
+	}
+	f := loadSciFact(b)
+	ctx := context.Background()
+	defer func(v bool) { useI8Centroids = v }(useI8Centroids)
+	var lat [2][]time.Duration
+	var ratios []float64
+	n := 0
+	for b.Loop() {
+		for _, q := range f.qtok {
+			var took [2]time.Duration
+			for j := range 2 {
+				i8 := (j+n)%2 == 1
+				useI8Centroids = i8
+				start := time.Now()
+				if _, err := f.x.Search(ctx, q, &SearchOptions{K: 100}); err != nil {
+					b.Fatal(err)
+				}
+				k := 0
+				if i8 {
+					k = 1
+				}
+				took[k] = time.Since(start)
+			}
+			n++
+			lat[0], lat[1] = append(lat[0], took[0]), append(lat[1], took[1])
+			ratios = append(ratios, float64(took[1])/float64(took[0]))
+		}
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(float64(percentile(lat[0], 50).Microseconds())/1000, "float-p50-ms")
+	b.ReportMetric(float64(percentile(lat[1], 50).Microseconds())/1000, "int8-p50-ms")
+	b.ReportMetric(ratios[len(ratios)/2], "int8/float")
+}

@@ -1342,9 +1342,10 @@ ivloop:
 	DECQ          CX
 	JNZ           ivloop
 
-// I8ARG takes row off/4's offset away from the lanes a and b, scales
-// them, and keeps each lane's best.
-#define I8ARG(a, b, off) \
+// I8SCALE takes row off/4's offset (corr, at R14) away from the int32
+// lanes a and b, converts them to float32 and multiplies them by the
+// row's scale (at AX).
+#define I8SCALE(a, b, off) \
 	VPBROADCASTD off(R14), Z18; \
 	VPSUBD       Z18, a, a; \
 	VPSUBD       Z18, b, b; \
@@ -1352,7 +1353,12 @@ ivloop:
 	VCVTDQ2PS    b, b; \
 	VBROADCASTSS off(AX), Z19; \
 	VMULPS       Z19, a, a; \
-	VMULPS       Z19, b, b; \
+	VMULPS       Z19, b, b
+
+// I8ARG scales row off/4's lanes a and b (I8SCALE) and keeps each lane's
+// best.
+#define I8ARG(a, b, off) \
+	I8SCALE(a, b, off); \
 	VCMPPS       $0x1e, Z26, a, K1; \
 	VCMPPS       $0x1e, Z27, b, K2; \
 	VMOVAPS      a, K1, Z26; \
@@ -1379,5 +1385,75 @@ ivloop:
 	VMOVUPS   Z27, 64(DX)
 	VMOVDQU32 Z28, (R11)
 	VMOVDQU32 Z29, 64(R11)
+	VZEROUPPER
+	RET
+
+// func dotI8x32VNNI(qt *byte, rows *byte, n, dim int, corr *int32, scale *float32, qscale *float32, out *float32, stride int)
+//
+// For the 32 int8 tokens (lanes) laid out at qt as queryI8.lanes (q+128,
+// unsigned), each with its scale qscale[l], and the n int8 rows (a
+// multiple of 8) of dim values (a multiple of 4) at rows, one after the
+// other, with corr[j] = 128 * Σ row_j[k] and scale[j]: out[j*stride + l] =
+// float32(<q_l, row_j>) * scale[j] * qscale[l], for l < stride (16 or
+// 32). The integer sum is exact, as in argmaxI8x32VNNI; the roundings are
+// its conversion and the two multiplications, in that order, as in
+// dotI8Go.
+TEXT ·dotI8x32VNNI(SB), NOSPLIT, $0-72
+	MOVQ    qt+0(FP), R12
+	MOVQ    rows+8(FP), DI
+	MOVQ    n+16(FP), R13
+	MOVQ    dim+24(FP), R8
+	MOVQ    corr+32(FP), R14
+	MOVQ    scale+40(FP), AX
+	MOVQ    qscale+48(FP), DX
+	MOVQ    out+56(FP), R11
+	VMOVUPS (DX), Z26
+	VMOVUPS 64(DX), Z27
+	MOVQ    stride+64(FP), DX
+	SHLQ    $2, DX
+	SHRQ    $3, R13
+	LEAQ    (R8)(R8*2), R9
+
+dvgroup:
+	MOVQ R12, SI
+	MOVQ R8, CX
+	SHRQ $2, CX
+	MOVQ DI, BX
+	LEAQ (DI)(R8*4), R10
+	ZERO16
+
+dvloop:
+	VNNI8x32
+	DECQ CX
+	JNZ  dvloop
+
+// I8DOT scales row off/4's lanes a and b (I8SCALE), then by the lanes'
+// scales, and stores them at R11, the
+// second half only for a stride of 32 (DX, 128 bytes); R11 moves on a
+// row.
+#define I8DOT(a, b, off) \
+	I8SCALE(a, b, off); \
+	VMULPS       Z26, a, a; \
+	VMULPS       Z27, b, b; \
+	VMOVUPS      a, (R11); \
+	CMPQ         DX, $128; \
+	JNE          2(PC); \
+	VMOVUPS      b, 64(R11); \
+	ADDQ         DX, R11
+
+	I8DOT(Z0, Z1, 0)
+	I8DOT(Z2, Z3, 4)
+	I8DOT(Z4, Z5, 8)
+	I8DOT(Z6, Z7, 12)
+	I8DOT(Z8, Z9, 16)
+	I8DOT(Z10, Z11, 20)
+	I8DOT(Z12, Z13, 24)
+	I8DOT(Z14, Z15, 28)
+	ADDQ $32, R14
+	ADDQ $32, AX
+	LEAQ (BX)(R8*8), DI
+	DECQ R13
+	JNZ  dvgroup
+
 	VZEROUPPER
 	RET

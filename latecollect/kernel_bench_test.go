@@ -93,8 +93,9 @@ func BenchmarkEncodeTokens(b *testing.B) {
 
 // BenchmarkScoreCentroids measures a residual search's first stage on
 // SciFact's default index: 32 query tokens against 8,192 centroids of 384
-// values, on two workers, with OpenBLAS's matrix product and with the
-// AVX-512 kernels where the CPU has them.
+// values, on two workers, with OpenBLAS's matrix product, with the
+// AVX-512 kernels where the CPU has them, and in int8 with VNNI
+// (scoreCentroidsI8) where it has that.
 func BenchmarkScoreCentroids(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 3))
 	const nlist, dim, nq = 8192, 384, 32
@@ -113,6 +114,14 @@ func BenchmarkScoreCentroids(b *testing.B) {
 				if err := scoreCentroids(q, nq, dim, cent, 32, table, 2, ql); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+	if i8Centroids(dim) {
+		qi, c := newQueryI8(q, dim), newCentI8(cent, dim)
+		b.Run("vnni-i8", func(b *testing.B) {
+			for b.Loop() {
+				scoreCentroidsI8(qi, c, 32, table, 2)
 			}
 		})
 	}

@@ -81,3 +81,7 @@ func pairRowsAVX512(dst, lo, hi *int16) {
 func argmaxI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale *float32, best *float32, idx *int32, base int) {
 	panic("latecollect: argmaxI8x32VNNI without amd64")
 }
+
+func dotI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale, qscale, out *float32, stride int) {
+	panic("latecollect: dotI8x32VNNI without amd64")
+}

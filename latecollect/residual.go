@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // The residual-code index (ColBERTv2's compression, WARP's layout): each
@@ -112,6 +113,26 @@ type codebook struct {
 	// run of the log, replaced where the next run starts.
 	provisional bool
 	quant       assigner
+	// i8 is the centroids in int8, made at the first search that scores
+	// them so (int8) or shared with the assigner (assign).
+	i8 atomic.Pointer[centI8]
+}
+
+// int8 returns the centroids in int8 (newCentI8), making them at the
+// first call; it is safe for concurrent use.
+func (cb *codebook) int8() *centI8 { return cb.int8From(nil) }
+
+// int8From is int8, taking c (when not nil) as the int8 centroids if
+// none are held yet, so that assignment and search share one copy.
+func (cb *codebook) int8From(c *centI8) *centI8 {
+	if h := cb.i8.Load(); h != nil {
+		return h
+	}
+	if c == nil {
+		c = newCentI8(cb.cent, cb.dim)
+	}
+	cb.i8.CompareAndSwap(nil, c)
+	return cb.i8.Load()
 }
 
 func (cb *codebook) close() {
@@ -129,6 +150,9 @@ func (cb *codebook) assign(rows []float32, out []int32) error {
 		q, err := newAssigner(cb.cent, cb.dim)
 		if err != nil {
 			return err
+		}
+		if ea, ok := q.(*exactAssigner); ok && ea.i8 != nil {
+			ea.i8 = cb.int8From(ea.i8) // one int8 copy, the search's too
 		}
 		cb.quant = q
 	}
@@ -511,10 +535,11 @@ func (r *residualIndex) memoryBytes() int64 {
 	b := int64(len(cb.cent))*4 + int64(len(cb.cutoff)+len(cb.lo)+len(cb.hi))*4 + int64(len(r.stamp))*4
 	if cb.quant != nil {
 		b += int64(len(cb.cent)) * 4
-		if i8Assign(cb.dim) {
-			// Its int8 copy, with a scale and an offset per centroid.
-			b += int64(len(cb.cent)) + 8*int64(cb.nlist)
-		}
+	}
+	if (cb.quant != nil && i8Assign(cb.dim)) || i8Centroids(cb.dim) {
+		// The int8 copy that assignment and search share, with a scale
+		// and an offset per centroid: counted once searches may make it.
+		b += int64(len(cb.cent)) + 8*int64(cb.nlist)
 	}
 	for _, l := range r.clists {
 		b += int64(cap(l.docs))*4 + int64(cap(l.codes)) + 48

@@ -129,8 +129,12 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	nq := len(query) / dim
 	ql := newQueryLanes(query, dim)
 	stride := centroidStride(nq, ql)
-	table := make([]float32, r.cb.nlist*stride)
-	if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism, ql); err != nil {
+	kernels := newExactKernels(query, dim, ql, so.Mode)
+	// Room for the int8 kernel's rows past nlist, to a multiple of 8.
+	table := make([]float32, (r.cb.nlist+7)&^7*stride)[:r.cb.nlist*stride]
+	if qi := kernels.i8(); qi != nil && i8Centroids(dim) && qi.kernel == i8VNNI && nq <= 32 && stride == chunkLanes(nq) {
+		scoreCentroidsI8(qi, r.cb.int8(), stride, table, f.opts.Parallelism)
+	} else if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism, ql); err != nil {
 		return nil, fmt.Errorf("latecollect: search: %w", err)
 	}
 	stage(0)
@@ -195,7 +199,7 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	// Stage 5: exact, from the stored tokens.
 	nExact = max(0, min(len(cands), nExact))
 	errs := make([]error, nExact)
-	workers := exactWorkers{k: newExactKernels(query, dim, ql, so.Mode)}
+	workers := exactWorkers{k: kernels}
 	defer workers.close()
 	parallelWith(f.opts.Parallelism, nExact, workers.scratch, func(i int, sc *exactScratch) {
 		s, err := f.exactScore(query, cands[i].num, so.Scoring, sc)
@@ -961,6 +965,34 @@ func scoreCentroids(query []float32, nq, dim int, cent []float32, stride int, ta
 		errs[p] = blas.MulT(cent[lo*dim:hi*dim], hi-lo, query, nq, dim, table[lo*stride:hi*stride], stride)
 	})
 	return errors.Join(errs...)
+}
+
+// useI8Centroids turns the int8 centroid scores off, for tests and
+// benchmarks that compare them with the float ones.
+var useI8Centroids = true
+
+// i8Centroids reports whether a search of dimension dim scores the
+// centroids in int8 (scoreCentroidsI8), given a query quantised for the
+// VNNI kernels of at most 32 tokens.
+func i8Centroids(dim int) bool { return useI8Centroids && useVNNI && dim%64 == 0 && dim <= 1040 }
+
+// scoreCentroidsI8 is scoreCentroids in int8: the query tokens as the
+// exact stage quantises them (qi, laid out for the VNNI kernels, at most
+// 32 tokens), the centroids as assignment does (c), and table[c*stride+q]
+// float32(<q8, c8>) times both scales (dotI8x32VNNI), for a stride of
+// chunkLanes(nq). The table must have room for the rows up to nlist
+// rounded up to 8, which the kernel writes. A quarter of the bytes of the
+// float centroids are read, and VPDPBUSD makes four products where the
+// float kernel makes one; the scores differ from the float ones by the
+// two quantisations' error, as the exact stage's do.
+func scoreCentroidsI8(qi *queryI8, c *centI8, stride int, table []float32, workers int) {
+	var qscale [32]float32
+	copy(qscale[:], qi.scale)
+	groups := (c.k + 7) / 8
+	parts := max(1, min(workers, c.k/1024))
+	inParts(groups, parts, func(p, lo, hi int) {
+		c.scores(qi.lanes, qscale[:], lo*8, min(hi*8, c.k), table[:cap(table)], stride)
+	})
 }
 
 // centroidStride is the row stride of the centroid score table for nq
