@@ -13,6 +13,10 @@
 //     tandem.MaxTokens, a late index that Dim cannot have: CheckIndex) is
 //     refused before anything is built; the collection is removed
 //     afterwards unless Config.Keep;
+//   - with Config.SearchOnly, Dir holds a collection an earlier run kept,
+//     of Config.Docs documents (refused otherwise), and the run only opens
+//     and searches it, with the same queries: two binaries compare on
+//     copies of one collection;
 //   - the build ends when the late index has applied every committed batch
 //     and finished retraining, and Run fails if it returns behind the
 //     collection's last sequence;

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ import (
 // RecallQueries is required; RecallQueries may be 0 (no recall) and at
 // most Queries.
 type Config struct {
-	Dir           string // directory for the collection; must not exist
+	Dir           string // directory for the collection; must not exist (but see SearchOnly)
 	Docs          int    // documents to ingest
 	Tokens        int    // tokens per document, at most tandem.MaxTokens
 	Dim           int    // token dimension
@@ -33,6 +34,12 @@ type Config struct {
 	Batch         int    // documents per atomic batch (0: the engine's)
 	Keep          bool   // keep the collection afterwards
 
+	// SearchOnly opens the collection in Dir, which an earlier run with
+	// Keep built with the same Docs, Tokens, Dim and QueryTokens, and
+	// only searches it: two binaries compared on copies of one
+	// collection. Batch, Keep and CPUProfile do not apply.
+	SearchOnly bool
+
 	// The progress lines and the profiles; the search profile leaves out
 	// the exhaustive searches.
 	bench.Output
@@ -40,9 +47,12 @@ type Config struct {
 
 // Report is what a run measured.
 type Report struct {
-	Corpus  synth.TokenCorpus // the generator's parameters
-	Docs    int               // documents ingested
-	Batches int               // atomic batches they were committed in
+	Corpus synth.TokenCorpus // the generator's parameters
+	Docs   int               // documents ingested, or the collection's (SearchOnly)
+	// SearchOnly: the run only opened and searched (Config.SearchOnly);
+	// the build's figures are zero.
+	SearchOnly bool
+	Batches    int // atomic batches they were committed in
 
 	// Build lasts from the start of the ingest until the late index has
 	// applied every batch and finished retraining; LastCommit is when the
@@ -88,10 +98,16 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := CheckIndex(c.LateIndex, c.Dim); err != nil {
 		return nil, fmt.Errorf("bench late: LateIndex %q with Dim %d: %w", c.LateIndex, c.Dim, err)
 	}
-	if err := bench.CheckNew(c.Dir); err != nil {
+	if c.SearchOnly && (c.Batch != 0 || c.Keep || c.CPUProfile != "" || c.MemProfile != "") {
+		return nil, errors.New("bench late: with SearchOnly, Batch, Keep, CPUProfile and MemProfile do not apply")
+	}
+	if c.SearchOnly {
+		if _, err := os.Stat(filepath.Join(c.Dir, "badger")); err != nil {
+			return nil, fmt.Errorf("bench late: search only: %s holds no collection (keep one with Keep): %w", c.Dir, err)
+		}
+	} else if err := bench.CheckNew(c.Dir); err != nil {
 		return nil, err
 	}
-	log := c.Logger()
 	corpus := synth.DefaultTokens()
 	corpus.Dim, corpus.Tokens, corpus.QueryTokens = c.Dim, c.Tokens, c.QueryTokens
 	gen, err := synth.NewTokens(corpus)
@@ -100,14 +116,30 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	model := corpus.ModelSpec()
 	model.LateIndex = c.LateIndex
+	r := &Report{Corpus: corpus, SearchOnly: c.SearchOnly}
+	if !c.SearchOnly {
+		if !c.Keep {
+			defer os.RemoveAll(c.Dir)
+		}
+		if err := build(ctx, c, gen, model, r); err != nil {
+			return nil, err
+		}
+	}
+	if err := measure(ctx, c, gen, model, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// build ingests the collection, waits for the late index to finish
+// retraining, and closes it, filling in the build's figures of r.
+func build(ctx context.Context, c Config, gen *synth.TokenGenerator, model tandem.Model, r *Report) error {
+	log := c.Logger()
 	schema := &tandem.Schema{IDField: "_id", Strict: true, Models: []tandem.Model{model},
 		Fields: []tandem.Field{{Name: "cat", Type: tandem.Keyword}, {Name: "group", Type: tandem.Keyword}}}
-	if !c.Keep {
-		defer os.RemoveAll(c.Dir)
-	}
 	e, err := engine.Open(c.Dir, &engine.Options{Schema: schema, BatchSize: c.Batch})
 	if err != nil {
-		return nil, fmt.Errorf("create the collection: %w", err)
+		return fmt.Errorf("create the collection: %w", err)
 	}
 	defer func() {
 		if e != nil {
@@ -124,7 +156,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	fmt.Fprintf(log, "ingesting %d synthetic documents (%d tokens of %d values supplied, late index %q) into %s\n", c.Docs, c.Tokens, c.Dim, c.LateIndex, c.Dir)
 	stopProfile, err := bench.StartCPUProfile(c.CPUProfile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer stopProfile()
 	// A progress line at most every 5 s: as batches commit, and while
@@ -191,44 +223,64 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	close(done)
 	wg.Wait()
 	if err != nil {
-		return nil, fmt.Errorf("ingest: %w", err)
+		return fmt.Errorf("ingest: %w", err)
 	}
-	r := &Report{Corpus: corpus, Docs: p.Docs, Batches: p.Batches, Build: max(p.Elapsed, time.Since(start)), LastCommit: lastCommit}
+	r.Docs, r.Batches, r.Build, r.LastCommit = p.Docs, p.Batches, max(p.Elapsed, time.Since(start)), lastCommit
 	stopProfile()
 	if c.MemProfile != "" {
 		if err := bench.WriteHeapProfile(c.MemProfile); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	r.PeakIngest = procstat.ReadMemory().Peak
 	built, err := lateStats(e, model.Name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if built.applied != built.last {
-		return nil, fmt.Errorf("ingest returned with the late index at sequence %d of %d", built.applied, built.last)
+		return fmt.Errorf("ingest returned with the late index at sequence %d of %d", built.applied, built.last)
 	}
 	r.Built = built.LateStats
 
 	closeStart := time.Now()
 	if err := e.Close(); err != nil {
-		return nil, fmt.Errorf("close: %w", err)
+		return fmt.Errorf("close: %w", err)
 	}
+	e = nil
 	r.Close = time.Since(closeStart)
 	r.Disk = procstat.DirBytes(c.Dir)
 	bench.NextPhase()
+	return nil
+}
 
+// measure opens the collection from its snapshots, searches it and
+// compares the first queries' results with the exhaustive ones.
+func measure(ctx context.Context, c Config, gen *synth.TokenGenerator, model tandem.Model, r *Report) error {
+	log := c.Logger()
 	// Each phase's peak is its own: a user opens a collection in a fresh
 	// process, not in the one that built it.
 	openStart := time.Now()
-	if e, err = engine.Open(c.Dir, nil); err != nil {
-		return nil, fmt.Errorf("open from snapshot: %w", err)
+	e, err := engine.Open(c.Dir, nil)
+	if err != nil {
+		return fmt.Errorf("open from snapshot: %w", err)
 	}
+	defer func() {
+		if e != nil {
+			e.Close()
+		}
+	}()
 	r.Open = time.Since(openStart)
 	r.PeakOpen = procstat.ReadMemory().Peak
 	opened, err := lateStats(e, model.Name)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if c.SearchOnly {
+		// The queries are drawn for the collection's size.
+		if opened.Docs != c.Docs {
+			return fmt.Errorf("bench late: search only: %s holds %d documents, not Docs (%d)", c.Dir, opened.Docs, c.Docs)
+		}
+		r.Docs, r.Built = opened.Docs, opened.LateStats
 	}
 	r.Opened = opened.LateStats
 	bench.NextPhase()
@@ -265,7 +317,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	found := make([][][]string, len(configs))
 	stopSearchProfile, err := bench.StartCPUProfile(c.SearchCPUProfile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer stopSearchProfile()
 	// Configurations alternate query by query, so that the machine's
@@ -275,7 +327,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		for ci, cf := range configs {
 			ids, took, err := search("late", cf.filter, q)
 			if err != nil {
-				return nil, fmt.Errorf("search %s, query %d: %w", cf.name, qi+10, err)
+				return fmt.Errorf("search %s, query %d: %w", cf.name, qi+10, err)
 			}
 			if qi < 0 {
 				continue
@@ -306,7 +358,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		for ci, cf := range configs {
 			ids, took, err := search("late-exact", cf.filter, q)
 			if err != nil {
-				return nil, fmt.Errorf("exhaustive search %s, query %d: %w", cf.name, qi+10, err)
+				return fmt.Errorf("exhaustive search %s, query %d: %w", cf.name, qi+10, err)
 			}
 			exactLat[ci] = append(exactLat[ci], took)
 			recall[ci] += bench.Recall(found[ci][qi], ids)
@@ -323,9 +375,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	err = e.Close()
 	e = nil
 	if err != nil {
-		return nil, fmt.Errorf("close: %w", err)
+		return fmt.Errorf("close: %w", err)
 	}
-	return r, nil
+	return nil
 }
 
 // CheckIndex reports whether description is a late-interaction index
@@ -347,13 +399,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		index += fmt.Sprintf(", %d centroids, drift %.3f", r.Built.Centroids, r.Built.Drift)
 	}
 	fmt.Fprintf(w, "| late index | %s |\n", index)
-	fmt.Fprintf(w, "| build (ingest until the late index applied everything and finished retraining) | %s, %.0f documents/s, %.0f tokens/s (%d atomic batches; last commit at %s) |\n",
-		r.Build.Round(time.Millisecond), float64(r.Docs)/r.Build.Seconds(), float64(tokensIn)/r.Build.Seconds(), r.Batches, r.LastCommit.Round(time.Millisecond))
-	fmt.Fprintf(w, "| close (snapshots) | %s |\n", r.Close.Round(time.Millisecond))
-	fmt.Fprintf(w, "| disk | %s, %.1f bytes/token |\n", bench.Size(r.Disk), float64(r.Disk)/float64(max(1, r.Built.Tokens)))
-	fmt.Fprintf(w, "| late index memory: after build | %s, %.1f bytes/token |\n", bench.Size(r.Built.MemoryBytes), r.Built.BytesPerToken)
+	if r.SearchOnly {
+		fmt.Fprintf(w, "| build | none: an existing collection, searched only |\n")
+	} else {
+		r.writeBuild(w, tokensIn)
+	}
 	fmt.Fprintf(w, "| late index memory: opened from snapshot | %s, %.1f bytes/token |\n", bench.Size(r.Opened.MemoryBytes), r.Opened.BytesPerToken)
-	fmt.Fprintf(w, "| peak RSS: ingest | %s |\n", bench.Size(r.PeakIngest))
 	fmt.Fprintf(w, "| peak RSS: open from snapshot | %s |\n", bench.Size(r.PeakOpen))
 	fmt.Fprintf(w, "| peak RSS: searches | %s |\n", bench.Size(r.PeakSearch))
 	if len(r.Recall) > 0 {
@@ -367,6 +418,16 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s, recall@10 against late-exact | %.3f (%d queries; exhaustive p50 %.1f ms) |\n",
 			x.Name, x.Recall, x.Queries, bench.Ms(x.ExactP50))
 	}
+}
+
+// writeBuild writes the build's rows.
+func (r *Report) writeBuild(w io.Writer, tokensIn int64) {
+	fmt.Fprintf(w, "| build (ingest until the late index applied everything and finished retraining) | %s, %.0f documents/s, %.0f tokens/s (%d atomic batches; last commit at %s) |\n",
+		r.Build.Round(time.Millisecond), float64(r.Docs)/r.Build.Seconds(), float64(tokensIn)/r.Build.Seconds(), r.Batches, r.LastCommit.Round(time.Millisecond))
+	fmt.Fprintf(w, "| close (snapshots) | %s |\n", r.Close.Round(time.Millisecond))
+	fmt.Fprintf(w, "| disk | %s, %.1f bytes/token |\n", bench.Size(r.Disk), float64(r.Disk)/float64(max(1, r.Built.Tokens)))
+	fmt.Fprintf(w, "| late index memory: after build | %s, %.1f bytes/token |\n", bench.Size(r.Built.MemoryBytes), r.Built.BytesPerToken)
+	fmt.Fprintf(w, "| peak RSS: ingest | %s |\n", bench.Size(r.PeakIngest))
 }
 
 // lateIndexStats are the engine's stats of one late-interaction index,

@@ -128,3 +128,60 @@ func TestRunRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchOnly keeps a collection, then searches it again with
+// SearchOnly: the report has no build, the same documents and tokens, and
+// searches that find hits; a directory without a collection, a document
+// count other than the collection's and a build flag are refused.
+func TestSearchOnly(t *testing.T) {
+	if err := faiss.Available(); err != nil {
+		t.Skipf("skipping: %v (build with CGO_ENABLED=1 after scripts/setup.sh)", err)
+	}
+	dir := filepath.Join(t.TempDir(), "bench")
+	c := Config{Dir: dir, Docs: 300, Tokens: 16, Dim: 32, QueryTokens: 8, Queries: 10, RecallQueries: 10,
+		LateIndex: "Residual", Keep: true, Output: bench.Output{Quiet: true}}
+	built, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("bench late --keep: %v", err)
+	}
+	c.Keep, c.SearchOnly = false, true
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("bench late --search-only: %v", err)
+	}
+	if !r.SearchOnly || r.Build != 0 || r.Docs != 300 || r.Built.Tokens != built.Built.Tokens || r.Opened.Tokens != built.Opened.Tokens {
+		t.Errorf("search only: SearchOnly %v, build %v, %d documents, %d/%d tokens; built %d/%d tokens",
+			r.SearchOnly, r.Build, r.Docs, r.Built.Tokens, r.Opened.Tokens, built.Built.Tokens, built.Opened.Tokens)
+	}
+	if len(r.Searches) != 3 || len(r.Recall) != 3 {
+		t.Fatalf("search only: %d search rows and %d recall rows, want 3 and 3", len(r.Searches), len(r.Recall))
+	}
+	for i, s := range r.Searches {
+		if s.Hits == 0 {
+			t.Errorf("search only: %s found nothing", s.Name)
+		}
+		// The same collection and queries: the same ranking.
+		if r.Recall[i].Recall != built.Recall[i].Recall {
+			t.Errorf("search only: %s recall@10 %.3f, the build's run %.3f", s.Name, r.Recall[i].Recall, built.Recall[i].Recall)
+		}
+	}
+	var b strings.Builder
+	r.WriteMarkdown(&b)
+	if out := b.String(); !strings.Contains(out, "| build | none: an existing collection, searched only |") || strings.Contains(out, "peak RSS: ingest") {
+		t.Errorf("search-only report:\n%s", out)
+	}
+	for _, tc := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.Dir = t.TempDir() }, "holds no collection"},
+		{func(c *Config) { c.Docs = 301 }, "holds 300 documents, not Docs (301)"},
+		{func(c *Config) { c.Keep = true }, "do not apply"},
+	} {
+		c := c
+		tc.change(&c)
+		if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error mentioning %q", c, err, tc.want)
+		}
+	}
+}
