@@ -561,13 +561,80 @@ func (t *twoLevel) coarseScores(rows []float32, b int, cs []float32) error {
 // keeps the best k so far in order, where most values lose to the k-th
 // at once. (A partial selection sort, k passes over the row, took 8
 // passes of the coarse scores per token.)
+//
+// From 4k values on, that pass runs over the values at least a floor
+// only: the least of the maxima of k slices of the row, which k values
+// reach (one a slice), so none below it is among the k largest. The
+// floor and the filter are branch-free passes; the insertions they save
+// mispredicted (BenchmarkTopGroups: 8 of 128 in 0.94 µs with the pass
+// over every value, 0.52 µs so).
 func topGroups(row []float32, k int, out []int32) []int32 {
 	k = min(k, len(row))
 	if k <= 0 {
 		return out
 	}
+	if len(row) >= 4*k && k <= topGroupsFilterMax {
+		// The floor and the filter compare order keys, as integers,
+		// which compile to conditional moves where floats branch.
+		var at [topGroupsFilterMax]int32
+		floor := int32(math.MaxInt32)
+		per := len(row) / k
+		for s := range k {
+			m := orderKey(row[s*per])
+			for _, v := range row[s*per+1 : (s+1)*per] {
+				if x := orderKey(v); x > m {
+					m = x
+				}
+			}
+			if m < floor {
+				floor = m
+			}
+		}
+		// At most topGroupsFilterMax indices are kept, in row order; a
+		// row with more values at the floor (ties) takes the full pass.
+		n := 0
+		for g, v := range row {
+			at[n&(topGroupsFilterMax-1)] = int32(g)
+			if orderKey(v) >= floor {
+				n++
+			}
+			if n == topGroupsFilterMax {
+				break
+			}
+		}
+		if n < topGroupsFilterMax {
+			return topOf(row, at[:n], k, out)
+		}
+	}
+	return topOf(row, nil, k, out)
+}
+
+// topGroupsFilterMax bounds the values topGroups keeps past its floor (a
+// power of two).
+const topGroupsFilterMax = 64
+
+// orderKey maps a value that is not NaN to an int32 in the same order:
+// its bits, with those of a negative value but the sign flipped. Both
+// zeros map to 0, as they compare equal.
+func orderKey(v float32) int32 {
+	b := int32(math.Float32bits(v + 0)) // -0 + 0 is +0
+	return b ^ (b >> 31 & math.MaxInt32)
+}
+
+// topOf is topGroups's pass over the values of row at the indices of at
+// (in increasing order), or over all of row when at is nil.
+func topOf(row []float32, at []int32, k int, out []int32) []int32 {
 	base := len(out)
-	for g, v := range row {
+	n := len(row)
+	if at != nil {
+		n = len(at)
+	}
+	for i := range n {
+		g := i
+		if at != nil {
+			g = int(at[i])
+		}
+		v := row[g]
 		top := out[base:]
 		if len(top) == k {
 			if !(v > row[top[k-1]]) {

@@ -430,4 +430,63 @@ func TestTopGroups(t *testing.T) {
 			}
 		}
 	}
+	// Coarse scores as two-level assignment has them: distinct values,
+	// 128 and 256 groups, 8 probed; and rows whose ties at the floor
+	// exceed what the filter keeps.
+	for _, n := range []int{32, 128, 256, 1000} {
+		for _, k := range []int{1, 8, 16, 64} {
+			for rep := range 50 {
+				row := make([]float32, n)
+				for i := range row {
+					row[i] = float32(r.NormFloat64())
+					switch rep % 5 {
+					case 0:
+						row[i] = float32(r.IntN(3))
+					case 1:
+						// Zeros of both signs compare equal.
+						row[i] = float32(r.IntN(3)-1) * float32(math.Copysign(0, float64(r.IntN(2))-0.5))
+						if r.IntN(4) == 0 {
+							row[i] = float32(r.NormFloat64())
+						}
+					}
+				}
+				want := make([]int32, n)
+				for i := range want {
+					want[i] = int32(i)
+				}
+				slices.SortStableFunc(want, func(a, b int32) int { return -cmp.Compare(row[a], row[b]) })
+				if got := topGroups(row, k, nil); !slices.Equal(got, want[:min(k, n)]) {
+					t.Fatalf("n %d k %d: %v, want %v", n, k, got, want[:min(k, n)])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkTopGroups picks the 8 best of 128 and 256 coarse scores, as
+// coding against 16,384 and 65,536 centroids does for every token.
+func BenchmarkTopGroups(b *testing.B) {
+	for _, n := range []int{128, 256} {
+		r := rand.New(rand.NewPCG(3, 5))
+		rows := make([]float32, 1024*n)
+		for i := range rows {
+			rows[i] = float32(r.NormFloat64())
+		}
+		// full is the pass over every value that topGroups made before
+		// it took the floor.
+		b.Run(fmt.Sprintf("groups=%d/full", n), func(b *testing.B) {
+			out := make([]int32, 0, 8)
+			for i := 0; b.Loop(); i++ {
+				j := i % 1024
+				out = topOf(rows[j*n:(j+1)*n], nil, twoLevelProbe, out[:0])
+			}
+		})
+		b.Run(fmt.Sprintf("groups=%d/floor", n), func(b *testing.B) {
+			out := make([]int32, 0, 8)
+			for i := 0; b.Loop(); i++ {
+				j := i % 1024
+				out = topGroups(rows[j*n:(j+1)*n], twoLevelProbe, out[:0])
+			}
+		})
+	}
 }
