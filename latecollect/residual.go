@@ -144,8 +144,17 @@ func (cb *codebook) close() {
 
 // assign sets out[i] to the nearest centroid of row i (see newAssigner),
 // creating the assigner (its copy of the centroids) on first use: an index
-// that only searches never holds it.
+// that only searches never holds it. Once the assigner is made (ready),
+// assign is safe for concurrent use.
 func (cb *codebook) assign(rows []float32, out []int32) error {
+	if err := cb.ready(); err != nil {
+		return err
+	}
+	return cb.quant.Assign(rows, out)
+}
+
+// ready makes the assigner if none is held.
+func (cb *codebook) ready() error {
 	if cb.quant == nil {
 		q, err := newAssigner(cb.cent, cb.dim)
 		if err != nil {
@@ -156,7 +165,7 @@ func (cb *codebook) assign(rows []float32, out []int32) error {
 		}
 		cb.quant = q
 	}
-	return cb.quant.Assign(rows, out)
+	return nil
 }
 
 // codeBytes is the size of one token's residual code.
@@ -408,6 +417,21 @@ func (l *codeList) add(num uint32, code []byte) {
 	l.codes = append(l.codes, code...)
 }
 
+// addAll appends entries (docs, and their codes of codeBytes each),
+// growing the list as add does.
+func (l *codeList) addAll(docs []uint32, codes []byte, codeBytes int) {
+	if n := len(l.docs) + len(docs); n > cap(l.docs) {
+		n = max(n, len(l.docs)+max(16, len(l.docs)/8))
+		grown := make([]uint32, len(l.docs), n)
+		copy(grown, l.docs)
+		gcodes := make([]byte, len(l.codes), n*codeBytes)
+		copy(gcodes, l.codes)
+		l.docs, l.codes = grown, gcodes
+	}
+	l.docs = append(l.docs, docs...)
+	l.codes = append(l.codes, codes...)
+}
+
 // find returns the entries [i, j) of document num (i == j when none).
 func (l *codeList) find(num uint32) (int, int) {
 	i := slices.Index(l.docs, num)
@@ -473,8 +497,11 @@ func (r *residualIndex) put(num uint64, d docCodes) {
 	r.cents += int64(len(m.cents))
 }
 
-// drop removes a document, if held.
+// drop removes a document, if held (r may be nil: it holds none).
 func (r *residualIndex) drop(num uint64) {
+	if r == nil {
+		return
+	}
 	d, ok := r.docs[num]
 	if !ok {
 		return
@@ -486,6 +513,51 @@ func (r *residualIndex) drop(num uint64) {
 	cb := r.cb.codeBytes()
 	for _, c := range d.cents {
 		r.clists[c].remove(uint32(num), cb)
+	}
+}
+
+// held returns document num's entry, if r (which may be nil) holds it.
+func (r *residualIndex) held(num uint64) (docMeta, bool) {
+	if r == nil {
+		return docMeta{}, false
+	}
+	d, ok := r.docs[num]
+	return d, ok
+}
+
+// docCount is the number of documents r (which may be nil) holds.
+func (r *residualIndex) docCount() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.docs)
+}
+
+// absorb moves the documents of s, coded with r's codebook, into r,
+// replacing r's codes of the same documents: as putting each again would,
+// without splitting their codes by document. s (which may be nil) must
+// not be used after.
+func (r *residualIndex) absorb(s *residualIndex) {
+	if s == nil || len(s.docs) == 0 {
+		return
+	}
+	for num := range s.docs {
+		r.drop(num)
+	}
+	cb := r.cb.codeBytes()
+	for c := range s.clists {
+		// s's list holds each of its documents' entries contiguously, and
+		// r's holds none of them now: appended whole, they stay so.
+		if l := &s.clists[c]; len(l.docs) > 0 {
+			r.clists[c].addAll(l.docs, l.codes, cb)
+		}
+	}
+	for num, m := range s.docs {
+		r.docs[num] = m
+		r.maxNum = max(r.maxNum, uint32(num))
+		r.tokens += int64(m.count)
+		r.normSum += float64(m.normSum)
+		r.cents += int64(len(m.cents))
 	}
 }
 

@@ -123,7 +123,7 @@ func (f *residualFamily) build(ctx context.Context) error {
 	if nlist == 0 {
 		nlist = autoCentroids(total)
 	}
-	r, missing, err := f.trainAndCode(ctx, held, nlist, total)
+	r, missing, err := f.trainAndCode(ctx, held, nlist, total, nil)
 	if err != nil {
 		return fmt.Errorf("build residual codes: %w", err)
 	}
@@ -221,7 +221,25 @@ func (b *batchEncoder) reset(dim int) {
 }
 
 // flush encodes the gathered documents into r and empties b.
-func (b *batchEncoder) flush(r *residualIndex) error {
+func (b *batchEncoder) flush(r *residualIndex) error { return b.flushInto(r, nil) }
+
+// flushInto is flush, and when side is not nil, encodes the documents
+// into side too, with its codebook.
+func (b *batchEncoder) flushInto(r, side *residualIndex) error {
+	if err := b.encode(r); err != nil {
+		return err
+	}
+	if side != nil {
+		if err := b.encode(side); err != nil {
+			return fmt.Errorf("with the codebook in training: %w", err)
+		}
+	}
+	b.reset(r.cb.dim)
+	return nil
+}
+
+// encode encodes the gathered documents into r.
+func (b *batchEncoder) encode(r *residualIndex) error {
 	if len(b.nums) == 0 {
 		return nil
 	}
@@ -249,8 +267,16 @@ func (b *batchEncoder) flush(r *residualIndex) error {
 		r.put(num, d)
 		off += c
 	}
-	b.reset(cb.dim)
 	return nil
+}
+
+// side is the running retraining's side index (retrainJob.side), nil when
+// none runs or its codebook is not trained yet.
+func (f *residualFamily) side() *residualIndex {
+	if f.job == nil {
+		return nil
+	}
+	return f.job.side
 }
 
 // apply applies one run of changes (see family). Documents are coded
@@ -289,6 +315,7 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 		num := c.DocNum
 		if f.job != nil {
 			f.job.changed[num] = struct{}{}
+			f.job.side.drop(num)
 		}
 		f.rc.drop(num)
 		if num > maxResidualDoc && c.Op == storage.OpPut {
@@ -303,12 +330,12 @@ func (f *residualFamily) apply(ctx context.Context, final []storage.Change, newR
 			pend.add(num, e)
 		}
 		if pend.full(f.opts.Dim) {
-			if err := pend.flush(f.rc); err != nil {
+			if err := pend.flushInto(f.rc, f.side()); err != nil {
 				return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
 			}
 		}
 	}
-	if err := pend.flush(f.rc); err != nil {
+	if err := pend.flushInto(f.rc, f.side()); err != nil {
 		return nil, fmt.Errorf("latecollect: apply: encode: %w", err)
 	}
 	if f.rc.cb.provisional {
@@ -351,7 +378,7 @@ func (f *residualFamily) applyFirst(ctx context.Context, final []storage.Change)
 	if nlist == 0 {
 		nlist = autoCentroids(total)
 	}
-	next, missing, err := f.trainAndCode(ctx, held, nlist, total)
+	next, missing, err := f.trainAndCode(ctx, held, nlist, total, nil)
 	if err != nil {
 		return nil, fmt.Errorf("latecollect: apply: %w", err)
 	}

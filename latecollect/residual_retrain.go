@@ -21,6 +21,16 @@ import (
 //  3. codes again the documents applied meanwhile (apply records them in
 //     changed), in passes off the lock while there are many.
 //
+// From the moment the new codebook is trained, apply codes the documents
+// it applies with it too, into the job's side index, as well as with the
+// centroids in use. The job takes the side index in each pass and adds
+// its codes to the new index as they are (absorb), instead of reading and
+// coding those documents again: an ingest faster than the job no longer
+// leaves it most of the collection to code after the ingest ends (at a
+// million documents, 7.4 minutes of 21.7). Only the documents applied
+// while the codebook was being trained, and the deleted ones, are coded
+// or dropped from changed.
+//
 // It then takes the write lock, codes the last few changed documents, and
 // swaps the new index in. Searches and Apply use the old codes until then
 // and never wait for the training or the coding; the swap holds the lock
@@ -46,6 +56,11 @@ type retrainJob struct {
 	// changed holds the documents applied since the job started, or
 	// since the job last took them (under the Index's write lock).
 	changed map[uint64]struct{}
+	// side holds the documents applied since the job's codebook was
+	// trained, or since the job last took it, coded with that codebook
+	// by apply (under the Index's write lock); nil before then. Every
+	// document it holds is also in changed.
+	side *residualIndex
 }
 
 // heldDoc is a document the old index holds, as the job reads it: its
@@ -124,7 +139,7 @@ func (f *residualFamily) retrainNowLocked(ctx context.Context) error {
 		nlist = autoCentroids(f.rc.tokens)
 	}
 	held := f.heldLocked(slices.Sorted(maps.Keys(f.rc.docs)))
-	next, missing, err := f.trainAndCode(ctx, held, nlist, f.rc.tokens)
+	next, missing, err := f.trainAndCode(ctx, held, nlist, f.rc.tokens, nil)
 	if err == nil && len(missing) > 0 {
 		missing, err = f.codeDelta(next, f.heldLocked(missing))
 		f.skipGone(missing)
@@ -175,7 +190,14 @@ func (f *residualFamily) settleLocked(ctx context.Context) error {
 
 // runRetrain is the job's work; see above.
 func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc) error {
-	next, missing, err := f.trainAndCode(job.ctx, held, job.nlist, job.trained)
+	trained := func(cb *codebook) {
+		f.lock.Lock()
+		if f.job == job && job.ctx.Err() == nil {
+			job.side = newResidualIndex(cb)
+		}
+		f.lock.Unlock()
+	}
+	next, missing, err := f.trainAndCode(job.ctx, held, job.nlist, job.trained, trained)
 	if err != nil {
 		return err
 	}
@@ -193,12 +215,27 @@ func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc) error {
 			job.changed[num] = struct{}{}
 		}
 		missing = nil
-		delta := f.heldLocked(slices.Sorted(maps.Keys(job.changed)))
+		// The documents in side are coded already, from the blob they
+		// were applied with; the others changed are coded (or dropped)
+		// from the store.
+		side := job.side
+		if side != nil {
+			job.side = newResidualIndex(side.cb)
+		}
+		var nums []uint64
+		for num := range job.changed {
+			if _, ok := side.held(num); !ok {
+				nums = append(nums, num)
+			}
+		}
+		slices.Sort(nums)
+		delta := f.heldLocked(nums)
 		clear(job.changed)
-		if len(delta) <= lastDeltaDocs || pass >= 3 {
+		if len(delta)+side.docCount() <= lastDeltaDocs || pass >= 3 {
 			gone, err := f.codeDelta(next, delta)
 			f.skipGone(gone)
 			if err == nil {
+				next.absorb(side)
 				f.swapLocked(next)
 				f.job, f.retrainErr = nil, nil
 			}
@@ -213,6 +250,7 @@ func (f *residualFamily) runRetrain(job *retrainJob, held []heldDoc) error {
 			next.close()
 			return err
 		}
+		next.absorb(side)
 	}
 }
 
@@ -242,8 +280,10 @@ func (f *residualFamily) swapLocked(next *residualIndex) {
 // trainAndCode trains a codebook of nlist centroids on a sample of held
 // and codes every document of held with it. It returns the documents whose
 // blob could not be read (gone from the store, or replaced by one that
-// cannot be used), to be coded again under the lock.
-func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, nlist int, total int64) (*residualIndex, []uint64, error) {
+// cannot be used), to be coded again under the lock. When trained is not
+// nil, it is called with the codebook once it is trained, before the
+// documents are coded; the codebook is then safe for concurrent coding.
+func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, nlist int, total int64, trained func(*codebook)) (*residualIndex, []uint64, error) {
 	dim := f.opts.Dim
 	// The sample is every stride-th token of the documents in docnum
 	// order, about kmeansPerCentroid per centroid, as a build from the
@@ -287,6 +327,15 @@ func (f *residualFamily) trainAndCode(ctx context.Context, held []heldDoc, nlist
 		return nil, nil, fmt.Errorf("retrain: %w", err)
 	}
 	sample = nil
+	if trained != nil {
+		// The assigner is made now, not at the first coding, which would
+		// race with apply's.
+		if err := cb.ready(); err != nil {
+			cb.close()
+			return nil, nil, fmt.Errorf("retrain: %w", err)
+		}
+		trained(cb)
+	}
 	next := newResidualIndex(cb)
 	var pend batchEncoder
 	for _, h := range held {

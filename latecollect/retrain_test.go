@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -127,6 +128,17 @@ func TestRetrainInBackground(t *testing.T) {
 	if s, _ := x.Stats(); !s.Retraining {
 		t.Fatal("the retraining ended while held")
 	}
+	// Applied after the job trained its codebook, every document written
+	// meanwhile was coded with it too, and the deleted one was not kept.
+	x.mu.RLock()
+	side := residualOf(x).side()
+	x.mu.RUnlock()
+	if side.docCount() != len(changed) {
+		t.Fatalf("the job's side index holds %d documents, want the %d written while it was held", side.docCount(), len(changed))
+	}
+	if _, ok := side.held(uint64(newNum)); !ok {
+		t.Fatal("the new document is not in the job's side index")
+	}
 
 	close(release)
 	if err := x.WaitRetrain(ctx); err != nil {
@@ -153,6 +165,21 @@ func TestRetrainInBackground(t *testing.T) {
 	if !fresh.DocNums().Equals(x.DocNums()) {
 		t.Errorf("after the swap: %d documents, an index built from the store %d", x.DocNums().GetCardinality(), fresh.DocNums().GetCardinality())
 	}
+	// The codes taken from apply are those the job would have made from
+	// the store.
+	sameCodes(t, "after the swap, against every document coded from the store", residualOf(x), recodedFromStore(t, residualOf(x)))
+}
+
+// recodedFromStore codes every document f holds again, from its blob in
+// the store, with f's codebook.
+func recodedFromStore(t *testing.T, f *residualFamily) *residualFamily {
+	t.Helper()
+	next := newResidualIndex(f.rc.cb)
+	gone, err := f.codeDelta(next, f.heldLocked(slices.Sorted(maps.Keys(f.rc.docs))))
+	if err != nil || len(gone) > 0 {
+		t.Fatalf("code from the store: %v (%d gone)", err, len(gone))
+	}
+	return &residualFamily{rc: next}
 }
 
 // checkEveryDocFound searches each document of c by its own tokens: it
