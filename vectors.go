@@ -136,7 +136,8 @@ func checkVector(v []float32, dim int, cosine, stored8 bool) ([]float32, error) 
 	}
 	var ss float64
 	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		// Not finite: all exponent bits set (a NaN or an infinity).
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
 			return nil, fmt.Errorf("%w: value %d is %v", ErrBadVectors, i, x)
 		}
 		ss += float64(x) * float64(x)

@@ -93,6 +93,9 @@ func (e *Engine) check(schema *tandem.Schema, d tandem.Doc) (checked, error) {
 // which no late-interaction index can take.
 func checkF16(model string, tokens [][]float32) error {
 	for i, row := range tokens {
+		if latecollect.FitsF16(row) {
+			continue
+		}
 		for j, v := range row {
 			if math.Abs(float64(v)) > latecollect.MaxF16 {
 				return &tandem.VectorError{Model: model, Part: fmt.Sprintf("tokens[%d]", i), Err: fmt.Errorf("%w: value %d is %v, beyond the float16 range (±%d) token vectors are stored in", tandem.ErrBadVectors, j, v, latecollect.MaxF16)}

@@ -122,10 +122,13 @@ func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 	if !enc.valid() {
 		return nil, fmt.Errorf("%w: unknown encoding %d", ErrBadOptions, uint8(enc))
 	}
-	if err := checkFinite(vecs, dim); err != nil {
-		return nil, err
+	m := maxAbsBits(vecs)
+	if m >= infBits {
+		if err := checkFinite(vecs, dim); err != nil {
+			return nil, err
+		}
 	}
-	if enc == F16 {
+	if enc == F16 && m > maxF16Bits {
 		for i, v := range vecs {
 			if math.Abs(float64(v)) > MaxF16 {
 				return nil, fmt.Errorf("%w: token %d, dimension %d is %v, beyond the float16 range (±%d) of the %s encoding", ErrBadVector, i/dim, i%dim, v, MaxF16, enc)
@@ -173,6 +176,33 @@ func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 }
 
 // checkFinite reports the first NaN or infinite value by token and dim.
+// infBits and maxF16Bits are the bits of +Inf and of MaxF16 as float32:
+// a finite value's magnitude orders as its bits without the sign, below
+// infBits, and a NaN's are above.
+const (
+	infBits    = 0x7f800000
+	maxF16Bits = 0x477fe000
+)
+
+// maxAbsBits is the largest of the values' bits without the sign: at
+// least infBits when one is not finite, above maxF16Bits when one is
+// beyond F16's range. It is the fast test that EncodeTokens and FitsF16
+// make of every value (an integer max, which compiles to a conditional
+// move), before they look for the value to name in an error.
+func maxAbsBits(v []float32) uint32 {
+	var m uint32
+	for _, x := range v {
+		if b := math.Float32bits(x) &^ (1 << 31); b > m {
+			m = b
+		}
+	}
+	return m
+}
+
+// FitsF16 reports whether every value is finite and within ±MaxF16: a
+// fast test, ahead of the check that names a value out of range.
+func FitsF16(v []float32) bool { return maxAbsBits(v) <= maxF16Bits }
+
 func checkFinite(vecs []float32, dim int) error {
 	for i, v := range vecs {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {

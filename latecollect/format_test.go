@@ -64,6 +64,29 @@ func TestEncodeTokensRejectsBadInput(t *testing.T) {
 	if err != nil || len(b) != headerSize {
 		t.Errorf("empty: %d bytes, %v", len(b), err)
 	}
+	// The float16 range, at its edges, with the value named.
+	above := math.Nextafter32(MaxF16, float32(math.Inf(1)))
+	for _, tc := range []struct {
+		v    float32
+		fits bool
+	}{
+		{MaxF16, true}, {-MaxF16, true}, {0, true}, {float32(math.Copysign(0, -1)), true}, {1e-40, true},
+		{above, false}, {-above, false}, {float32(math.Inf(1)), false}, {float32(math.Inf(-1)), false}, {float32(math.NaN()), false},
+	} {
+		row := []float32{0.5, tc.v, -0.25, 3}
+		if got := FitsF16(row); got != tc.fits {
+			t.Errorf("FitsF16 with %v: %v, want %v", tc.v, got, tc.fits)
+		}
+		_, err := EncodeTokens(row, 2, F16)
+		if tc.fits != (err == nil) || err != nil && (!errors.Is(err, ErrBadVector) || !strings.Contains(err.Error(), "token 0, dimension 1")) {
+			t.Errorf("EncodeTokens F16 with %v: %v, want an error naming token 0, dimension 1: %v", tc.v, err, !tc.fits)
+		}
+		// F32 stores any finite value.
+		finite := !math.IsNaN(float64(tc.v)) && !math.IsInf(float64(tc.v), 0)
+		if _, err := EncodeTokens(row, 2, F32); (err == nil) != finite {
+			t.Errorf("EncodeTokens F32 with %v: %v, want an error: %v", tc.v, err, !finite)
+		}
+	}
 }
 
 func TestDecodeTokensRejectsCorruption(t *testing.T) {
