@@ -2,6 +2,8 @@ package synth
 
 import (
 	"cmp"
+	"encoding/binary"
+	"hash/fnv"
 	"math"
 	"reflect"
 	"slices"
@@ -205,3 +207,40 @@ func TestTokenCorpusInvalid(t *testing.T) {
 	}
 	checkUnitRows(t, "doc", g.Doc(0).Vectors[c.Model].Tokens, c.Dim)
 }
+
+// TestTokenCorpusStable holds the default corpus's document 0 to the
+// checksum of its rows when the benchmarks' figures of earlier sessions
+// were measured (b232afe): bench late at a given size builds the same
+// collection whatever binary runs it, so two binaries compare on the same
+// data.
+func TestTokenCorpusStable(t *testing.T) {
+	g, err := NewTokens(DefaultTokens())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fnv.New64a()
+	for _, row := range g.Doc(0).Vectors[g.c.Model].Tokens {
+		for _, v := range row {
+			binary.Write(h, binary.LittleEndian, math.Float32bits(v))
+		}
+	}
+	if sum := h.Sum64(); sum != goldenDoc0 {
+		t.Errorf("default corpus, document 0: checksum %#x, want %#x", sum, uint64(goldenDoc0))
+	}
+}
+
+// BenchmarkTokenDoc makes documents of the default corpus (128 tokens of
+// 128 values), as bench late does for each document it ingests.
+func BenchmarkTokenDoc(b *testing.B) {
+	g, err := NewTokens(DefaultTokens())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		g.Doc(i)
+	}
+}
+
+// goldenDoc0 is the FNV-64a of document 0's rows (DefaultTokens), as the
+// generator of b232afe made them.
+const goldenDoc0 = 0xca7ba81f805ced0b
