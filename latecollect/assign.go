@@ -573,6 +573,18 @@ func topGroups(row []float32, k int, out []int32) []int32 {
 	if k <= 0 {
 		return out
 	}
+	if useTopKAVX512 && len(row)%16 == 0 && len(row) >= 4*k && (len(row)/k)%16 == 0 {
+		// All three steps in vectors: the candidates' ranks are counted,
+		// not found by insertion.
+		var cv [80]float32
+		var ci [80]int32
+		base := len(out)
+		out = slices.Grow(out, k)[:base+k]
+		if topKAVX512(&row[0], len(row), k, &out[base], &cv[0], &ci[0]) == k {
+			return out
+		}
+		out = out[:base]
+	}
 	if len(row) >= 4*k && k <= topGroupsFilterMax {
 		// The floor and the filter compare order keys, as integers,
 		// which compile to conditional moves where floats branch.
@@ -612,6 +624,10 @@ func topGroups(row []float32, k int, out []int32) []int32 {
 // topGroupsFilterMax bounds the values topGroups keeps past its floor (a
 // power of two).
 const topGroupsFilterMax = 64
+
+// useTopKAVX512 selects topKAVX512 for topGroups where the CPU has
+// AVX-512 (tests turn it off to compare).
+var useTopKAVX512 = useAVX512
 
 // orderKey maps a value that is not NaN to an int32 in the same order:
 // its bits, with those of a negative value but the sign flipped. Both

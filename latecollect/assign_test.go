@@ -407,8 +407,22 @@ func BenchmarkExactAssign(b *testing.B) {
 }
 
 // topGroups picks what sorting does: the k largest values, largest first,
-// the lower index first among equal ones.
+// the lower index first among equal ones; with the AVX-512 kernel and
+// without.
 func TestTopGroups(t *testing.T) {
+	saved := useTopKAVX512
+	defer func() { useTopKAVX512 = saved }()
+	for _, vec := range []bool{false, true} {
+		if vec && !useAVX512 {
+			t.Log("no AVX-512: the portable topGroups only")
+			continue
+		}
+		useTopKAVX512 = vec
+		testTopGroups(t)
+	}
+}
+
+func testTopGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 11))
 	for _, n := range []int{1, 2, 7, 64, 200} {
 		for _, k := range []int{1, 3, 8, 64, 300} {
@@ -433,8 +447,8 @@ func TestTopGroups(t *testing.T) {
 	// Coarse scores as two-level assignment has them: distinct values,
 	// 128 and 256 groups, 8 probed; and rows whose ties at the floor
 	// exceed what the filter keeps.
-	for _, n := range []int{32, 128, 256, 1000} {
-		for _, k := range []int{1, 8, 16, 64} {
+	for _, n := range []int{32, 128, 256, 512, 1000, 1024} {
+		for _, k := range []int{1, 2, 4, 8, 16, 64} {
 			for rep := range 50 {
 				row := make([]float32, n)
 				for i := range row {
@@ -442,6 +456,9 @@ func TestTopGroups(t *testing.T) {
 					switch rep % 5 {
 					case 0:
 						row[i] = float32(r.IntN(3))
+					case 2:
+						// Ties, but fewer than the kernel's 64 candidates.
+						row[i] = float32(r.IntN(4 * n))
 					case 1:
 						// Zeros of both signs compare equal.
 						row[i] = float32(r.IntN(3)-1) * float32(math.Copysign(0, float64(r.IntN(2))-0.5))
@@ -481,12 +498,21 @@ func BenchmarkTopGroups(b *testing.B) {
 				out = topOf(rows[j*n:(j+1)*n], nil, twoLevelProbe, out[:0])
 			}
 		})
-		b.Run(fmt.Sprintf("groups=%d/floor", n), func(b *testing.B) {
-			out := make([]int32, 0, 8)
-			for i := 0; b.Loop(); i++ {
-				j := i % 1024
-				out = topGroups(rows[j*n:(j+1)*n], twoLevelProbe, out[:0])
+		for _, vec := range []bool{false, true} {
+			if vec && !useAVX512 {
+				continue
 			}
-		})
+			name := map[bool]string{false: "floor", true: "avx512"}[vec]
+			b.Run(fmt.Sprintf("groups=%d/%s", n, name), func(b *testing.B) {
+				saved := useTopKAVX512
+				defer func() { useTopKAVX512 = saved }()
+				useTopKAVX512 = vec
+				out := make([]int32, 0, 8)
+				for i := 0; b.Loop(); i++ {
+					j := i % 1024
+					out = topGroups(rows[j*n:(j+1)*n], twoLevelProbe, out[:0])
+				}
+			})
+		}
 	}
 }

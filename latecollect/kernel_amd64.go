@@ -215,3 +215,11 @@ func argmaxI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale *float32, be
 //
 //go:noescape
 func dotI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale, qscale, out *float32, stride int)
+
+// topKAVX512 is topGroups's floor, filter and selection with AVX-512 for
+// n values (a multiple of 16, n/k a multiple of 16), with scratch cv and
+// ci of 80 entries each; it returns k, or 0 when more than 64 values
+// reach the floor (out untouched); see kernel_amd64.s.
+//
+//go:noescape
+func topKAVX512(row *float32, n, k int, out *int32, cv *float32, ci *int32) int

@@ -1457,3 +1457,192 @@ dvloop:
 
 	VZEROUPPER
 	RET
+
+// Lanes 0 to 15, and the masks of the lanes below c, for topKAVX512.
+DATA topkIota<>+0(SB)/4, $0
+DATA topkIota<>+4(SB)/4, $1
+DATA topkIota<>+8(SB)/4, $2
+DATA topkIota<>+12(SB)/4, $3
+DATA topkIota<>+16(SB)/4, $4
+DATA topkIota<>+20(SB)/4, $5
+DATA topkIota<>+24(SB)/4, $6
+DATA topkIota<>+28(SB)/4, $7
+DATA topkIota<>+32(SB)/4, $8
+DATA topkIota<>+36(SB)/4, $9
+DATA topkIota<>+40(SB)/4, $10
+DATA topkIota<>+44(SB)/4, $11
+DATA topkIota<>+48(SB)/4, $12
+DATA topkIota<>+52(SB)/4, $13
+DATA topkIota<>+56(SB)/4, $14
+DATA topkIota<>+60(SB)/4, $15
+GLOBL topkIota<>(SB), RODATA|NOPTR, $64
+
+DATA topkBelow<>+0(SB)/4, $0x0000
+DATA topkBelow<>+4(SB)/4, $0x0001
+DATA topkBelow<>+8(SB)/4, $0x0003
+DATA topkBelow<>+12(SB)/4, $0x0007
+DATA topkBelow<>+16(SB)/4, $0x000f
+DATA topkBelow<>+20(SB)/4, $0x001f
+DATA topkBelow<>+24(SB)/4, $0x003f
+DATA topkBelow<>+28(SB)/4, $0x007f
+DATA topkBelow<>+32(SB)/4, $0x00ff
+DATA topkBelow<>+36(SB)/4, $0x01ff
+DATA topkBelow<>+40(SB)/4, $0x03ff
+DATA topkBelow<>+44(SB)/4, $0x07ff
+DATA topkBelow<>+48(SB)/4, $0x0fff
+DATA topkBelow<>+52(SB)/4, $0x1fff
+DATA topkBelow<>+56(SB)/4, $0x3fff
+DATA topkBelow<>+60(SB)/4, $0x7fff
+GLOBL topkBelow<>(SB), RODATA|NOPTR, $64
+
+// func topKAVX512(row *float32, n, k int, out *int32, cv *float32, ci *int32) int
+//
+// topGroups with AVX-512: n values (a multiple of 16, n/k a multiple of
+// 16). The floor is the least of the maxima of the k slices of n/k
+// values; the values at or above it, at most 64, are compressed in row
+// order into cv, their indices into ci (80 entries each: room for a
+// whole vector past 64); each candidate's rank is the number of
+// candidates greater than it plus the number equal to it before it, and
+// a candidate of rank below k is written to out[rank]. Returns k, or 0
+// (nothing written to out) when more than 64 values reach the floor.
+TEXT ·topKAVX512(SB), NOSPLIT, $0-56
+	MOVQ row+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ k+16(FP), R11
+	MOVQ out+24(FP), DI
+	MOVQ cv+32(FP), R8
+	MOVQ ci+40(FP), R9
+
+	// R12 = bytes a slice: n/k values.
+	MOVQ CX, AX
+	XORL DX, DX
+	DIVQ R11
+	MOVQ AX, R12
+	SHLQ $2, R12
+
+	// X0 = the floor, from +Inf.
+	MOVL $0x7f800000, AX
+	VMOVD AX, X0
+	XORQ R13, R13
+	MOVQ R11, R14
+
+topkSlice:
+	LEAQ (SI)(R13*1), BX
+	VMOVUPS (BX), Z1
+	MOVQ $64, R15
+
+topkSliceMax:
+	CMPQ R15, R12
+	JGE  topkSliceDone
+	VMAXPS (BX)(R15*1), Z1, Z1
+	ADDQ $64, R15
+	JMP  topkSliceMax
+
+topkSliceDone:
+	VEXTRACTF64X4 $1, Z1, Y2
+	VMAXPS        Y2, Y1, Y1
+	VEXTRACTF128  $1, Y1, X2
+	VMAXPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VMAXPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VMAXPS        X2, X1, X1
+	VMINSS        X1, X0, X0
+	ADDQ          R12, R13
+	DECQ          R14
+	JNZ           topkSlice
+	VBROADCASTSS  X0, Z0
+
+	// The values at or above the floor, in row order.
+	VMOVDQU32    topkIota<>(SB), Z3
+	MOVL         $16, AX
+	VPBROADCASTD AX, Z4
+	MOVQ         CX, R15
+	SHLQ         $2, R15
+	XORQ         R13, R13
+	XORQ         R14, R14
+
+topkFilter:
+	CMPQ        R13, R15
+	JGE         topkFiltered
+	VMOVUPS     (SI)(R13*1), Z1
+	VCMPPS      $0x1d, Z0, Z1, K1
+	KMOVW       K1, AX
+	POPCNTL     AX, AX
+	LEAQ        (R14)(AX*1), BX
+	CMPQ        BX, $64
+	JGT         topkBail
+	VCOMPRESSPS Z1, K1, Z5
+	VMOVUPS     Z5, (R8)(R14*4)
+	VPCOMPRESSD Z3, K1, Z6
+	VMOVDQU32   Z6, (R9)(R14*4)
+	MOVQ        BX, R14
+	VPADDD      Z4, Z3, Z3
+	ADDQ        $64, R13
+	JMP         topkFilter
+
+topkFiltered:
+	// Past the m = R14 candidates, -Inf, which is greater than none.
+	MOVL         $0xff800000, AX
+	VPBROADCASTD AX, Z5
+	VMOVUPS      Z5, (R8)(R14*4)
+	// R12 = bytes of the candidates' whole vectors.
+	LEAQ         15(R14), R12
+	ANDQ         $-16, R12
+	SHLQ         $2, R12
+	XORQ         R13, R13
+
+topkRank:
+	CMPQ         R13, R14
+	JGE          topkDone
+	VBROADCASTSS (R8)(R13*4), Z1
+	XORQ         BX, BX
+	XORQ         R15, R15
+	MOVQ         R13, R10
+
+topkBlock:
+	CMPQ    R15, R12
+	JGE     topkRanked
+	VMOVUPS (R8)(R15*1), Z2
+	VCMPPS  $0x1e, Z1, Z2, K2
+	KMOVW   K2, AX
+	POPCNTL AX, AX
+	ADDQ    AX, BX
+	// Equal ones count before i only: the lanes below c = i - 16·block.
+	TESTQ   R10, R10
+	JLE     topkNext
+	VCMPPS  $0x00, Z1, Z2, K3
+	KMOVW   K3, AX
+	CMPQ    R10, $16
+	JGE     topkAll
+	LEAQ    topkBelow<>(SB), DX
+	ANDL    (DX)(R10*4), AX
+
+topkAll:
+	POPCNTL AX, AX
+	ADDQ    AX, BX
+
+topkNext:
+	SUBQ $16, R10
+	ADDQ $64, R15
+	JMP  topkBlock
+
+topkRanked:
+	CMPQ BX, R11
+	JGE  topkSkip
+	MOVL (R9)(R13*4), AX
+	MOVL AX, (DI)(BX*4)
+
+topkSkip:
+	INCQ R13
+	JMP  topkRank
+
+topkDone:
+	VZEROUPPER
+	MOVQ R11, ret+48(FP)
+	RET
+
+topkBail:
+	VZEROUPPER
+	MOVQ $0, ret+48(FP)
+	RET

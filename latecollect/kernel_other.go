@@ -85,3 +85,7 @@ func argmaxI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale *float32, be
 func dotI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale, qscale, out *float32, stride int) {
 	panic("latecollect: dotI8x32VNNI without amd64")
 }
+
+func topKAVX512(row *float32, n, k int, out *int32, cv *float32, ci *int32) int {
+	panic("latecollect: topKAVX512 without amd64")
+}
