@@ -175,7 +175,6 @@ func EncodeTokens(vecs []float32, dim int, enc Encoding) ([]byte, error) {
 	return buf, nil
 }
 
-// checkFinite reports the first NaN or infinite value by token and dim.
 // infBits and maxF16Bits are the bits of +Inf and of MaxF16 as float32:
 // a finite value's magnitude orders as its bits without the sign, below
 // infBits, and a NaN's are above.
@@ -203,6 +202,7 @@ func maxAbsBits(v []float32) uint32 {
 // fast test, ahead of the check that names a value out of range.
 func FitsF16(v []float32) bool { return maxAbsBits(v) <= maxF16Bits }
 
+// checkFinite reports the first NaN or infinite value by token and dim.
 func checkFinite(vecs []float32, dim int) error {
 	for i, v := range vecs {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
