@@ -331,22 +331,6 @@ func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32
 	dense := n <= 4*len(r.docs)+4096
 	allow := newAllowSet(so.Allow, uint64(r.maxNum), !dense)
 	defer allow.release()
-	sum := func(acc probeSums, from, to int) {
-		for q := from; q < to; q++ {
-			for _, c := range tops[q] {
-				s := table[int(c)*stride+q]
-				prev := uint32(math.MaxUint32)
-				for _, num := range r.clists[c].docs {
-					// Centroids come best first, so the first is the
-					// max; a document's entries are contiguous.
-					if num != prev {
-						acc.add(num, int32(q), s, allow)
-						prev = num
-					}
-				}
-			}
-		}
-	}
 	halves := min(2, len(tops))
 	if halves == 0 {
 		return nil
@@ -356,7 +340,7 @@ func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32
 		at := map[uint64]int{}
 		for p := range halves {
 			acc := newMapSums(min(listed, len(r.docs)))
-			sum(acc, len(tops)*p/halves, len(tops)*(p+1)/halves)
+			r.probeSum(acc, table, stride, tops, allow, len(tops)*p/halves, len(tops)*(p+1)/halves)
 			for _, d := range acc.drain(nil) {
 				if i, ok := at[d.num]; ok {
 					out[i].score += d.score
@@ -368,14 +352,49 @@ func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32
 		}
 		return selectBest(out, so.CandidateCap)
 	}
+	parallel := f.opts.Parallelism > 1 && listed >= probeSplitFrom
+	if n >= probeBucketFrom && bucketHalves(tops) {
+		return r.probeBucketed(table, stride, tops, allow, n, so.CandidateCap, parallel)
+	}
+	return selectBest(r.probeDense(table, stride, tops, allow, n, parallel), so.CandidateCap)
+}
+
+// probeSum adds the documents listed under the probed centroids of query
+// tokens [from, to) to acc.
+func (r *residualIndex) probeSum(acc probeSums, table []float32, stride int, tops [][]int32, allow *allowSet, from, to int) {
+	for q := from; q < to; q++ {
+		for _, c := range tops[q] {
+			s := table[int(c)*stride+q]
+			prev := uint32(math.MaxUint32)
+			for _, num := range r.clists[c].docs {
+				// Centroids come best first, so the first is the
+				// max; a document's entries are contiguous.
+				if num != prev {
+					acc.add(num, int32(q), s, allow)
+					prev = num
+				}
+			}
+		}
+	}
+}
+
+// probeDense is stage 2 with the sums in arrays indexed by docnum (below
+// n): every document found, in no particular order.
+func (r *residualIndex) probeDense(table []float32, stride int, tops [][]int32, allow *allowSet, n int, parallel bool) []scored {
+	halves := min(2, len(tops))
+	if halves == 0 {
+		return nil
+	}
 	accs := make([]*denseSums, halves)
 	for p := range accs {
 		accs[p] = denseSumsPool.Get().(*denseSums)
 		accs[p].grow(n)
 		defer denseSumsPool.Put(accs[p])
 	}
-	half := func(p, _, _ int) { sum(accs[p], len(tops)*p/halves, len(tops)*(p+1)/halves) }
-	if f.opts.Parallelism > 1 && listed >= probeSplitFrom {
+	half := func(p, _, _ int) {
+		r.probeSum(accs[p], table, stride, tops, allow, len(tops)*p/halves, len(tops)*(p+1)/halves)
+	}
+	if parallel {
 		inParts(halves, halves, half)
 	} else {
 		for p := range halves {
@@ -395,7 +414,7 @@ func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32
 		}
 		b.nums = b.nums[:0]
 	}
-	return selectBest(a.drain(nil), so.CandidateCap)
+	return a.drain(nil)
 }
 
 // probeSplitFrom is the fewest list entries stage 2 splits over two

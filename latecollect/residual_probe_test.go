@@ -1,0 +1,126 @@
+package latecollect
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+)
+
+// Stage 2 in buckets finds the documents stage 2 in docnum-indexed arrays
+// finds, with the same sums to the bit, whatever the filter, the number of
+// query tokens (one, or an odd number, splitting the halves unevenly) and
+// the parallelism; and the best k it keeps are the same.
+func TestProbeBucketedAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 9))
+	const nlist = 64
+	n := 5*probeBucket + 123
+	r := &residualIndex{clists: make([]codeList, nlist)}
+	for c := range r.clists {
+		for range 2000 + rng.IntN(3000) {
+			num := uint32(rng.IntN(n))
+			// A document's entries are contiguous, sometimes several.
+			for range 1 + rng.IntN(3) {
+				r.clists[c].docs = append(r.clists[c].docs, num)
+			}
+		}
+	}
+	allow := roaring64.New()
+	for num := range uint64(n) {
+		if rng.IntN(10) == 0 {
+			allow.Add(num)
+		}
+	}
+	for _, nq := range []int{1, 7, 32} {
+		table := make([]float32, nlist*nq)
+		for i := range table {
+			table[i] = float32(rng.NormFloat64())
+		}
+		tops := make([][]int32, nq)
+		for q := range tops {
+			perm := rng.Perm(nlist)[:1+rng.IntN(12)]
+			for _, c := range perm {
+				tops[q] = append(tops[q], int32(c))
+			}
+		}
+		for _, filtered := range []bool{false, true} {
+			var bm *roaring64.Bitmap
+			if filtered {
+				bm = allow
+			}
+			for _, parallel := range []bool{false, true} {
+				set := newAllowSet(bm, uint64(n-1), false)
+				want := r.probeDense(table, nq, tops, set, n, parallel)
+				got := r.probeBucketed(table, nq, tops, set, n, len(want)+1, parallel)
+				byNum := func(a, b scored) int { return int(a.num) - int(b.num) }
+				slices.SortFunc(want, byNum)
+				slices.SortFunc(got, byNum)
+				if len(got) != len(want) || len(want) == 0 {
+					t.Fatalf("nq %d, filtered %v, parallel %v: %d documents, want %d", nq, filtered, parallel, len(got), len(want))
+				}
+				for i := range want {
+					if got[i].num != want[i].num || math.Float32bits(got[i].score) != math.Float32bits(want[i].score) {
+						t.Fatalf("nq %d, filtered %v, parallel %v: document %d sums %v, want document %d at %v",
+							nq, filtered, parallel, got[i].num, got[i].score, want[i].num, want[i].score)
+					}
+					if filtered && !allow.Contains(got[i].num) {
+						t.Fatalf("nq %d: document %d is not allowed", nq, got[i].num)
+					}
+				}
+				const k = 100
+				best := bestFirst(want, k)
+				top := r.probeBucketed(table, nq, tops, set, n, k, parallel)
+				slices.SortFunc(top, byScore)
+				if !slices.Equal(top, best) {
+					t.Fatalf("nq %d, filtered %v, parallel %v: the best %d differ", nq, filtered, parallel, k)
+				}
+				set.release()
+			}
+		}
+	}
+}
+
+// Stage 2 at a million documents: 32 query tokens probing 8 lists each of
+// 3,900 ascending docnums (as at 32,768 centroids of 128M tokens), summed
+// in docnum-indexed arrays and in buckets.
+func BenchmarkProbe(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 46))
+	const n, nq, probes, entries = 1_000_000, 32, 8, 3900
+	r := &residualIndex{clists: make([]codeList, nq*probes)}
+	for c := range r.clists {
+		docs := make([]uint32, entries)
+		for i := range docs {
+			docs[i] = uint32(rng.IntN(n))
+		}
+		slices.Sort(docs)
+		r.clists[c].docs = docs
+	}
+	table := make([]float32, len(r.clists)*nq)
+	for i := range table {
+		table[i] = float32(rng.NormFloat64())
+	}
+	tops := make([][]int32, nq)
+	for q := range tops {
+		for range probes {
+			tops[q] = append(tops[q], int32(rng.IntN(len(r.clists))))
+		}
+	}
+	for _, parallel := range []bool{false, true} {
+		name := "serial"
+		if parallel {
+			name = "parallel"
+		}
+		b.Run("dense/"+name, func(b *testing.B) {
+			for b.Loop() {
+				selectBest(r.probeDense(table, nq, tops, nil, n, parallel), 1024)
+			}
+		})
+		b.Run("buckets/"+name, func(b *testing.B) {
+			for b.Loop() {
+				r.probeBucketed(table, nq, tops, nil, n, 1024, parallel)
+			}
+		})
+	}
+}
