@@ -237,7 +237,24 @@ func TestResidualTableScoresDecodedTokens(t *testing.T) {
 					table[c*stride+q] = dot(query[q*dim:(q+1)*dim], cent[c*dim:(c+1)*dim])
 				}
 			}
-			tb := newResidualTables(query, nq, dim, table, stride, rows, lo, hi, 2)
+			tb := newResidualTables(query, nq, dim, table, stride, rows, lo, hi, 2, nil)
+			// Tables for some centroids only hold the same values for them.
+			var only []int32
+			for c := 0; c < rows; c += 3 {
+				only = append(only, int32(c))
+			}
+			part := newResidualTables(query, nq, dim, table, stride, rows, lo, hi, 2, only)
+			if !slices.Equal(part.nib, tb.nib) || !slices.Equal(part.inv, tb.inv) || !slices.Equal(part.base, tb.base) {
+				t.Fatalf("nq=%d: tables for some centroids: other nibble tables or scales", nq)
+			}
+			for _, c := range only {
+				for blk := range tb.blocks {
+					at := (blk*rows + int(c)) * lutBlock
+					if !slices.Equal(part.cent[at:at+lutBlock], tb.cent[at:at+lutBlock]) {
+						t.Fatalf("nq=%d: centroid %d: row %v in tables for some centroids, %v for all", nq, c, part.cent[at:at+lutBlock], tb.cent[at:at+lutBlock])
+					}
+				}
+			}
 			max16 := make([]int16, tb.blocks*lutBlock)
 			for j := range max16 {
 				max16[j] = noScore
@@ -311,7 +328,7 @@ func benchTables() (tb *residualTables, cids []uint16, codes []byte) {
 	for i := range table {
 		table[i] = float32(r.NormFloat64())
 	}
-	return newResidualTables(query, nq, dim, table, nq, rows, lo, hi, 1), cids, codes
+	return newResidualTables(query, nq, dim, table, nq, rows, lo, hi, 1, nil), cids, codes
 }
 
 func BenchmarkResidualScore(b *testing.B) {
@@ -371,7 +388,7 @@ func BenchmarkResidualTables(b *testing.B) {
 		table[i] = float32(r.NormFloat64() * 0.3)
 	}
 	for b.Loop() {
-		newResidualTables(query, nq, dim, table, nq, nlist, lo, hi, 1)
+		newResidualTables(query, nq, dim, table, nq, nlist, lo, hi, 1, nil)
 	}
 }
 

@@ -60,7 +60,7 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 	for _, c := range order {
 		total += len(r.clists[c].docs)
 	}
-	rt := newResidualTables(query, nq, f.opts.Dim, table, stride, nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism)
+	rt := newResidualTables(query, nq, f.opts.Dim, table, stride, nlist, r.cb.lo, r.cb.hi, f.opts.Parallelism, order)
 	if total >= pairTablesFrom {
 		rt.withPairs(f.opts.Parallelism)
 		defer rt.release()
