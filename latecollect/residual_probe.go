@@ -104,20 +104,44 @@ func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int3
 	inParts(halves, min(parts, halves), func(_, from, to int) {
 		for p := from; p < to; p++ {
 			h := &pb.half[p]
+			ents := h.ents[:nb]
 			for q := len(tops) * p / halves; q < len(tops)*(p+1)/halves; q++ {
 				for _, c := range tops[q] {
 					li := uint32(len(h.q)) << probeBucketShift
 					h.q = append(h.q, int32(q)+1)
 					h.score = append(h.score, table[int(c)*stride+q])
+					// A document's entries are contiguous, and only the
+					// first counts (centroids come best first).
 					prev := uint32(math.MaxUint32)
-					for _, num := range r.clists[c].docs {
-						// A document's entries are contiguous, and only the
-						// first counts (centroids come best first).
-						if num != prev {
-							prev = num
-							if allow.has(num) {
+					docs := r.clists[c].docs
+					switch {
+					case allow == nil:
+						for _, num := range docs {
+							if num != prev {
+								prev = num
 								b := num >> probeBucketShift
-								h.ents[b] = append(h.ents[b], li|num&probeBucketMask)
+								ents[b] = append(ents[b], li|num&probeBucketMask)
+							}
+						}
+					case allow.bits != nil:
+						bits := allow.bits
+						for _, num := range docs {
+							if num != prev {
+								prev = num
+								if w := int(num >> 6); w < len(bits) && bits[w]&(1<<(num&63)) != 0 {
+									b := num >> probeBucketShift
+									ents[b] = append(ents[b], li|num&probeBucketMask)
+								}
+							}
+						}
+					default:
+						for _, num := range docs {
+							if num != prev {
+								prev = num
+								if allow.has(num) {
+									b := num >> probeBucketShift
+									ents[b] = append(ents[b], li|num&probeBucketMask)
+								}
 							}
 						}
 					}
@@ -130,25 +154,32 @@ func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int3
 		for p := range s.at {
 			if len(s.at[p]) < probeBucket {
 				s.at[p] = make([]sumAt, probeBucket)
+				s.nums[p] = make([]uint16, probeBucket)
 			}
 		}
 		s.out = s.out[:0]
 		for b := from; b < to; b++ {
 			for p := range halves {
-				h, at, nums := &pb.half[p], s.at[p], s.nums[p][:0]
+				h, at, nums := &pb.half[p], s.at[p], s.nums[p][:probeBucket]
+				qs, scores := h.q, h.score
+				// Without branches: whether a document is new to the
+				// half, and whether the query token already added to it,
+				// follow no pattern the CPU could predict.
+				k := 0
 				for _, e := range h.ents[b] {
 					i := e >> probeBucketShift
-					a := &at[e&probeBucketMask]
-					switch a.last {
-					case h.q[i]:
-						continue
-					case 0:
-						nums = append(nums, uint16(e&probeBucketMask))
+					lo := e & probeBucketMask
+					a := &at[lo]
+					last, q, v := a.last, qs[i], scores[i]
+					if last == q {
+						v = 0
 					}
-					a.last = h.q[i]
-					a.sum += h.score[i]
+					nums[k] = uint16(lo)
+					k += int(uint32(last-1) >> 31) // last == 0: a new document
+					a.last = q
+					a.sum += v
 				}
-				s.nums[p] = nums
+				s.nums[p] = nums[:k]
 			}
 			// The halves' sums added as probeLocked adds them: the first
 			// half's, plus the second's.

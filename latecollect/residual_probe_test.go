@@ -124,3 +124,40 @@ func BenchmarkProbe(b *testing.B) {
 		})
 	}
 }
+
+// selectBest keeps the best k under byScore, whether its sampled floor
+// cuts the scores first or, when fewer than k reach the floor (the sample
+// holds the best scores and little else does), not: with ties, with the
+// scores in order and shuffled.
+func TestSelectBest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 46))
+	const n = 65536
+	cases := map[string]func(i int) float32{
+		"ties":     func(int) float32 { return float32(rng.IntN(50)) },
+		"normal":   func(int) float32 { return float32(rng.NormFloat64()) },
+		"ordered":  func(i int) float32 { return float32(i) },
+		"reversed": func(i int) float32 { return float32(n - i) },
+		// The sampled positions (every 64th) hold the best scores.
+		"sampled": func(i int) float32 {
+			if i%(n/1024) == 0 {
+				return 1000 + float32(i)
+			}
+			return float32(rng.NormFloat64())
+		},
+	}
+	for name, score := range cases {
+		c := make([]scored, n)
+		for i := range c {
+			c[i] = scored{num: uint64(rng.IntN(1 << 30)), score: score(i)}
+		}
+		for _, k := range []int{1, 10, 100, 500, 4096} {
+			want := slices.Clone(c)
+			slices.SortFunc(want, byScore)
+			want = want[:k]
+			got := bestFirst(slices.Clone(c), k)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, k %d: the best differ", name, k)
+			}
+		}
+	}
+}
