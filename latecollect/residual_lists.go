@@ -74,12 +74,22 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 	slots := slotsPool.Get().(*[]int32)
 	defer slotsPool.Put(slots)
 	slot := growSlots(slots, int(r.maxNum)+1)
+	// A bit per docnum says which are candidates: the lists are read
+	// entry by entry, most of them other documents', and a million
+	// documents' bits stay in the cache where their slots do not.
+	bitsp := candBitsPool.Get().(*[]uint64)
+	defer candBitsPool.Put(bitsp)
+	isCand := growBits(bitsp, int(r.maxNum>>6)+1)
+	iota := make([]int32, len(cands))
 	for i, c := range cands {
 		slot[c.num] = int32(i)
+		isCand[c.num>>6] |= 1 << (c.num & 63)
+		iota[i] = int32(i)
 	}
 	defer func() {
 		for _, c := range cands {
 			slot[c.num] = -1
+			isCand[c.num>>6] = 0
 		}
 	}()
 
@@ -108,19 +118,31 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 			max16[i] = noScore
 		}
 		own := make([]uint32, len(cands)*words)
+		// The candidates' entries of a list, by slot, and their codes.
+		var at []uint32
+		var codes []byte
 		for i := cuts[p]; i < cuts[p+1]; i++ {
 			c := order[i]
 			l := &r.clists[c]
-			rt.listMax(max16, int(c), l.docs, slot, l.codes, cbytes)
 			m := masks[i*words : (i+1)*words]
+			at, codes = at[:0], codes[:0]
 			prev := int32(-1)
-			for _, num := range l.docs {
-				if s := slot[num]; s >= 0 && s != prev {
+			for j, num := range l.docs {
+				if isCand[num>>6]&(1<<(num&63)) == 0 {
+					continue
+				}
+				s := slot[num]
+				at = append(at, uint32(s))
+				codes = append(codes, l.codes[j*cbytes:(j+1)*cbytes]...)
+				if s != prev {
 					for w, v := range m {
 						own[int(s)*words+w] |= v
 					}
 					prev = s
 				}
+			}
+			if len(at) > 0 {
+				rt.listMax(max16, int(c), at, iota, codes, cbytes)
 			}
 		}
 		slabs[p], owns[p] = max16, own
@@ -164,6 +186,19 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 // slotsPool recycles the docnum → candidate slot arrays, all -1 between
 // uses.
 var slotsPool = sync.Pool{New: func() any { return new([]int32) }}
+
+// candBitsPool recycles the list stage's candidate bits, all zero between
+// uses.
+var candBitsPool = sync.Pool{New: func() any { return new([]uint64) }}
+
+// growBits returns (*p)[:n], all zero: the candidate bits are cleared
+// after each use.
+func growBits(p *[]uint64, n int) []uint64 {
+	if len(*p) < n {
+		*p = make([]uint64, n)
+	}
+	return (*p)[:n]
+}
 
 // growSlots returns (*p)[:n], grown with -1 where needed.
 func growSlots(p *[]int32, n int) []int32 {
