@@ -161,6 +161,50 @@ func TestI8AssignerAgrees(t *testing.T) {
 			t.Errorf("%s: a row with a NaN: no error", c.name)
 		}
 	}
+
+	// The coarse scores in int8 pick the groups the float ones pick, up to
+	// near ties: two-level assignment finds the nearest centroid about as
+	// often either way, and loses about as much score.
+	if two.coarseLanes == nil {
+		t.Fatal("two-level assigner: coarse scores not in int8 on a CPU with VNNI")
+	}
+	useI8Coarse = false
+	twoF, err := newTwoLevel(cent, dim, twoLevelProbe)
+	useI8Coarse = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twoF.coarseLanes != nil {
+		t.Fatal("two-level assigner: int8 coarse scores while turned off")
+	}
+	var share, mean [2]float64
+	var gots [2][]int32
+	for j, a := range []*twoLevel{twoF, two} {
+		got := make([]int32, n)
+		gots[j] = got
+		if err := a.Assign(x, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			row := x[i*dim : (i+1)*dim]
+			if got[i] == want[i] {
+				share[j]++
+			}
+			mean[j] += float64(dot(row, cent[int(want[i])*dim:]) - dot(row, cent[int(got[i])*dim:]))
+		}
+		share[j] /= n
+		mean[j] /= n
+	}
+	differ := 0
+	for i := range n {
+		if gots[0][i] != gots[1][i] {
+			differ++
+		}
+	}
+	t.Logf("two-level, coarse scores in float32 / int8: %.4f / %.4f of rows on the nearest centroid; mean loss %.6f / %.6f; %d rows assigned differently", share[0], share[1], mean[0], mean[1], differ)
+	if share[1] < share[0]-0.003 || mean[1] > mean[0]*1.1+1e-4 {
+		t.Errorf("int8 coarse scores: %.4f of rows on the nearest centroid, mean loss %.6f; float32: %.4f, %.6f", share[1], mean[1], share[0], mean[0])
+	}
 }
 
 // quantizeRowsI8 gives each value v/scaleI8(row) rounded to the nearest
@@ -248,6 +292,60 @@ func TestScoreCentroidsI8(t *testing.T) {
 					if d := math.Abs(float64(v - fl[i])); d > 0.01 {
 						t.Errorf("nlist %d nq %d: centroid %d token %d: int8 %v, float %v", nlist, nq, i/stride, i%stride, v, fl[i])
 					}
+				}
+			}
+		}
+	}
+}
+
+// Two-level assignment's coarse scores in int8 (coarseScores8: the coarse
+// centroids as lanes, rows written at a stride of all the groups) are the
+// integer inner products of the quantised rows and coarse centroids, times
+// the coarse centroid's scale, bit for bit; times the row's scale they are
+// the float scores within the quantisations' error. Row counts that do
+// and do not fill the kernel's groups of 8.
+func TestCoarseScoresI8(t *testing.T) {
+	if !useVNNI {
+		t.Skip("skipping: no AVX-512 VNNI on this CPU")
+	}
+	const dim = 64
+	r := rand.New(rand.NewPCG(7, 46))
+	cent := randomUnit(r, 2048, dim)
+	two, err := newTwoLevel(cent, dim, twoLevelProbe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ncoarse := len(two.ids)
+	if two.coarseLanes == nil || ncoarse <= 32 {
+		t.Fatalf("coarse scores not in int8, or %d groups (want more than 32)", ncoarse)
+	}
+	q8c := make([]byte, ncoarse*dim)
+	if err := quantizeRowsI8(two.coarse, dim, q8c); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []int{1, 8, 13, 40} {
+		rows := clusteredUnit(r, b, dim)
+		sc := new(twoLevelScratch)
+		sc.q8 = make([]byte, b*dim)
+		if err := quantizeRowsI8(rows, dim, sc.q8); err != nil {
+			t.Fatal(err)
+		}
+		cs := make([]float32, (b+7)&^7*ncoarse)[:b*ncoarse]
+		two.coarseScores8(sc, b, cs)
+		for i := range b {
+			row := rows[i*dim : (i+1)*dim]
+			for g := range ncoarse {
+				var a int32
+				for x := range dim {
+					a += (int32(sc.q8[i*dim+x]) - 128) * (int32(q8c[g*dim+x]) - 128)
+				}
+				want := float32(a) * 1 * two.coarseScale[g]
+				got := cs[i*ncoarse+g]
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d rows: row %d group %d: kernel %v, Go %v", b, i, g, got, want)
+				}
+				if d := math.Abs(float64(got*scaleI8(row) - dot(row, two.coarse[g*dim:]))); d > 0.01 {
+					t.Errorf("%d rows: row %d group %d: int8 %v, float %v", b, i, g, got*scaleI8(row), dot(row, two.coarse[g*dim:]))
 				}
 			}
 		}

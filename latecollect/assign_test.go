@@ -222,7 +222,7 @@ func TestExactAssigner(t *testing.T) {
 // 4,096 128-d centroids. ns/token is per token.
 func BenchmarkAssign(b *testing.B) {
 	const n = 16384
-	for _, shape := range []struct{ dim, nlist int }{{128, 16384}, {384, 8192}, {128, 4096}} {
+	for _, shape := range []struct{ dim, nlist int }{{128, 32768}, {128, 16384}, {384, 8192}, {128, 4096}} {
 		dim, nlist := shape.dim, shape.nlist
 		r := rand.New(rand.NewPCG(9, 9))
 		cent := randomUnit(r, nlist, dim)
@@ -244,10 +244,17 @@ func BenchmarkAssign(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// The coarse scores in float32 where they would be in int8.
+		useI8Coarse = false
+		two8f, err := newTwoLevel(cent, dim, 8)
+		useI8Coarse = true
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, a := range []struct {
 			name string
 			a    assigner
-		}{{"faiss-exact", exact}, {"exact", goExact}, {"two-level-8", two8}, {"two-level-16", two16}} {
+		}{{"faiss-exact", exact}, {"exact", goExact}, {"two-level-8", two8}, {"two-level-8-f32coarse", two8f}, {"two-level-16", two16}} {
 			// This package's assigners with BLAS's products and, where the
 			// CPU has AVX-512, with argmax8x32AVX512.
 			kernels := []bool{false}

@@ -207,7 +207,8 @@ func pairRowsAVX512(dst, lo, hi *int16)
 //go:noescape
 func argmaxI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale *float32, best *float32, idx *int32, base int)
 
-// dotI8x32VNNI sets out[j*stride+l], l < stride (16 or 32), to
+// dotI8x32VNNI sets out[j*stride+l], l < min(stride, 32) (a stride of 16,
+// or of at least 32), to
 // float32(<q_l, row_j>) * scale[j] * qscale[l] for the n int8 rows (a
 // multiple of 8) at rows, dim values each (a multiple of 4), and the 32
 // tokens laid out as queryI8.lanes; corr[j] is 128 * Σ row_j[k]. See

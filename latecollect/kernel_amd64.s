@@ -1394,8 +1394,8 @@ ivloop:
 // unsigned), each with its scale qscale[l], and the n int8 rows (a
 // multiple of 8) of dim values (a multiple of 4) at rows, one after the
 // other, with corr[j] = 128 * Σ row_j[k] and scale[j]: out[j*stride + l] =
-// float32(<q_l, row_j>) * scale[j] * qscale[l], for l < stride (16 or
-// 32). The integer sum is exact, as in argmaxI8x32VNNI; the roundings are
+// float32(<q_l, row_j>) * scale[j] * qscale[l], for l < 16 with a stride
+// of 16, l < 32 with a stride of at least 32. The integer sum is exact, as in argmaxI8x32VNNI; the roundings are
 // its conversion and the two multiplications, in that order, as in
 // dotI8Go.
 TEXT ·dotI8x32VNNI(SB), NOSPLIT, $0-72
@@ -1429,15 +1429,15 @@ dvloop:
 
 // I8DOT scales row off/4's lanes a and b (I8SCALE), then by the lanes'
 // scales, and stores them at R11, the
-// second half only for a stride of 32 (DX, 128 bytes); R11 moves on a
-// row.
+// second half only for a stride of at least 32 (DX, 128 bytes); R11
+// moves on a row.
 #define I8DOT(a, b, off) \
 	I8SCALE(a, b, off); \
 	VMULPS       Z26, a, a; \
 	VMULPS       Z27, b, b; \
 	VMOVUPS      a, (R11); \
 	CMPQ         DX, $128; \
-	JNE          2(PC); \
+	JLT          2(PC); \
 	VMOVUPS      b, 64(R11); \
 	ADDQ         DX, R11
 
