@@ -35,8 +35,16 @@ const (
 	// about 20. A top 10 probes a tenth as deep.
 	DepthProbeEntries = 160
 	// MinCentroidProbe is the fewest centroids a query token probes
-	// whatever their lists hold.
+	// whatever their lists hold; and it probes at least one centroid in
+	// MinProbeShare (minProbe). Lists grow with the collection, but so
+	// does the number of centroids, each covering less of the space: to
+	// find a query token's neighbours as well, a finer partition must be
+	// probed in more places. On a million synthetic documents (32,768
+	// centroids), 8 probes found 0.940 of the exhaustive top 10 and 16
+	// found 0.980 (20 queries); on 100,000 (16,384 centroids), 8 found
+	// all of it.
 	MinCentroidProbe = 8
+	MinProbeShare    = 2048
 	// DefaultCentroidCandidates bounds the documents the list stage
 	// scores; raised with the hits asked for (DepthCandidates).
 	DefaultCentroidCandidates = 1024
@@ -252,9 +260,15 @@ func depthCaps(k, candidates int) int {
 	return max(candidates, k*DepthCandidates)
 }
 
+// minProbe is the fewest centroids a query token probes in this index:
+// MinCentroidProbe, or one in MinProbeShare.
+func (r *residualIndex) minProbe() int {
+	return max(MinCentroidProbe, r.cb.nlist/MinProbeShare)
+}
+
 // withinBudget cuts each query token's probed centroids (best first) to
 // the first whose lists hold, together, at least budget entries (all of
-// them when they hold fewer), and never below MinCentroidProbe: the cost
+// them when they hold fewer), and never below minProbe: the cost
 // of stage 2 and of the list stage grows with the entries probed, and
 // lists grow with the collection, so a fixed count of centroids would
 // cost more with every document added. A budget of at most 0 cuts
@@ -263,11 +277,12 @@ func (r *residualIndex) withinBudget(tops [][]int32, budget int) [][]int32 {
 	if budget <= 0 {
 		return tops
 	}
+	least := r.minProbe()
 	for q, top := range tops {
 		sum := 0
 		for i, c := range top {
 			sum += len(r.clists[c].docs)
-			if sum >= budget && i+1 >= MinCentroidProbe {
+			if sum >= budget && i+1 >= least {
 				tops[q] = top[:i+1]
 				break
 			}

@@ -964,9 +964,10 @@ func TestResidualSnapshotFormat2(t *testing.T) {
 
 // withinBudget keeps each query token's best centroids up to the first
 // whose lists hold the budget together, never fewer than
-// MinCentroidProbe, and all of them when they hold less.
+// MinCentroidProbe or one centroid in MinProbeShare, and all of them when
+// they hold less.
 func TestWithinBudget(t *testing.T) {
-	r := &residualIndex{clists: make([]codeList, 20)}
+	r := &residualIndex{clists: make([]codeList, 20), cb: &codebook{nlist: 20}}
 	for c := range r.clists {
 		r.clists[c].docs = make([]uint32, 100*(c+1))
 	}
@@ -985,6 +986,13 @@ func TestWithinBudget(t *testing.T) {
 		got := r.withinBudget([][]int32{slices.Clone(all)}, tc.budget)
 		if len(got[0]) != tc.want || !slices.Equal(got[0], all[:tc.want]) {
 			t.Errorf("budget %d: %v, want the first %d", tc.budget, got[0], tc.want)
+		}
+	}
+	// With 22,528 centroids (11 in 2,048) the least is 11; with 16,384, 8.
+	for _, tc := range []struct{ nlist, want int }{{22528, 11}, {16384, 8}} {
+		r.cb.nlist = tc.nlist
+		if got := r.withinBudget([][]int32{slices.Clone(all)}, 100); len(got[0]) != tc.want {
+			t.Errorf("%d centroids, budget 100: %d probed, want %d", tc.nlist, len(got[0]), tc.want)
 		}
 	}
 }
