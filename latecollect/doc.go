@@ -138,8 +138,10 @@
 // coded to it, a document's entries contiguous; a document records its
 // distinct centroids. Search is staged: the query tokens are scored
 // against every centroid (AVX-512 kernels, or BLAS products where the
-// CPU lacks AVX-512); each query token probes its NProbe best centroids
-// and the listed documents are ranked by their best probed centroids; the
+// CPU lacks AVX-512); each query token probes its best centroids, up to
+// NProbe, until their lists hold DepthProbeEntries per hit asked for, and
+// never fewer than MinCentroidProbe or one centroid in MinProbeShare;
+// the listed documents are ranked by their best probed centroids; the
 // best CandidateCap go to the list stage, which scores every token of
 // theirs listed under a probed centroid from its residual code against
 // every query token, keeps per document and query token the best, and
