@@ -240,6 +240,10 @@ func (f *residualFamily) load() (bool, uint64, error) {
 		prev = num
 		d := docCodes{cids: make([]uint16, n), normSum: norm, blob: stamp}
 		raw := rd.bytes(2 * n)
+		if rd.err != nil {
+			idx.close()
+			return false, 0, corrupt("document list", fmt.Errorf("document %d: %v", num, rd.err))
+		}
 		for t := range n {
 			c := binary.LittleEndian.Uint16(raw[2*t:])
 			if int(c) >= nlist {
@@ -277,8 +281,9 @@ func loadLists(rd *snapReader, cb *codebook, ndocs uint64) (*residualIndex, erro
 	if ndocs > maxResidualDoc+1 {
 		return fail(fmt.Errorf("%d documents", ndocs))
 	}
-	nums := make([]uint64, 0, ndocs)
-	metas := make([]docMeta, 0, ndocs)
+	// Grown as the records are read: ndocs is what the snapshot says.
+	nums := make([]uint64, 0, min(ndocs, 1<<16))
+	metas := make([]docMeta, 0, min(ndocs, 1<<16))
 	var prev uint64
 	for i := range ndocs {
 		num, n := rd.u64(), rd.u32()
@@ -379,10 +384,33 @@ type snapReader struct {
 	buf [8]byte
 }
 
+// snapChunk is the most snapReader.bytes allocates before it has read
+// that much: a corrupt count must not allocate what the snapshot does
+// not hold.
+const snapChunk = 1 << 20
+
+// bytes reads n bytes. Up to snapChunk it always returns n bytes (zeros
+// past an error); beyond, it reads in growing chunks, and returns nil on
+// an error.
 func (s *snapReader) bytes(n int) []byte {
-	b := make([]byte, n)
-	if s.err == nil {
-		_, s.err = io.ReadFull(s.r, b)
+	if n <= snapChunk {
+		b := make([]byte, n)
+		if s.err == nil {
+			_, s.err = io.ReadFull(s.r, b)
+		}
+		return b
+	}
+	if s.err != nil {
+		return nil
+	}
+	var b []byte
+	for len(b) < n {
+		k := min(n-len(b), max(snapChunk, len(b)))
+		b = slices.Grow(b, k)
+		if _, s.err = io.ReadFull(s.r, b[len(b):len(b)+k]); s.err != nil {
+			return nil
+		}
+		b = b[:len(b)+k]
 	}
 	return b
 }
@@ -410,6 +438,9 @@ func (s *snapReader) u64() uint64 {
 
 func (s *snapReader) f32s(n int) []float32 {
 	raw := s.bytes(4 * n)
+	if s.err != nil {
+		return nil
+	}
 	out := make([]float32, n)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
