@@ -77,8 +77,10 @@ func bucketHalves(tops [][]int32) bool {
 // query token's probed centroids (tops, best first), with the sum over
 // query tokens of the first (best) probed centroid score it has, the sums
 // of the two halves of the query tokens added. It returns the best k of
-// them (selectBest), in no particular order. bucketHalves(tops) must hold. With parallel, the
-// halves are copied, and the buckets summed, in two goroutines.
+// them (selectBest), in no particular order. bucketHalves(tops) must
+// hold, and allow is nil or newAllowSet's bits (the dense form). With
+// parallel, the halves are copied, and the buckets summed, in two
+// goroutines.
 func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int32, allow *allowSet, n, k int, parallel bool) []scored {
 	halves := min(2, len(tops))
 	if halves == 0 {
@@ -114,8 +116,7 @@ func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int3
 					// first counts (centroids come best first).
 					prev := uint32(math.MaxUint32)
 					docs := r.clists[c].docs
-					switch {
-					case allow == nil:
+					if allow == nil {
 						for _, num := range docs {
 							if num != prev {
 								prev = num
@@ -123,25 +124,15 @@ func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int3
 								ents[b] = append(ents[b], li|num&probeBucketMask)
 							}
 						}
-					case allow.bits != nil:
-						bits := allow.bits
-						for _, num := range docs {
-							if num != prev {
-								prev = num
-								if w := int(num >> 6); w < len(bits) && bits[w]&(1<<(num&63)) != 0 {
-									b := num >> probeBucketShift
-									ents[b] = append(ents[b], li|num&probeBucketMask)
-								}
-							}
-						}
-					default:
-						for _, num := range docs {
-							if num != prev {
-								prev = num
-								if allow.has(num) {
-									b := num >> probeBucketShift
-									ents[b] = append(ents[b], li|num&probeBucketMask)
-								}
+						continue
+					}
+					bits := allow.bits
+					for _, num := range docs {
+						if num != prev {
+							prev = num
+							if w := int(num >> 6); w < len(bits) && bits[w]&(1<<(num&63)) != 0 {
+								b := num >> probeBucketShift
+								ents[b] = append(ents[b], li|num&probeBucketMask)
 							}
 						}
 					}
