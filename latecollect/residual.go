@@ -1,6 +1,7 @@
 package latecollect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -367,9 +368,9 @@ func (d docMeta) matches(size int, crc uint32, count int) bool {
 
 // residualIndex holds the codes of every document, grouped by centroid:
 // each centroid's code list holds every token coded to it. Invariants:
-// a document's entries in a list are contiguous, in the order put gave
-// them; the lists of a document's cents hold exactly its count tokens,
-// and no other list holds any.
+// a list's entries are in ascending docnum order, so a document's are
+// contiguous, in the order put gave them; the lists of a document's
+// cents hold exactly its count tokens, and no other list holds any.
 type residualIndex struct {
 	cb     *codebook
 	docs   map[uint64]docMeta
@@ -395,50 +396,100 @@ func newResidualIndex(cb *codebook) *residualIndex {
 }
 
 // codeList is one centroid's tokens: entry i is a token of document
-// docs[i] with code codes[i*codeBytes:(i+1)*codeBytes].
+// docs[i] with code codes[i*codeBytes:(i+1)*codeBytes], in ascending
+// docnum order (stage 2 walks a list a bucket of docnums at a time).
 type codeList struct {
 	docs  []uint32
 	codes []byte
 }
 
-// add appends an entry. A full list grows by an eighth (at least 16
-// entries), not by append's doubling: the lists are most of the index's
-// memory, and their slack stays within an eighth.
-func (l *codeList) add(num uint32, code []byte) {
-	if len(l.docs) == cap(l.docs) {
-		n := len(l.docs) + max(16, len(l.docs)/8)
-		docs := make([]uint32, len(l.docs), n)
-		copy(docs, l.docs)
-		codes := make([]byte, len(l.codes), n*len(code))
-		copy(codes, l.codes)
-		l.docs, l.codes = docs, codes
+// reserve makes room for n more entries of codeBytes each. A full list
+// grows by an eighth (at least 16 entries), not by append's doubling: the
+// lists are most of the index's memory, and their slack stays within an
+// eighth.
+func (l *codeList) reserve(n, codeBytes int) {
+	if len(l.docs)+n <= cap(l.docs) {
+		return
 	}
-	l.docs = append(l.docs, num)
-	l.codes = append(l.codes, code...)
+	size := max(len(l.docs)+n, len(l.docs)+max(16, len(l.docs)/8))
+	docs := make([]uint32, len(l.docs), size)
+	copy(docs, l.docs)
+	codes := make([]byte, len(l.codes), size*codeBytes)
+	copy(codes, l.codes)
+	l.docs, l.codes = docs, codes
 }
 
-// addAll appends entries (docs, and their codes of codeBytes each),
-// growing the list as add does.
-func (l *codeList) addAll(docs []uint32, codes []byte, codeBytes int) {
-	if n := len(l.docs) + len(docs); n > cap(l.docs) {
-		n = max(n, len(l.docs)+max(16, len(l.docs)/8))
-		grown := make([]uint32, len(l.docs), n)
-		copy(grown, l.docs)
-		gcodes := make([]byte, len(l.codes), n*codeBytes)
-		copy(gcodes, l.codes)
-		l.docs, l.codes = grown, gcodes
+// add adds an entry after every entry of a docnum up to num's: at the end
+// when num is the largest, as it is for every new document (docnums are
+// assigned in ascending order); in place for an update of an older one.
+func (l *codeList) add(num uint32, code []byte) {
+	l.reserve(1, len(code))
+	i := len(l.docs)
+	if i > 0 && l.docs[i-1] > num {
+		i, _ = slices.BinarySearch(l.docs, num+1)
 	}
-	l.docs = append(l.docs, docs...)
-	l.codes = append(l.codes, codes...)
+	l.docs = slices.Insert(l.docs, i, num)
+	l.codes = slices.Insert(l.codes, i*len(code), code...)
+}
+
+// addAll adds entries (docs, in ascending order, and their codes of
+// codeBytes each) to a list that holds none of their documents, growing
+// it as add does: appended when they all follow the list's last, else
+// merged.
+func (l *codeList) addAll(docs []uint32, codes []byte, codeBytes int) {
+	if len(docs) == 0 {
+		return
+	}
+	n := len(l.docs)
+	if n == 0 || l.docs[n-1] <= docs[0] {
+		l.reserve(len(docs), codeBytes)
+		l.docs = append(l.docs, docs...)
+		l.codes = append(l.codes, codes...)
+		return
+	}
+	size := n + len(docs)
+	merged := codeList{docs: make([]uint32, 0, size), codes: make([]byte, 0, size*codeBytes)}
+	i, j := 0, 0
+	for i < n || j < len(docs) {
+		if j == len(docs) || i < n && l.docs[i] <= docs[j] {
+			merged.docs = append(merged.docs, l.docs[i])
+			merged.codes = append(merged.codes, l.codes[i*codeBytes:(i+1)*codeBytes]...)
+			i++
+		} else {
+			merged.docs = append(merged.docs, docs[j])
+			merged.codes = append(merged.codes, codes[j*codeBytes:(j+1)*codeBytes]...)
+			j++
+		}
+	}
+	*l = merged
+}
+
+// sortByDoc puts a list read from a snapshot written before lists were
+// kept in docnum order into that order, keeping each document's entries
+// in theirs. It reports whether the list was out of order.
+func (l *codeList) sortByDoc(codeBytes int) bool {
+	if slices.IsSorted(l.docs) {
+		return false
+	}
+	idx := make([]int32, len(l.docs))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(l.docs[a], l.docs[b]) })
+	docs := make([]uint32, len(l.docs))
+	codes := make([]byte, len(l.codes))
+	for i, e := range idx {
+		docs[i] = l.docs[e]
+		copy(codes[i*codeBytes:(i+1)*codeBytes], l.codes[int(e)*codeBytes:(int(e)+1)*codeBytes])
+	}
+	l.docs, l.codes = docs, codes
+	return true
 }
 
 // find returns the entries [i, j) of document num (i == j when none).
 func (l *codeList) find(num uint32) (int, int) {
-	i := slices.Index(l.docs, num)
-	if i < 0 {
-		return 0, 0
-	}
-	j := i + 1
+	i, _ := slices.BinarySearch(l.docs, num)
+	j := i
 	for j < len(l.docs) && l.docs[j] == num {
 		j++
 	}
@@ -546,8 +597,9 @@ func (r *residualIndex) absorb(s *residualIndex) {
 	}
 	cb := r.cb.codeBytes()
 	for c := range s.clists {
-		// s's list holds each of its documents' entries contiguously, and
-		// r's holds none of them now: appended whole, they stay so.
+		// s's list is in docnum order, and r's holds none of its
+		// documents now: added whole, in order, the merge keeps each
+		// document's entries contiguous.
 		if l := &s.clists[c]; len(l.docs) > 0 {
 			r.clists[c].addAll(l.docs, l.codes, cb)
 		}

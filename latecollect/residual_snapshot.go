@@ -360,6 +360,8 @@ func loadLists(rd *snapReader, cb *codebook, ndocs uint64) (*residualIndex, erro
 			docs[e] = num
 		}
 		idx.clists[c] = codeList{docs: docs, codes: codes}
+		// Snapshots before lists were kept in docnum order.
+		idx.clists[c].sortByDoc(cbytes)
 		total += int64(n)
 	}
 	for i, num := range nums {

@@ -996,3 +996,106 @@ func TestWithinBudget(t *testing.T) {
 		}
 	}
 }
+
+// A code list stays in docnum order, each document's entries contiguous
+// and in the order added, with its own codes, through adds in any docnum
+// order (an update re-adds an older document), removes, merges (absorb)
+// and the sort of a list read from an older snapshot.
+func TestCodeListOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 12))
+	const cb = 3
+	code := func(num uint32, t int) []byte { return []byte{byte(num), byte(num >> 8), byte(t)} }
+	want := map[uint32]int{} // document → entries held
+	var l codeList
+	check := func(step string) {
+		t.Helper()
+		if !slices.IsSorted(l.docs) {
+			t.Fatalf("%s: docs out of order: %v", step, l.docs)
+		}
+		if len(l.codes) != len(l.docs)*cb {
+			t.Fatalf("%s: %d docs, %d code bytes", step, len(l.docs), len(l.codes))
+		}
+		got := map[uint32]int{}
+		for i, num := range l.docs {
+			c := l.codes[i*cb : (i+1)*cb]
+			if !slices.Equal(c[:2], code(num, 0)[:2]) || int(c[2]) != got[num] {
+				t.Fatalf("%s: entry %d (document %d) has code %v, want token %d of it", step, i, num, c, got[num])
+			}
+			got[num]++
+		}
+		for num, n := range want {
+			if got[num] != n {
+				t.Fatalf("%s: document %d has %d entries, want %d", step, num, got[num], n)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d documents, want %d", step, len(got), len(want))
+		}
+	}
+	put := func(l *codeList, num uint32, n int) {
+		for i := range n {
+			l.add(num, code(num, i))
+		}
+	}
+	for i := range 3000 {
+		num := uint32(i)
+		if rng.IntN(4) == 0 && i > 0 {
+			num = uint32(rng.IntN(i)) // an update
+		}
+		if want[num] > 0 {
+			l.remove(num, cb)
+		}
+		n := 1 + rng.IntN(3)
+		put(&l, num, n)
+		want[num] = n
+	}
+	check("adds")
+	for num := range want {
+		if rng.IntN(3) == 0 {
+			l.remove(num, cb)
+			delete(want, num)
+		}
+	}
+	check("removes")
+	// absorb: a side list of documents the list does not hold, some
+	// interleaved with its own, some after them.
+	var side codeList
+	for num := uint32(0); num < 4000; num++ {
+		if want[num] == 0 && rng.IntN(5) == 0 {
+			n := 1 + rng.IntN(2)
+			put(&side, num, n)
+			want[num] = n
+		}
+	}
+	l.addAll(side.docs, side.codes, cb)
+	check("merge")
+	var tail codeList
+	put(&tail, 5000, 2)
+	want[5000] = 2
+	l.addAll(tail.docs, tail.codes, cb)
+	check("append")
+	// A list in the order of an older snapshot: documents' runs shuffled.
+	var runs [][2]int
+	for i := 0; i < len(l.docs); {
+		j := i
+		for j < len(l.docs) && l.docs[j] == l.docs[i] {
+			j++
+		}
+		runs = append(runs, [2]int{i, j})
+		i = j
+	}
+	rng.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
+	var old codeList
+	for _, r := range runs {
+		old.docs = append(old.docs, l.docs[r[0]:r[1]]...)
+		old.codes = append(old.codes, l.codes[r[0]*cb:r[1]*cb]...)
+	}
+	l = old
+	if !l.sortByDoc(cb) {
+		t.Fatal("sortByDoc: a shuffled list reported in order")
+	}
+	check("sort")
+	if l.sortByDoc(cb) {
+		t.Fatal("sortByDoc: a sorted list reported out of order")
+	}
+}
