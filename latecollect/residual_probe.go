@@ -2,20 +2,21 @@ package latecollect
 
 import (
 	"math"
+	"slices"
 	"sync"
 )
 
 // Stage 2 over buckets of docnums.
 //
-// Stage 2 adds each probed list entry to its document's sum. Lists hold
-// documents in no order that matters here, so with a million documents
-// the adds land anywhere in 8 MB of sums: each is a cache miss, and they
-// were half of a search's CPU. probeBucketed first copies the entries,
-// in probe order, into buckets of probeBucket docnums (a write stream per
-// bucket), then sums each bucket in arrays that stay in the L2 cache.
-// Within a bucket the entries keep the order of the walk, so every
-// document's sums are the ones denseSums gives, added in the same order:
-// the two find the same candidates with the same scores
+// Stage 2 adds each probed list entry to its document's sum. With a
+// million documents the adds land anywhere in 8 MB of sums: each is a
+// cache miss, and they were half of a search's CPU. probeBucketed sums
+// one bucket of probeBucket docnums at a time, in an array that stays in
+// the L2 cache: lists are in docnum order (codeList), so each probed list
+// is read a bucket's stretch at a time, from a cursor that only moves
+// forward. Within a bucket the lists are read in the order of the walk,
+// query token by query token, so a document's sum is its query tokens'
+// scores added in that order, whatever the buckets and the workers
 // (TestProbeBucketedAgrees).
 const (
 	probeBucketShift = 14
@@ -24,171 +25,125 @@ const (
 	// probeBucketFrom is the fewest docnums summed in buckets: below it
 	// denseSums' arrays fit the cache anyway.
 	probeBucketFrom = 4 * probeBucket
-	// maxBucketProbes bounds the probed lists of one half of the query
-	// tokens: an entry holds the list's index in the bits above its
-	// docnum's in the bucket.
-	maxBucketProbes = 1 << (32 - probeBucketShift)
 )
 
-// probeBuckets is the pooled memory of probeBucketed.
+// probeBuckets is the pooled memory of probeBucketed: the probed lists,
+// and each worker's sums.
 type probeBuckets struct {
-	half [2]bucketHalf
-	sum  [2]bucketSums
+	lists probedLists
+	sum   [2]bucketSums
 }
 
-// bucketHalf holds one half of the query tokens' entries: per bucket, the
-// docnum's low bits and the index of the list it was found in; per list,
-// the query token that probed it and its centroid's score.
-type bucketHalf struct {
-	ents  [][]uint32
+// probedLists are the lists a search probes, in the order of the walk:
+// per list, its docnums, the query token that probed it (plus one) and
+// its centroid's score.
+type probedLists struct {
+	docs  [][]uint32
 	q     []int32
 	score []float32
 }
 
-// bucketSums is one worker's sums over one bucket, per half (as
-// denseSums, indexed by the docnum's low bits), with the documents each
-// half added to, and the documents the worker found.
+// bucketSums is one worker's sums over one bucket (as denseSums, indexed
+// by the docnum's low bits), with the documents added to, each list's
+// cursor, and the documents the worker keeps.
 type bucketSums struct {
-	at   [2][]sumAt
-	nums [2][]uint16
+	at   []sumAt
+	nums []uint16
+	pos  []int
 	out  []scored
 }
 
 var probeBucketsPool = sync.Pool{New: func() any { return new(probeBuckets) }}
 
-// bucketHalves reports whether probeBucketed can take these probes: each
-// half of the query tokens probes fewer than maxBucketProbes lists.
-func bucketHalves(tops [][]int32) bool {
-	halves := min(2, len(tops))
-	for p := range halves {
-		n := 0
-		for _, top := range tops[len(tops)*p/halves : len(tops)*(p+1)/halves] {
-			n += len(top)
-		}
-		if n >= maxBucketProbes {
-			return false
-		}
-	}
-	return true
-}
-
-// probeBucketed is stage 2 for dense docnums below n, as probeLocked's
-// denseSums path computes it: every allowed document listed under a
-// query token's probed centroids (tops, best first), with the sum over
-// query tokens of the first (best) probed centroid score it has, the sums
-// of the two halves of the query tokens added. It returns the best k of
-// them (selectBest), in no particular order. bucketHalves(tops) must
-// hold, and allow is nil or newAllowSet's bits (the dense form). With
-// parallel, the halves are copied, and the buckets summed, in two
-// goroutines.
+// probeBucketed is stage 2 for dense docnums below n: every allowed
+// document listed under a query token's probed centroids (tops, best
+// first), with the sum over query tokens of the first (best) probed
+// centroid score it has, added in query token order. It returns the best
+// k of them (selectBest), in no particular order. allow is nil or
+// newAllowSet's bits (the dense form). With parallel, two goroutines sum
+// half the buckets each.
+//
+// A worker keeps only documents that can still be among the best k: once
+// it has found 8k, it cuts them to its best k, whose least score is a
+// floor that only rises, and keeps no document below it.
 func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int32, allow *allowSet, n, k int, parallel bool) []scored {
-	halves := min(2, len(tops))
-	if halves == 0 {
+	if len(tops) == 0 || k <= 0 {
 		return nil
 	}
 	nb := (n + probeBucket - 1) >> probeBucketShift
 	pb := probeBucketsPool.Get().(*probeBuckets)
 	defer probeBucketsPool.Put(pb)
-	for p := range pb.half {
-		h := &pb.half[p]
-		if len(h.ents) < nb {
-			h.ents = append(h.ents, make([][]uint32, nb-len(h.ents))...)
+	pl := &pb.lists
+	pl.docs, pl.q, pl.score = pl.docs[:0], pl.q[:0], pl.score[:0]
+	for q, top := range tops {
+		for _, c := range top {
+			pl.docs = append(pl.docs, r.clists[c].docs)
+			pl.q = append(pl.q, int32(q)+1)
+			pl.score = append(pl.score, table[int(c)*stride+q])
 		}
-		for b := range h.ents {
-			h.ents[b] = h.ents[b][:0]
-		}
-		h.q, h.score = h.q[:0], h.score[:0]
 	}
 	parts := 1
 	if parallel {
-		parts = 2
+		parts = min(2, nb)
 	}
-	inParts(halves, min(parts, halves), func(_, from, to int) {
-		for p := from; p < to; p++ {
-			h := &pb.half[p]
-			ents := h.ents[:nb]
-			for q := len(tops) * p / halves; q < len(tops)*(p+1)/halves; q++ {
-				for _, c := range tops[q] {
-					li := uint32(len(h.q)) << probeBucketShift
-					h.q = append(h.q, int32(q)+1)
-					h.score = append(h.score, table[int(c)*stride+q])
-					// A document's entries are contiguous, and only the
-					// first counts (centroids come best first).
-					prev := uint32(math.MaxUint32)
-					docs := r.clists[c].docs
-					if allow == nil {
-						for _, num := range docs {
-							if num != prev {
-								prev = num
-								b := num >> probeBucketShift
-								ents[b] = append(ents[b], li|num&probeBucketMask)
-							}
-						}
-						continue
-					}
-					bits := allow.bits
-					for _, num := range docs {
-						if num != prev {
-							prev = num
-							if w := int(num >> 6); w < len(bits) && bits[w]&(1<<(num&63)) != 0 {
-								b := num >> probeBucketShift
-								ents[b] = append(ents[b], li|num&probeBucketMask)
-							}
-						}
-					}
-				}
-			}
-		}
-	})
+	var bits []uint64
+	if allow != nil {
+		bits = allow.bits
+	}
 	inParts(nb, parts, func(w, from, to int) {
 		s := &pb.sum[w]
-		for p := range s.at {
-			if len(s.at[p]) < probeBucket {
-				s.at[p] = make([]sumAt, probeBucket)
-				s.nums[p] = make([]uint16, probeBucket)
-			}
+		if len(s.at) < probeBucket {
+			s.at = make([]sumAt, probeBucket)
+			s.nums = make([]uint16, probeBucket)
 		}
 		s.out = s.out[:0]
+		// Each list's cursor at the worker's first docnum.
+		first := uint32(from) << probeBucketShift
+		s.pos = s.pos[:0]
+		for _, docs := range pl.docs {
+			i := 0
+			if first > 0 {
+				i, _ = slices.BinarySearch(docs, first)
+			}
+			s.pos = append(s.pos, i)
+		}
+		floor := float32(math.Inf(-1))
+		at, nums, pos := s.at, s.nums[:probeBucket], s.pos
 		for b := from; b < to; b++ {
-			for p := range halves {
-				h, at, nums := &pb.half[p], s.at[p], s.nums[p][:probeBucket]
-				qs, scores := h.q, h.score
-				// Without branches: whether a document is new to the
-				// half, and whether the query token already added to it,
-				// follow no pattern the CPU could predict.
-				k := 0
-				for _, e := range h.ents[b] {
-					i := e >> probeBucketShift
-					lo := e & probeBucketMask
-					a := &at[lo]
-					last, q, v := a.last, qs[i], scores[i]
-					if last == q {
-						v = 0
+			end := uint64(b+1) << probeBucketShift
+			found := 0
+			for i, docs := range pl.docs {
+				q, score := pl.q[i], pl.score[i]
+				j := pos[i]
+				if bits == nil {
+					for ; j < len(docs) && uint64(docs[j]) < end; j++ {
+						found = addBucket(at, nums, found, docs[j]&probeBucketMask, q, score)
 					}
-					nums[k] = uint16(lo)
-					k += int(uint32(last-1) >> 31) // last == 0: a new document
-					a.last = q
-					a.sum += v
+				} else {
+					for ; j < len(docs) && uint64(docs[j]) < end; j++ {
+						// Past disallowed documents: a filter that allows
+						// few makes this branch predictable, and the
+						// search cheaper than an unfiltered one.
+						if num := docs[j]; bits[num>>6]&(1<<(num&63)) != 0 {
+							found = addBucket(at, nums, found, num&probeBucketMask, q, score)
+						}
+					}
 				}
-				s.nums[p] = nums[:k]
+				pos[i] = j
 			}
-			// The halves' sums added as probeLocked adds them: the first
-			// half's, plus the second's.
 			base := uint64(b) << probeBucketShift
-			first, second := s.at[0], s.at[1]
-			for _, lo := range s.nums[0] {
-				sum := first[lo].sum
-				if y := &second[lo]; y.last != 0 {
-					sum += y.sum
-					*y = sumAt{}
+			for _, lo := range nums[:found] {
+				a := &at[lo]
+				if sum := a.sum; sum >= floor {
+					s.out = append(s.out, scored{num: base | uint64(lo), score: sum})
 				}
-				first[lo] = sumAt{}
-				s.out = append(s.out, scored{num: base | uint64(lo), score: sum})
+				*a = sumAt{}
 			}
-			for _, lo := range s.nums[1] {
-				if y := &second[lo]; y.last != 0 {
-					s.out = append(s.out, scored{num: base | uint64(lo), score: 0 + y.sum})
-					*y = sumAt{}
+			if len(s.out) >= 8*k {
+				s.out = selectBest(s.out, k)
+				floor = s.out[0].score
+				for _, c := range s.out[1:] {
+					floor = min(floor, c.score)
 				}
 			}
 		}
@@ -199,4 +154,24 @@ func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int3
 		pb.sum[0].out = all
 	}
 	return append([]scored(nil), selectBest(all, k)...)
+}
+
+// addBucket adds query token q's (plus one) score to the document at lo
+// of a bucket's sums unless q added to it already, recording the
+// document in nums[found] when it is new to the bucket, and returns the
+// documents found. Without branches: whether a document is new, and
+// whether its query token added to it already (through a better
+// centroid, or another token of the document in the same list), follow
+// no pattern the CPU could predict. Only a token's first, best, centroid
+// counts.
+func addBucket(at []sumAt, nums []uint16, found int, lo uint32, q int32, score float32) int {
+	a := &at[lo]
+	last, v := a.last, score
+	if last == q {
+		v = 0
+	}
+	nums[found] = uint16(lo)
+	a.last = q
+	a.sum += v
+	return found + int(uint32(last-1)>>31) // last == 0: a new document
 }

@@ -9,10 +9,11 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 )
 
-// Stage 2 in buckets finds the documents stage 2 in docnum-indexed arrays
-// finds, with the same sums to the bit, whatever the filter, the number of
-// query tokens (one, or an odd number, splitting the halves unevenly) and
-// the parallelism; and the best k it keeps are the same.
+// Stage 2 in buckets finds the documents a walk of the probed lists in
+// order finds, summed in one docnum-indexed array, with the same sums to
+// the bit, whatever the filter, the number of query tokens and the
+// parallelism; and the best k it keeps are the same, including a k that
+// makes a worker cut what it keeps to a floor.
 func TestProbeBucketedAgrees(t *testing.T) {
 	rng := rand.New(rand.NewPCG(46, 9))
 	const nlist = 64
@@ -26,6 +27,7 @@ func TestProbeBucketedAgrees(t *testing.T) {
 				r.clists[c].docs = append(r.clists[c].docs, num)
 			}
 		}
+		slices.Sort(r.clists[c].docs) // lists are in docnum order
 	}
 	allow := roaring64.New()
 	for num := range uint64(n) {
@@ -52,7 +54,11 @@ func TestProbeBucketedAgrees(t *testing.T) {
 			}
 			for _, parallel := range []bool{false, true} {
 				set := newAllowSet(bm, uint64(n-1), false)
-				want := r.probeDense(table, nq, tops, set, n, parallel)
+				// One sum per document, in the order of the walk.
+				acc := &denseSums{}
+				acc.grow(n)
+				r.probeSum(acc, table, nq, tops, set, 0, nq)
+				want := acc.drain(nil)
 				got := r.probeBucketed(table, nq, tops, set, n, len(want)+1, parallel)
 				byNum := func(a, b scored) int { return int(a.num) - int(b.num) }
 				slices.SortFunc(want, byNum)
@@ -69,12 +75,13 @@ func TestProbeBucketedAgrees(t *testing.T) {
 						t.Fatalf("nq %d: document %d is not allowed", nq, got[i].num)
 					}
 				}
-				const k = 100
-				best := bestFirst(want, k)
-				top := r.probeBucketed(table, nq, tops, set, n, k, parallel)
-				slices.SortFunc(top, byScore)
-				if !slices.Equal(top, best) {
-					t.Fatalf("nq %d, filtered %v, parallel %v: the best %d differ", nq, filtered, parallel, k)
+				for _, k := range []int{100, len(want) / 20} {
+					best := bestFirst(slices.Clone(want), k)
+					top := r.probeBucketed(table, nq, tops, set, n, k, parallel)
+					slices.SortFunc(top, byScore)
+					if !slices.Equal(top, best) {
+						t.Fatalf("nq %d, filtered %v, parallel %v: the best %d differ", nq, filtered, parallel, k)
+					}
 				}
 				set.release()
 			}

@@ -368,7 +368,7 @@ func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32
 		return selectBest(out, so.CandidateCap)
 	}
 	parallel := f.opts.Parallelism > 1 && listed >= probeSplitFrom
-	if n >= probeBucketFrom && bucketHalves(tops) && (allow == nil || allow.bits != nil) {
+	if n >= probeBucketFrom && (allow == nil || allow.bits != nil) {
 		return r.probeBucketed(table, stride, tops, allow, n, so.CandidateCap, parallel)
 	}
 	return selectBest(r.probeDense(table, stride, tops, allow, n, parallel), so.CandidateCap)
