@@ -97,33 +97,38 @@ func BenchmarkEncodeTokens(b *testing.B) {
 // AVX-512 kernels where the CPU has them, and in int8 with VNNI
 // (scoreCentroidsI8) where it has that.
 func BenchmarkScoreCentroids(b *testing.B) {
-	r := rand.New(rand.NewPCG(3, 3))
-	const nlist, dim, nq = 8192, 384, 32
-	q, cent := randomUnit(r, nq, dim), randomUnit(r, nlist, dim)
-	table := make([]float32, nlist*32)
-	b.Run("blas", func(b *testing.B) {
-		for b.Loop() {
-			if err := scoreCentroids(q, nq, dim, cent, 32, table, 2, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	if ql := newQueryLanes(q, dim); ql != nil {
-		b.Run("avx512", func(b *testing.B) {
+	// SciFact's codebook, and a million synthetic documents'.
+	for _, shape := range []struct{ nlist, dim int }{{8192, 384}, {32768, 128}} {
+		r := rand.New(rand.NewPCG(3, 3))
+		const nq = 32
+		nlist, dim := shape.nlist, shape.dim
+		q, cent := randomUnit(r, nq, dim), randomUnit(r, nlist, dim)
+		table := make([]float32, nlist*32)
+		name := fmt.Sprintf("%dx%d/", nlist, dim)
+		b.Run(name+"blas", func(b *testing.B) {
 			for b.Loop() {
-				if err := scoreCentroids(q, nq, dim, cent, 32, table, 2, ql); err != nil {
+				if err := scoreCentroids(q, nq, dim, cent, 32, table, 2, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-	}
-	if i8Centroids(dim) {
-		qi, c := newQueryI8(q, dim), newCentI8(cent, dim)
-		b.Run("vnni-i8", func(b *testing.B) {
-			for b.Loop() {
-				scoreCentroidsI8(qi, c, 32, table, 2)
-			}
-		})
+		if ql := newQueryLanes(q, dim); ql != nil {
+			b.Run(name+"avx512", func(b *testing.B) {
+				for b.Loop() {
+					if err := scoreCentroids(q, nq, dim, cent, 32, table, 2, ql); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		if i8Centroids(dim) {
+			qi, c := newQueryI8(q, dim), newCentI8(cent, dim)
+			b.Run(name+"vnni-i8", func(b *testing.B) {
+				for b.Loop() {
+					scoreCentroidsI8(qi, c, 32, table, 2)
+				}
+			})
+		}
 	}
 }
 

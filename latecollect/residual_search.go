@@ -139,11 +139,24 @@ func (f *residualFamily) searchResidualLocked(ctx context.Context, query []float
 	stride := centroidStride(nq, ql)
 	kernels := newExactKernels(query, dim, ql, so.Mode)
 	// Room for the int8 kernel's rows past nlist, to a multiple of 8.
-	table := make([]float32, (r.cb.nlist+7)&^7*stride)[:r.cb.nlist*stride]
+	// The table is pooled: a new one of some megabytes is mapped afresh
+	// by the runtime, and the kernels' first writes to it fault page
+	// by page, which cost a million-document search more than the
+	// scores themselves.
+	tp := tablePool.Get().(*[]float32)
+	defer tablePool.Put(tp)
+	if n := (r.cb.nlist + 7) &^ 7 * stride; cap(*tp) < n {
+		*tp = make([]float32, n)
+	}
+	table := (*tp)[:r.cb.nlist*stride]
 	if qi := kernels.i8(); qi != nil && i8Centroids(dim) && qi.kernel == i8VNNI && nq <= 32 && stride == chunkLanes(nq) {
+		// Writes every lane of every row.
 		scoreCentroidsI8(qi, r.cb.int8(), stride, table, f.opts.Parallelism)
-	} else if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism, ql); err != nil {
-		return nil, fmt.Errorf("latecollect: search: %w", err)
+	} else {
+		clear(table) // the padding lanes past nq are not written
+		if err := scoreCentroids(query, nq, dim, r.cb.cent, stride, table, f.opts.Parallelism, ql); err != nil {
+			return nil, fmt.Errorf("latecollect: search: %w", err)
+		}
 	}
 	stage(0)
 
@@ -252,6 +265,9 @@ const (
 // byte tables (residualTables.withPairs): building them costs about as
 // much as scoring some thousands of tokens.
 const pairTablesFrom = 16384
+
+// tablePool recycles the searches' centroid score tables.
+var tablePool = sync.Pool{New: func() any { return new([]float32) }}
 
 // depthCaps returns the candidate cap for K hits: the configured one,
 // raised to DepthCandidates·K.
