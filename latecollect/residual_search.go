@@ -726,14 +726,16 @@ func topCentroids(table []float32, stride, nq, nlist, n, workers int) [][]int32 
 	return out
 }
 
-// topCentroidsSampled is topCentroids by a threshold per query token: the
-// score of rank about 2n in a sample of the centroids (every step-th).
-// One pass keeps every centroid at or above it, and each query token's
-// kept ones are sorted (by score, then id, as topCentroids ranks them).
-// That is the exact answer when at least n were kept for every query
-// token; it reports false otherwise, and when the table is too small for
-// sampling to pay. At most workers goroutines take a share of the query
-// tokens each.
+// topCentroidsSampled is topCentroids by a threshold per query token:
+// the score of rank about 2n in a sample of the centroids (every
+// step-th). One pass keeps every centroid at or above it, and each query
+// token's kept ones are sorted (by score, then id, as topCentroids ranks
+// them). A query token that kept fewer than n (the sample held more of
+// its best centroids than a sample usually does: at 64 of 32,768, about
+// one token in sixty) has its column ranked whole instead; before, any
+// such token made every token's choice start again without a sample. It reports false
+// when the table is too small for sampling to pay. At most workers
+// goroutines take a share of the query tokens each.
 func topCentroidsSampled(table []float32, stride, nq, nlist, n, workers int) ([][]int32, bool) {
 	step := nlist / estimateSample
 	if step < 2 || n < 1 || n*8 > nlist {
@@ -743,7 +745,6 @@ func topCentroidsSampled(table []float32, stride, nq, nlist, n, workers int) ([]
 	rank := min(m, 2*n/step+2)
 	out := make([][]int32, nq)
 	ids := make([]int32, nq*n)
-	var short atomic.Bool
 	inParts(nq, max(1, min(workers, nq/8)), func(_, from, to int) {
 		lanes := to - from
 		col := make([]float32, m)
@@ -767,22 +768,34 @@ func topCentroidsSampled(table []float32, stride, nq, nlist, n, workers int) ([]
 			}
 		}
 		for j, k := range kept {
+			q := from + j
 			if len(k) < n {
-				short.Store(true)
-				return
+				k = topOfColumn(table, stride, q, nlist, n, k[:0])
 			}
 			slices.SortFunc(k, byTopEntry)
-			q := from + j
 			out[q] = ids[q*n : (q+1)*n]
 			for i := range n {
 				out[q][i] = k[i].c
 			}
 		}
 	})
-	if short.Load() {
-		return nil, false
-	}
 	return out, true
+}
+
+// topOfColumn appends to k every centroid whose score for query token q
+// is at least the n-th best, in no order: n or more of them.
+func topOfColumn(table []float32, stride, q, nlist, n int, k []topEntry) []topEntry {
+	col := make([]float32, nlist)
+	for c := range col {
+		col[c] = table[c*stride+q]
+	}
+	thr := nthSmallest(col, nlist-n)
+	for c := range nlist {
+		if v := table[c*stride+q]; v >= thr {
+			k = append(k, topEntry{v, int32(c)})
+		}
+	}
+	return k
 }
 
 // topEntry is a centroid and its score against one query token.

@@ -763,14 +763,21 @@ func TestBestFirst(t *testing.T) {
 
 // topCentroids, by a sampled threshold or in one share of the rows or
 // several, finds each query token's best centroids by score, ties to the
-// lower id, as a full sort does.
+// lower id, as a full sort does; also for a query token whose best
+// centroids are the sampled ones, so that the sample's threshold keeps
+// too few.
 func TestTopCentroids(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
-	for _, nlist := range []int{4000, 1500} {
+	for _, nlist := range []int{16384, 4000, 1500} {
 		const nq, stride = 5, 8
 		table := make([]float32, nlist*stride)
 		for i := range table {
 			table[i] = float32(r.IntN(50)) // many ties
+		}
+		if step := nlist / estimateSample; step >= 4 {
+			for c := 0; c < nlist; c += step {
+				table[c*stride+2] = 100 + float32(r.IntN(5))
+			}
 		}
 		for _, n := range []int{1, 8, 40, 600} {
 			for _, workers := range []int{1, 2, 3} {
@@ -793,20 +800,22 @@ func TestTopCentroids(t *testing.T) {
 }
 
 // BenchmarkTopCentroids measures stage 2's choice of each query token's 8
-// best centroids among 8,192 for a 23-token query, on one worker and two.
+// best centroids among 8,192 for a 23-token query, and of 64 among 32,768
+// for 32 tokens (a million documents), on one worker and two.
 func BenchmarkTopCentroids(b *testing.B) {
-	r := rand.New(rand.NewPCG(5, 6))
-	const nq, stride, nlist = 23, 24, 8192
-	table := make([]float32, nlist*stride)
-	for i := range table {
-		table[i] = r.Float32()
-	}
-	for _, workers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			for b.Loop() {
-				topCentroids(table, stride, nq, nlist, 8, workers)
-			}
-		})
+	for _, shape := range []struct{ nq, stride, nlist, n int }{{23, 24, 8192, 8}, {32, 32, 32768, 64}} {
+		r := rand.New(rand.NewPCG(5, 6))
+		table := make([]float32, shape.nlist*shape.stride)
+		for i := range table {
+			table[i] = r.Float32()
+		}
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%dx%d/top%d/workers=%d", shape.nq, shape.nlist, shape.n, workers), func(b *testing.B) {
+				for b.Loop() {
+					topCentroids(table, shape.stride, shape.nq, shape.nlist, shape.n, workers)
+				}
+			})
+		}
 	}
 }
 
