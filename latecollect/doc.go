@@ -135,13 +135,17 @@
 // the training median, reconstructed as the mean of the training residuals
 // on its side). The codes are grouped by centroid, as WARP groups them:
 // each centroid's code list holds the docnum and code of every token
-// coded to it, a document's entries contiguous; a document records its
-// distinct centroids. Search is staged: the query tokens are scored
+// coded to it, in ascending docnum order (so a document's entries are
+// contiguous; an update of an older document is put in its place, and a
+// list from an older snapshot is sorted as it is read); a document
+// records its distinct centroids. Search is staged: the query tokens are scored
 // against every centroid (AVX-512 kernels, or BLAS products where the
 // CPU lacks AVX-512); each query token probes its best centroids, up to
 // NProbe, until their lists hold DepthProbeEntries per hit asked for, and
 // never fewer than MinCentroidProbe or one centroid in MinProbeShare;
-// the listed documents are ranked by their best probed centroids; the
+// the listed documents are ranked by their best probed centroids
+// (summed, from 65,536 docnums on, one bucket of docnums at a time, each
+// list read from a cursor that only moves forward); the
 // best CandidateCap go to the list stage, which scores every token of
 // theirs listed under a probed centroid from its residual code against
 // every query token, keeps per document and query token the best, and
