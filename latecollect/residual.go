@@ -424,10 +424,13 @@ func (l *codeList) reserve(n, codeBytes int) {
 // assigned in ascending order); in place for an update of an older one.
 func (l *codeList) add(num uint32, code []byte) {
 	l.reserve(1, len(code))
-	i := len(l.docs)
-	if i > 0 && l.docs[i-1] > num {
-		i, _ = slices.BinarySearch(l.docs, num+1)
+	n := len(l.docs)
+	if n == 0 || l.docs[n-1] <= num {
+		l.docs = append(l.docs, num)
+		l.codes = append(l.codes, code...)
+		return
 	}
+	i, _ := slices.BinarySearch(l.docs, num+1)
 	l.docs = slices.Insert(l.docs, i, num)
 	l.codes = slices.Insert(l.codes, i*len(code), code...)
 }
