@@ -72,8 +72,11 @@ func (r *residualIndex) probeBucketed(table []float32, stride int, tops [][]int3
 	}
 	nb := (n + probeBucket - 1) >> probeBucketShift
 	pb := probeBucketsPool.Get().(*probeBuckets)
-	defer probeBucketsPool.Put(pb)
 	pl := &pb.lists
+	defer func() {
+		clear(pl.docs) // the pool must not keep the index's lists alive
+		probeBucketsPool.Put(pb)
+	}()
 	pl.docs, pl.q, pl.score = pl.docs[:0], pl.q[:0], pl.score[:0]
 	for q, top := range tops {
 		for _, c := range top {

@@ -344,10 +344,12 @@ func (f *residualFamily) exactCapLocked() int {
 // best centroids (tops), ranked by the sum over query tokens of the best
 // probed centroid score they have, the best CandidateCap of them.
 //
-// With dense docnums the query tokens are split in two halves, each
-// summed into arrays of its own, and the halves' sums added: in two
-// goroutines when there are enough entries, but summed alike either way,
-// so that the ranking does not depend on Parallelism.
+// From probeBucketFrom docnums on, probeBucketed sums each document once,
+// in walk order, a bucket of docnums at a time. Below, and for sparse
+// docnums, the query tokens are split in two halves, each summed into
+// arrays (or a map) of its own, and the halves' sums added: in two
+// goroutines when there are enough entries. Either way the sums do not
+// depend on Parallelism, so neither does the ranking.
 func (f *residualFamily) probeLocked(table []float32, stride int, tops [][]int32, so SearchOptions) []scored {
 	r := f.rc
 	listed := 0
@@ -732,10 +734,9 @@ func topCentroids(table []float32, stride, nq, nlist, n, workers int) [][]int32 
 // token's kept ones are sorted (by score, then id, as topCentroids ranks
 // them). A query token that kept fewer than n (the sample held more of
 // its best centroids than a sample usually does: at 64 of 32,768, about
-// one token in sixty) has its column ranked whole instead; before, any
-// such token made every token's choice start again without a sample. It reports false
-// when the table is too small for sampling to pay. At most workers
-// goroutines take a share of the query tokens each.
+// one token in sixty) has its column ranked whole instead (topOfColumn).
+// It reports false when the table is too small for sampling to pay. At
+// most workers goroutines take a share of the query tokens each.
 func topCentroidsSampled(table []float32, stride, nq, nlist, n, workers int) ([][]int32, bool) {
 	step := nlist / estimateSample
 	if step < 2 || n < 1 || n*8 > nlist {
