@@ -28,6 +28,12 @@ func encodeF16F16C(dst *byte, src *float32, n int)
 //go:noescape
 func maxF32AVX2(p *float32, n int) float32
 
+// rowsAbove8AVX2 is rowsAbove8 (residual_search.go) over rows > 0 rows of
+// 8 values at p, stride values apart. Implemented in kernel_amd64.s.
+//
+//go:noescape
+func rowsAbove8AVX2(p *float32, stride, rows int, thr *[8]float32, out *int32) int
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax uint32)

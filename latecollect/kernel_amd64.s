@@ -1646,3 +1646,33 @@ topkBail:
 	VZEROUPPER
 	MOVQ $0, ret+48(FP)
 	RET
+
+// func rowsAbove8AVX2(p *float32, stride, rows int, thr *[8]float32, out *int32) int
+// For each row r < rows of 8 values at p + 4*stride*r bytes: out[count] = r,
+// and count grows when some value v[j] >= thr[j] (VCMPPS LE_OS: thr <= v,
+// false for NaN). Writes out[count] for every row, so out holds rows values.
+TEXT ·rowsAbove8AVX2(SB), NOSPLIT, $0-48
+	MOVQ p+0(FP), SI
+	MOVQ stride+8(FP), BX
+	SHLQ $2, BX
+	MOVQ rows+16(FP), CX
+	MOVQ thr+24(FP), DX
+	MOVQ out+32(FP), DI
+	VMOVUPS (DX), Y1
+	XORQ AX, AX
+	XORQ R8, R8
+aboveloop:
+	VCMPPS $0x02, (SI), Y1, Y0
+	VMOVMSKPS Y0, R9
+	MOVL AX, (DI)(R8*4)
+	XORL R10, R10
+	TESTL R9, R9
+	SETNE R10B
+	ADDQ R10, R8
+	ADDQ BX, SI
+	INCQ AX
+	CMPQ AX, CX
+	JLT aboveloop
+	VZEROUPPER
+	MOVQ R8, ret+40(FP)
+	RET

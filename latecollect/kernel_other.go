@@ -89,3 +89,7 @@ func dotI8x32VNNI(qt, rows *byte, n, dim int, corr *int32, scale, qscale, out *f
 func topKAVX512(row *float32, n, k int, out *int32, cv *float32, ci *int32) int {
 	panic("latecollect: topKAVX512 without amd64")
 }
+
+func rowsAbove8AVX2(p *float32, stride, rows int, thr *[8]float32, out *int32) int {
+	panic("latecollect: rowsAbove8AVX2 without amd64")
+}

@@ -746,41 +746,76 @@ func topCentroidsSampled(table []float32, stride, nq, nlist, n, workers int) ([]
 	rank := min(m, 2*n/step+2)
 	out := make([][]int32, nq)
 	ids := make([]int32, nq*n)
-	inParts(nq, max(1, min(workers, nq/8)), func(_, from, to int) {
-		lanes := to - from
+	// Query tokens go in groups of 8 lanes, the last one padded with
+	// thresholds no score reaches; the table's stride is a multiple of 8.
+	groups := (nq + 7) / 8
+	inParts(groups, max(1, min(workers, groups)), func(_, gFrom, gTo int) {
 		col := make([]float32, m)
-		thr := make([]float32, lanes)
-		for j := range lanes {
-			for i := range col {
-				col[i] = table[i*step*stride+from+j]
-			}
-			thr[j] = nthSmallest(col, m-rank)
-		}
-		kept := make([][]topEntry, lanes)
+		rows := make([]int32, nlist)
+		kept := make([][]topEntry, 8)
 		for j := range kept {
 			kept[j] = make([]topEntry, 0, 4*n)
 		}
-		for c := range nlist {
-			row := table[c*stride+from : c*stride+to]
-			for j, v := range row {
-				if v >= thr[j] {
-					kept[j] = append(kept[j], topEntry{v, int32(c)})
+		for g := gFrom; g < gTo; g++ {
+			from, to := g*8, min(g*8+8, nq)
+			var thr [8]float32
+			for j := range thr {
+				thr[j] = float32(math.Inf(1))
+			}
+			for j := range to - from {
+				for i := range col {
+					col[i] = table[i*step*stride+from+j]
+				}
+				thr[j] = nthSmallest(col, m-rank)
+				kept[j] = kept[j][:0]
+			}
+			for _, c := range rows[:rowsAbove8(table[from:], stride, nlist, &thr, rows)] {
+				row := table[int(c)*stride+from : int(c)*stride+to]
+				for j, v := range row {
+					if v >= thr[j] {
+						kept[j] = append(kept[j], topEntry{v, c})
+					}
 				}
 			}
-		}
-		for j, k := range kept {
-			q := from + j
-			if len(k) < n {
-				k = topOfColumn(table, stride, q, nlist, n, k[:0])
-			}
-			slices.SortFunc(k, byTopEntry)
-			out[q] = ids[q*n : (q+1)*n]
-			for i := range n {
-				out[q][i] = k[i].c
+			for j, k := range kept[:to-from] {
+				q := from + j
+				if len(k) < n {
+					k = topOfColumn(table, stride, q, nlist, n, k[:0])
+				}
+				slices.SortFunc(k, byTopEntry)
+				out[q] = ids[q*n : (q+1)*n]
+				for i := range n {
+					out[q][i] = k[i].c
+				}
 			}
 		}
 	})
 	return out, true
+}
+
+// rowsAbove8 stores in out, in order, every row r < rows of which some
+// lane j < 8 holds a value at least thr[j]: row r is table[r*stride:],
+// and out holds rows values. It returns how many it stored.
+func rowsAbove8(table []float32, stride, rows int, thr *[8]float32, out []int32) int {
+	if rows <= 0 {
+		return 0
+	}
+	_ = table[(rows-1)*stride+7]
+	_ = out[rows-1]
+	if useAVX2 {
+		return rowsAbove8AVX2(&table[0], stride, rows, thr, &out[0])
+	}
+	n := 0
+	for r := range rows {
+		for j, v := range table[r*stride : r*stride+8] {
+			if v >= thr[j] {
+				out[n] = int32(r)
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // topOfColumn appends to k every centroid whose score for query token q

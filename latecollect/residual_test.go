@@ -767,31 +767,38 @@ func TestBestFirst(t *testing.T) {
 // centroids are the sampled ones, so that the sample's threshold keeps
 // too few.
 func TestTopCentroids(t *testing.T) {
+	saved := useAVX2
+	defer func() { useAVX2 = saved }()
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, nlist := range []int{16384, 4000, 1500} {
-		const nq, stride = 5, 8
-		table := make([]float32, nlist*stride)
-		for i := range table {
-			table[i] = float32(r.IntN(50)) // many ties
-		}
-		if step := nlist / estimateSample; step >= 4 {
-			for c := 0; c < nlist; c += step {
-				table[c*stride+2] = 100 + float32(r.IntN(5))
+		for _, shape := range []struct{ nq, stride int }{{5, 8}, {13, 16}} {
+			nq, stride := shape.nq, shape.stride
+			table := make([]float32, nlist*stride)
+			for i := range table {
+				table[i] = float32(r.IntN(50)) // many ties
 			}
-		}
-		for _, n := range []int{1, 8, 40, 600} {
-			for _, workers := range []int{1, 2, 3} {
-				got := topCentroids(table, stride, nq, nlist, n, workers)
-				for q := range nq {
-					ids := make([]int32, nlist)
-					for c := range ids {
-						ids[c] = int32(c)
-					}
-					slices.SortStableFunc(ids, func(a, b int32) int {
-						return cmp.Compare(table[int(b)*stride+q], table[int(a)*stride+q])
-					})
-					if !slices.Equal(got[q], ids[:n]) {
-						t.Fatalf("nlist=%d n=%d workers=%d q=%d: %v, want %v", nlist, n, workers, q, got[q], ids[:n])
+			if step := nlist / estimateSample; step >= 4 {
+				for c := 0; c < nlist; c += step {
+					table[c*stride+2] = 100 + float32(r.IntN(5))
+				}
+			}
+			for _, asm := range []bool{false, saved} {
+				useAVX2 = asm
+				for _, n := range []int{1, 8, 40, 600} {
+					for _, workers := range []int{1, 2, 3} {
+						got := topCentroids(table, stride, nq, nlist, n, workers)
+						for q := range nq {
+							ids := make([]int32, nlist)
+							for c := range ids {
+								ids[c] = int32(c)
+							}
+							slices.SortStableFunc(ids, func(a, b int32) int {
+								return cmp.Compare(table[int(b)*stride+q], table[int(a)*stride+q])
+							})
+							if !slices.Equal(got[q], ids[:n]) {
+								t.Fatalf("nlist=%d nq=%d asm=%v n=%d workers=%d q=%d: %v, want %v", nlist, nq, asm, n, workers, q, got[q], ids[:n])
+							}
+						}
 					}
 				}
 			}
@@ -799,9 +806,47 @@ func TestTopCentroids(t *testing.T) {
 	}
 }
 
-// BenchmarkTopCentroids measures stage 2's choice of each query token's 8
-// best centroids among 8,192 for a 23-token query, and of 64 among 32,768
-// for 32 tokens (a million documents), on one worker and two.
+// rowsAbove8 finds the rows with a lane at or above its threshold, in
+// order, the same with the AVX2 kernel as without; NaN reaches no
+// threshold and +Inf passes every one.
+func TestRowsAbove8(t *testing.T) {
+	saved := useAVX2
+	defer func() { useAVX2 = saved }()
+	r := rand.New(rand.NewPCG(8, 8))
+	const rows, stride = 1000, 24
+	table := make([]float32, rows*stride)
+	for i := range table {
+		table[i] = r.Float32()
+	}
+	for j := range 8 {
+		table[3*stride+j] = -1 // but for a NaN, row 3 reaches nothing
+	}
+	table[3*stride+5] = float32(math.NaN())
+	table[7*stride+1] = float32(math.Inf(1))
+	thr := [8]float32{0.99, 0.995, 2, 0.98, 0.999, 0.99, 0.97, float32(math.Inf(1))}
+	for _, off := range []int{0, 8, 16} {
+		var want []int32
+		for row := range rows {
+			for j := range 8 {
+				if table[row*stride+off+j] >= thr[j] {
+					want = append(want, int32(row))
+					break
+				}
+			}
+		}
+		if off == 0 && (!slices.Contains(want, 7) || slices.Contains(want, 3)) {
+			t.Fatalf("lanes 0-7: rows %v, want row 7 (+Inf) among them and not row 3 (NaN)", want)
+		}
+		for _, asm := range []bool{false, saved} {
+			useAVX2 = asm
+			out := make([]int32, rows)
+			if got := out[:rowsAbove8(table[off:], stride, rows, &thr, out)]; !slices.Equal(got, want) {
+				t.Errorf("lanes %d-%d, asm=%v: rows %v, want %v", off, off+7, asm, got, want)
+			}
+		}
+	}
+}
+
 func BenchmarkTopCentroids(b *testing.B) {
 	for _, shape := range []struct{ nq, stride, nlist, n int }{{23, 24, 8192, 8}, {32, 32, 32768, 64}} {
 		r := rand.New(rand.NewPCG(5, 6))
