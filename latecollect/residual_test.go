@@ -1051,6 +1051,32 @@ func TestWithinBudget(t *testing.T) {
 	}
 }
 
+// The list stage runs when the exact scores it saves cost more than
+// reading its lists: drop·values per document against listEntryValues per
+// entry probed.
+func TestListStagePays(t *testing.T) {
+	r := &residualIndex{clists: make([]codeList, 4), cb: &codebook{nlist: 4}, docs: map[uint64]docMeta{}}
+	for c := range r.clists {
+		r.clists[c].docs = make([]uint32, 1000) // 4,000 entries probed below
+	}
+	for num := range 10 {
+		r.docs[uint64(num)] = docMeta{}
+	}
+	r.tokens = 10 * 8 // 8 tokens of 16 values: 128 values a document
+	f := &residualFamily{rc: r}
+	f.opts.Dim = 16
+	tops := [][]int32{{0, 1}, {2, 3}}
+	// 8,000 values' worth of list entries: 62 documents' exact scores.
+	for _, tc := range []struct {
+		drop int
+		want bool
+	}{{1, false}, {62, false}, {63, true}, {1000, true}} {
+		if got := f.listStagePays(tops, tc.drop); got != tc.want {
+			t.Errorf("dropping %d documents of 128 values against 4,000 entries: pays %v, want %v", tc.drop, got, tc.want)
+		}
+	}
+}
+
 // A code list stays in docnum order, each document's entries contiguous
 // and in the order added, with its own codes, through adds in any docnum
 // order (an update re-adds an older document), removes, merges (absorb)
