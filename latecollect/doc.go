@@ -149,9 +149,11 @@
 // best CandidateCap go to the list stage, which scores every token of
 // theirs listed under a probed centroid from its residual code against
 // every query token, keeps per document and query token the best, and
-// stands in an estimate (the query token's score against its centroid of
-// rank DefaultEstimateRank) where none of the query token's own probed
-// lists holds a token of the document; and the best ExactCap are scored
+// stands in the document's centroid interaction (the query token's best
+// score against the document's own centroids) where none of the query
+// token's own probed lists holds a token of the document; when it would
+// drop only a few candidates, it is skipped (listStagePays). The best
+// ExactCap are scored
 // exactly from their full-precision tokens. The caps grow with the hits
 // asked for (DepthCandidates per hit, a quarter more exact than hits), so
 // that a fusion's list of 100 ranks as the exhaustive search would.
@@ -162,9 +164,9 @@
 //     that no sum leaves the range (the rounding error is bounded and
 //     small against the 1-bit quantisation's).
 //   - A document's list-stage score per query token is at most its best
-//     token's residual-code score, or the estimate: the lists it reads are
-//     a subset of the document's tokens, and the exact stage scores every
-//     token.
+//     token's residual-code score, or its centroid interaction: the lists
+//     it reads are a subset of the document's tokens, and the exact stage
+//     scores every token.
 //   - The full-precision tokens are stored once, as the store's blobs:
 //     the exact stage reads each candidate's with Store.ReadBlobCRC (pread
 //     from a blob segment, checked against its CRC-32C, never mapped), so

@@ -34,6 +34,13 @@ func maxF32AVX2(p *float32, n int) float32
 //go:noescape
 func rowsAbove8AVX2(p *float32, stride, rows int, thr *[8]float32, out *int32) int
 
+// maxRows8AVX2 raises best[j] to the largest p[r*stride+j] over the n
+// rows r listed at rows, for j < 8; the scores must not be NaN.
+// Implemented in kernel_amd64.s.
+//
+//go:noescape
+func maxRows8AVX2(p *float32, stride int, rows *uint16, n int, best *[8]float32)
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax uint32)

@@ -1676,3 +1676,40 @@ aboveloop:
 	VZEROUPPER
 	MOVQ R8, ret+40(FP)
 	RET
+
+// func maxRows8AVX2(p *float32, stride int, rows *uint16, n int, best *[8]float32)
+// best[j] = max(best[j], p[rows[i]*stride+j]) over i < n, for j < 8.
+TEXT ·maxRows8AVX2(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ stride+8(FP), BX
+	SHLQ $2, BX
+	MOVQ rows+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ best+32(FP), DI
+	VMOVUPS (DI), Y0
+	VMOVAPS Y0, Y1
+	TESTQ CX, CX
+	JEQ maxrowsdone
+	SUBQ $2, CX
+	JLT maxrowslast
+maxrowsloop:
+	MOVWQZX (DX), AX
+	MOVWQZX 2(DX), R8
+	IMULQ BX, AX
+	IMULQ BX, R8
+	VMAXPS (SI)(AX*1), Y0, Y0
+	VMAXPS (SI)(R8*1), Y1, Y1
+	ADDQ $4, DX
+	SUBQ $2, CX
+	JGE maxrowsloop
+maxrowslast:
+	ADDQ $2, CX
+	JEQ maxrowsdone
+	MOVWQZX (DX), AX
+	IMULQ BX, AX
+	VMAXPS (SI)(AX*1), Y0, Y0
+maxrowsdone:
+	VMAXPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET

@@ -93,3 +93,7 @@ func topKAVX512(row *float32, n, k int, out *int32, cv *float32, ci *int32) int 
 func rowsAbove8AVX2(p *float32, stride, rows int, thr *[8]float32, out *int32) int {
 	panic("latecollect: rowsAbove8AVX2 without amd64")
 }
+
+func maxRows8AVX2(p *float32, stride int, rows *uint16, n int, best *[8]float32) {
+	panic("latecollect: maxRows8AVX2 without amd64")
+}

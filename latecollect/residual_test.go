@@ -1077,6 +1077,44 @@ func TestListStagePays(t *testing.T) {
 	}
 }
 
+// centroidBest takes, per query token, the best of the document's
+// centroids' scores, the same with the AVX2 kernel as without, for any
+// number of centroids (the kernel takes two rows a step).
+func TestCentroidBest(t *testing.T) {
+	saved := useAVX2
+	defer func() { useAVX2 = saved }()
+	r := rand.New(rand.NewPCG(9, 9))
+	const nlist, stride = 500, 32
+	table := make([]float32, nlist*stride)
+	for i := range table {
+		table[i] = r.Float32()*2 - 1
+	}
+	for _, n := range []int{0, 1, 2, 3, 8, 57} {
+		cents := make([]uint16, 0, n)
+		for _, c := range r.Perm(nlist)[:n] {
+			cents = append(cents, uint16(c))
+		}
+		slices.Sort(cents)
+		for _, nq := range []int{5, 8, 27, 32} {
+			want := make([]float32, nq)
+			for q := range want {
+				want[q] = float32(math.Inf(-1))
+				for _, c := range cents {
+					want[q] = max(want[q], table[int(c)*stride+q])
+				}
+			}
+			for _, asm := range []bool{false, saved} {
+				useAVX2 = asm
+				got := make([]float32, nq)
+				centroidBest(cents, table, stride, got)
+				if !slices.Equal(got, want) {
+					t.Errorf("%d centroids, %d query tokens, asm=%v: %v, want %v", n, nq, asm, got, want)
+				}
+			}
+		}
+	}
+}
+
 // A code list stays in docnum order, each document's entries contiguous
 // and in the order added, with its own codes, through adds in any docnum
 // order (an update re-adds an older document), removes, merges (absorb)

@@ -63,7 +63,9 @@ type SearchOptions struct {
 	// trace, when set (tests), records the candidates of each stage of
 	// a residual-code search.
 	trace *stageTrace
-	// listEst, when not 0 (tests), replaces DefaultEstimateRank.
+	// listEst, when not 0 (tests), has the list stage raise a lane
+	// missing from a document's probed lists to the score of the query
+	// token's centroid of this rank, not to the centroid interaction.
 	listEst int
 	// candProbe and candCap, when not 0 (tests), replace stage 2's
 	// probe and the candidate cap depthCaps sets; probeBudget replaces
