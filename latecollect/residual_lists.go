@@ -156,37 +156,42 @@ func (f *residualFamily) listStageLocked(query, table []float32, nq, stride int,
 		}
 		slabs[p], owns[p] = max16, own
 	})
+	// The shares merged by max, and each candidate's score: in shares of
+	// the candidates, as the centroid interactions read the document
+	// map and the score table at random.
 	max16, own := slabs[0], owns[0]
-	for p := 1; p < parts; p++ {
-		for i, v := range slabs[p] {
-			max16[i] = max(max16[i], v)
-		}
-		for i, v := range owns[p] {
-			own[i] |= v
-		}
-	}
-	best := make([]float32, lanes)
-	cent := make([]float32, nq)
-	for i := range cands {
-		rt.score(best, max16[i*lanes:(i+1)*lanes])
-		missing := false
-		for q := range nq {
-			missing = missing || own[i*words+q/32]&(1<<(q%32)) == 0
-		}
-		if missing {
-			if est != nil {
-				copy(cent, est)
-			} else {
-				centroidBest(r.docs[cands[i].num].cents, table, stride, cent)
+	inParts(len(cands), max(1, min(f.opts.Parallelism, 2, len(cands)/64)), func(_, from, to int) {
+		for p := 1; p < parts; p++ {
+			for i := from * lanes; i < to*lanes; i++ {
+				max16[i] = max(max16[i], slabs[p][i])
 			}
+			for i := from * words; i < to*words; i++ {
+				own[i] |= owns[p][i]
+			}
+		}
+		best := make([]float32, lanes)
+		cent := make([]float32, nq)
+		for i := from; i < to; i++ {
+			rt.score(best, max16[i*lanes:(i+1)*lanes])
+			missing := false
 			for q := range nq {
-				if own[i*words+q/32]&(1<<(q%32)) == 0 {
-					best[q] = max(best[q], cent[q])
+				missing = missing || own[i*words+q/32]&(1<<(q%32)) == 0
+			}
+			if missing {
+				if est != nil {
+					copy(cent, est)
+				} else {
+					centroidBest(r.docs[cands[i].num].cents, table, stride, cent)
+				}
+				for q := range nq {
+					if own[i*words+q/32]&(1<<(q%32)) == 0 {
+						best[q] = max(best[q], cent[q])
+					}
 				}
 			}
+			cands[i].score = combine(so.Scoring, best[:nq])
 		}
-		cands[i].score = combine(so.Scoring, best[:nq])
-	}
+	})
 	if tr := so.trace; tr != nil {
 		slices.SortFunc(cands, byScore)
 		tr.listSetup += t1.Sub(t0)
