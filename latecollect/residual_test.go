@@ -1042,8 +1042,8 @@ func TestWithinBudget(t *testing.T) {
 			t.Errorf("budget %d: %v, want the first %d", tc.budget, got[0], tc.want)
 		}
 	}
-	// With 22,528 centroids (11 in 2,048) the least is 11; with 16,384, 8.
-	for _, tc := range []struct{ nlist, want int }{{22528, 11}, {16384, 8}} {
+	// With 33,792 centroids (11 in 3,072) the least is 11; with 16,384, 8.
+	for _, tc := range []struct{ nlist, want int }{{33792, 11}, {16384, 8}} {
 		r.cb.nlist = tc.nlist
 		if got := r.withinBudget([][]int32{slices.Clone(all)}, 100); len(got[0]) != tc.want {
 			t.Errorf("%d centroids, budget 100: %d probed, want %d", tc.nlist, len(got[0]), tc.want)
